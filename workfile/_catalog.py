@@ -1,0 +1,182 @@
+"""Connector manifests and the catalog that resolves `connector.event` names to them.
+
+A manifest is the contract between a Workfile and a connector: its kind (which capability it
+needs), the default binding name, the configuration (input) schema the validator checks
+Workfile keys against, the payload schema every event is validated against before acceptance,
+and, for ``external`` and ``poll`` kinds, where the delivery identity lives in the payload.
+
+Third-party connectors register through the ``wf_initiation.connectors`` entry-point group; each
+entry point resolves to a :class:`Manifest`, a mapping in manifest form, or a list of them.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from collections.abc import Iterable, Mapping
+from importlib.metadata import entry_points
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from ruamel.yaml import YAML
+
+from ._diagnostics import Diagnostic
+
+Kind = Literal["schedule", "external", "poll"]
+ENTRY_POINT_GROUP = "wf_initiation.connectors"
+CAPABILITY_BY_KIND: dict[str, str] = {
+    "schedule": "wf.scheduled-initiation",
+    "external": "wf.external-event-initiation",
+    "poll": "wf.polling-initiation",
+}
+_NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ManifestError(ValueError):
+    """A manifest breaks the manifest contract (an invalid dependency, CAP-6)."""
+
+
+class Manifest(BaseModel):
+    """The declared contract of one trigger (`connector.event`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="`connector.event`, as written under `on:`.")
+    version: str = Field(description="Connector version; part of every trigger binding.")
+    kind: Kind = Field(description="schedule | external | poll: decides the required capability.")
+    binds: str = Field(description="Default binding name of the payload when an entry has no `as`.")
+    description: str = ""
+    input_schema: dict[str, Any] = Field(description="JSON Schema of the entry's configuration keys.")
+    payload_schema: dict[str, Any] = Field(description="JSON Schema every event payload must satisfy.")
+    delivery_id: str | None = Field(
+        default=None, description="Dotted path of the delivery identity inside the payload (external/poll)."
+    )
+    stable_order: bool | None = Field(default=None, description="Poll only: does the poll contract promise stable order?")
+    implementation: str | None = Field(
+        default=None, description="Poll only: `module:function` of the poll activity implementation."
+    )
+
+    @model_validator(mode="after")
+    def _contract(self) -> "Manifest":
+        problems = manifest_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def capability(self) -> str:
+        return CAPABILITY_BY_KIND[self.kind]
+
+    def config_keys(self) -> set[str]:
+        return set(self.input_schema.get("properties", {}))
+
+    def delivery_id_of(self, payload: Mapping[str, Any]) -> Any:
+        """The delivery identity at the manifest's path, or None when absent."""
+        value: Any = payload
+        for part in (self.delivery_id or "").split("."):
+            if not isinstance(value, Mapping) or part not in value:
+                return None
+            value = value[part]
+        return value
+
+
+def manifest_problems(m: Manifest) -> list[str]:
+    """Contract violations of a manifest, as fix-naming messages (empty when sound)."""
+    problems: list[str] = []
+    if not _NAME.match(m.name):
+        problems.append(f"name {m.name!r} must be 'connector.event' in lower case")
+    if not _IDENT.match(m.binds):
+        problems.append(f"binds {m.binds!r} must be an identifier")
+    for label, schema in (("input_schema", m.input_schema), ("payload_schema", m.payload_schema)):
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            problems.append(f"{label} is not a valid JSON Schema: {exc.message}")
+    if m.kind in ("external", "poll"):
+        problems.extend(_delivery_id_problems(m))
+    elif m.delivery_id is not None:
+        problems.append("a schedule manifest has no delivery_id: occurrence identity is the instant (SCHED-13)")
+    if m.kind != "poll" and m.stable_order is not None:
+        problems.append("stable_order applies to poll manifests only")
+    return problems
+
+
+def _delivery_id_problems(m: Manifest) -> list[str]:
+    if not m.delivery_id:
+        return [f"a {m.kind} manifest must declare delivery_id: the payload path of the delivery identity"]
+    schema: Any = m.payload_schema
+    for part in m.delivery_id.split("."):
+        props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        if part not in props or part not in schema.get("required", []):
+            return [f"delivery_id path {m.delivery_id!r} must be a required property of payload_schema"]
+        schema = props[part]
+    return []
+
+
+class Catalog:
+    """Resolves trigger names to manifests. Build one with :meth:`default` and pass it around."""
+
+    def __init__(self, manifests: Iterable[Manifest] = (), broken: Mapping[str, str] | None = None):
+        self._by_name: dict[str, Manifest] = {}
+        for m in manifests:
+            self._by_name[m.name] = m
+        self.broken: dict[str, str] = dict(broken or {})
+
+    @classmethod
+    def default(cls, *, third_party: bool = True) -> "Catalog":
+        """Built-in manifests plus, unless disabled, those registered through entry points."""
+        manifests = list(builtin_manifests())
+        broken: dict[str, str] = {}
+        if third_party:
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                found, errors = _load_entry_point(ep)
+                manifests.extend(found)
+                broken.update(errors)
+        return cls(manifests, broken)
+
+    def get(self, name: str) -> Manifest | None:
+        return self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def diagnostic_for(self, name: str) -> Diagnostic | None:
+        """Why ``name`` cannot be resolved (None when it can)."""
+        if name in self._by_name:
+            return None
+        if name in self.broken:
+            return Diagnostic(code="MANIFEST-INVALID", message=f"manifest of {name!r} is invalid: {self.broken[name]}")
+        return Diagnostic(
+            code="TRIG-UNKNOWN-CONNECTOR",
+            message=f"unknown trigger {name!r}: the catalog has {', '.join(self.names())}",
+        )
+
+
+def parse_manifest(data: Mapping[str, Any]) -> Manifest:
+    """Build a manifest from its mapping form; raise :class:`ManifestError` naming each problem."""
+    try:
+        return Manifest.model_validate(dict(data))
+    except ValidationError as exc:
+        msgs = [f"{'.'.join(str(p) for p in e['loc']) or 'manifest'}: {e['msg']}" for e in exc.errors()]
+        raise ManifestError("; ".join(msgs)) from None
+
+
+def builtin_manifests() -> list[Manifest]:
+    yaml = YAML(typ="safe")
+    out = []
+    for res in sorted(importlib.resources.files("workfile.manifests").iterdir(), key=lambda r: r.name):
+        if res.name.endswith(".yaml"):
+            out.append(parse_manifest(yaml.load(res.read_text())))
+    return out
+
+
+def _load_entry_point(ep: Any) -> tuple[list[Manifest], dict[str, str]]:
+    try:
+        obj = ep.load()
+        items = obj if isinstance(obj, list) else [obj]
+        found = [i if isinstance(i, Manifest) else parse_manifest(i) for i in items]
+        return found, {}
+    except Exception as exc:  # a broken plugin must not break validation of other Workfiles
+        return [], {ep.name: f"entry point {ep.value!r} failed to load: {exc}"}
