@@ -1,10 +1,63 @@
-"""`wfi` command line (placeholder until subcommands land)."""
+"""`wfi`: the command line of wf-initiation.
+
+Each command group lives in its own module with a ``register(subparsers)`` function; the chosen
+sub-parser's ``handler(args) -> int`` runs. Exit codes: 0 ok, 1 invalid input / failure,
+2 usage error, 3 unsupported (validate). User errors print a message, never a traceback.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+
+_GROUPS = (
+    "wfi._cli_validate",
+    "wfi._cli_schedule",
+    "wfi._cli_run",
+    "wfi._cli_conformance",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors exit 2 with a hint, like argparse
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="wfi", description="Start Temporal workflow runs from schedules, events and polled sources.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in _GROUPS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("wfi: no commands yet", file=sys.stderr)
-    return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        return 130
+    except UserError as exc:
+        print(f"wfi {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
