@@ -1,0 +1,199 @@
+"""The deployment file: where and how a set of Workfiles is activated.
+
+Example (YAML)::
+
+    temporal:
+      address: localhost:7233        # default: $TEMPORAL_ADDRESS, else localhost:7233
+      namespace: default
+      profile: null                  # SDK environment-config profile (TLS, API key)
+      task_queue: wfi-activations    # where activation workflows and their activities run
+    capabilities: [wf.external-event-initiation, wf.scheduled-initiation, wf.polling-initiation]
+    defaults:
+      dedup_retention: 24h
+      overlap: allow
+    connections:
+      acme-google: {connector: mail, secret_env: ACME_GOOGLE_TOKEN}
+    workflows:
+      support-triage:
+        run: {workflow_type: SupportTriage, task_queue: support}
+        inputs: {region: eu}
+        overlap: buffer_one
+
+Every key of ``defaults`` can be overridden per workflow. Relative paths resolve against the
+directory of the deployment file.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from ruamel.yaml import YAML, YAMLError
+
+from ._diagnostics import Diagnostic, DiagnosticError
+from ._durations import parse_duration
+
+Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
+ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
+
+
+def _duration(value: Any) -> timedelta:
+    return value if isinstance(value, timedelta) else parse_duration(value)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TemporalTarget(_Strict):
+    address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
+    namespace: str = "default"
+    profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
+    task_queue: str = Field(default="wfi-activations", description="Task queue of activation workflows.")
+
+    def resolved_address(self) -> str:
+        return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
+
+
+class MissedPolicy(_Strict):
+    """SCHED-8: exactly one policy per activation."""
+
+    policy: Literal["skip", "catch_up"] = "skip"
+    bound: int | None = Field(default=None, ge=1, description="catch_up: most missed occurrences admitted at once.")
+    overflow: Literal["wait_for_operator", "skip_overflow"] = Field(
+        default="wait_for_operator",
+        description="catch_up beyond bound: hold the omitted range for an operator decision, or skip it (recorded).",
+    )
+
+    @model_validator(mode="after")
+    def _bound(self) -> "MissedPolicy":
+        if self.policy == "catch_up" and self.bound is None:
+            raise ValueError("catch_up needs a finite 'bound' (SCHED-8), e.g. {policy: catch_up, bound: 10}")
+        if self.policy == "skip" and self.bound is not None:
+            raise ValueError("'bound' applies only to policy catch_up")
+        return self
+
+
+class PollSettings(_Strict):
+    """POLL-2: cadence and backoff are deployment configuration."""
+
+    interval: timedelta = timedelta(seconds=30)
+    backoff_initial: timedelta = timedelta(seconds=1)
+    backoff_max: timedelta = timedelta(minutes=5)
+    limit: int = Field(default=500, ge=1, le=10000, description="Items per poll response.")
+
+    _d = field_validator("interval", "backoff_initial", "backoff_max", mode="before")(_duration)
+
+
+class Policies(_Strict):
+    """Initiation policies; `defaults` and each workflow may set them."""
+
+    dedup_retention: timedelta = Field(default=timedelta(hours=24), description="EXT-5 retention after terminal.")
+    overlap: Overlap = "allow"
+    late_after: timedelta = Field(default=timedelta(minutes=1), description="An occurrence later than this is missed.")
+    missed: MissedPolicy = MissedPolicy()
+    invalid_items: Literal["hold", "quarantine"] = Field(default="quarantine", description="POLL-11 choice.")
+    poll: PollSettings = PollSettings()
+    max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
+    max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
+
+    _d = field_validator("dedup_retention", "late_after", mode="before")(_duration)
+
+
+class RunTarget(_Strict):
+    workflow_type: str = Field(description="Workflow type each run executes.")
+    task_queue: str = Field(description="Task queue of the run workflows.")
+    execution_timeout: timedelta | None = None
+
+    _d = field_validator("execution_timeout", mode="before")(lambda v: None if v is None else _duration(v))
+
+
+class Connection(_Strict):
+    """A credential binding (TRIG-6). Secrets are referenced, never inlined in Workfiles."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    connector: str = Field(description="Connector prefix it serves, e.g. 'mail' or 'sql'.")
+
+
+class WorkflowDeployment(Policies):
+    workfile: str | None = Field(default=None, description="Path of the Workfile (relative to the deployment file).")
+    run: RunTarget
+    inputs: dict[str, Any] = Field(default_factory=dict, description="Deployment inputs (binding member).")
+    overlay: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-entry configuration overlay: entry name -> keys replacing the Workfile's."
+    )
+
+
+class Deployment(_Strict):
+    temporal: TemporalTarget = TemporalTarget()
+    capabilities: list[str] = Field(default_factory=lambda: list(ALL_CAPABILITIES))
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    connections: dict[str, Connection] = Field(default_factory=dict)
+    workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    base_dir: str | None = Field(default=None, description="Directory relative paths resolve against.")
+
+    @field_validator("capabilities")
+    @classmethod
+    def _known(cls, caps: list[str]) -> list[str]:
+        unknown = sorted(set(caps) - set(ALL_CAPABILITIES))
+        if unknown:
+            raise ValueError(f"unknown capability {unknown}; known: {', '.join(ALL_CAPABILITIES)}")
+        return caps
+
+    def workflow(self, name: str) -> WorkflowDeployment:
+        """The merged deployment settings of one workflow; DiagnosticError naming the fix."""
+        if name not in self.workflows:
+            raise DiagnosticError([Diagnostic(
+                code="DEPLOY-UNKNOWN-WORKFLOW",
+                message=f"the deployment has no 'workflows: {name}:' section; add one with at least "
+                f"run: {{workflow_type: ..., task_queue: ...}} (known: {', '.join(sorted(self.workflows)) or 'none'})",
+            )])
+        merged = {**self.defaults, **self.workflows[name]}
+        try:
+            return WorkflowDeployment.model_validate(merged)
+        except ValidationError as exc:
+            raise DiagnosticError(_diagnostics(exc, f"workflows.{name}")) from None
+
+    def connections_for(self, connector: str) -> dict[str, Connection]:
+        prefix = connector.split(".")[0]
+        return {k: c for k, c in self.connections.items() if c.connector in (prefix, connector)}
+
+    def resolve_path(self, path: str) -> pathlib.Path:
+        p = pathlib.Path(path)
+        return p if p.is_absolute() or not self.base_dir else pathlib.Path(self.base_dir) / p
+
+
+def load_deployment(path: str | pathlib.Path) -> Deployment:
+    """Read and validate a deployment file; DiagnosticError (never a traceback) on bad input."""
+    p = pathlib.Path(path)
+    try:
+        data = YAML(typ="safe").load(p.read_text())
+    except OSError as exc:
+        raise DiagnosticError([Diagnostic(code="DEPLOY-UNREADABLE", message=f"cannot read {p}: {exc.strerror}")]) from None
+    except YAMLError as exc:
+        raise DiagnosticError([Diagnostic(code="DEPLOY-YAML", message=f"{p} is not valid YAML: {exc}")]) from None
+    return parse_deployment(data or {}, base_dir=str(p.resolve().parent))
+
+
+def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
+    if not isinstance(data, dict):
+        raise DiagnosticError([Diagnostic(code="DEPLOY-SHAPE", message="a deployment file is a mapping at top level")])
+    try:
+        dep = Deployment.model_validate({**data, "base_dir": base_dir})
+        Policies.model_validate(dep.defaults)
+    except ValidationError as exc:
+        raise DiagnosticError(_diagnostics(exc, "")) from None
+    for name in dep.workflows:
+        dep.workflow(name)
+    return dep
+
+
+def _diagnostics(exc: ValidationError, prefix: str) -> list[Diagnostic]:
+    out = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        out.append(Diagnostic(code="DEPLOY-INVALID", message=f"{loc}: {e['msg']}", path=loc))
+    return out
