@@ -1,0 +1,5 @@
+"""The conformance case modules, in report order. Each module lists its cases in ``CASES``."""
+
+MODULES: tuple[str, ...] = (
+    "conformance.cases.capabilities",
+)

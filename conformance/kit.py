@@ -1,0 +1,320 @@
+"""The conformance kit's frame: cases, the target they drive, and the runner.
+
+A conformance case is a black-box check of a live deployment. It may touch only the deployment's
+public interfaces, all reached through :class:`Target`: the ``wfi`` command line as a subprocess,
+the Temporal client API against the deployment's Temporal target, and files in a scratch
+directory. Each case names the clauses of ``spec/clauses.md`` it proves and the capability it
+belongs to, so one case serves both the project's own test suite and ``wfi conformance run``.
+
+A case module declares its cases with :func:`case` and lists them, explicitly, in a module-level
+``CASES`` tuple; :func:`collect` reads those tuples::
+
+    @case(capability=EXTERNAL, clauses=["EXT-3"])
+    async def duplicate_delivery_starts_no_second_run(target: Target) -> None:
+        ...
+
+    CASES = (duplicate_delivery_starts_no_second_run,)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+import pathlib
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from workfile.deployment import Deployment, load_deployment
+
+from .report import CLAIMABLE as CAPABILITIES
+from .report import CORE, CaseResult, Outcome, Report, build_report
+
+SCHEDULED, EXTERNAL, POLLING = CAPABILITIES
+# CORE is the pseudo-capability of cross-cutting cases (capability inference, the core validator).
+# It is never claimed itself; every real capability's claim requires all core cases to pass.
+
+CaseFn = Callable[["Target"], Awaitable[None]]
+
+
+class CaseFailed(AssertionError):
+    """A conformance check did not hold; the message says what was expected and what was seen."""
+
+
+def check(condition: object, message: str) -> None:
+    """Fail the running case with ``message`` unless ``condition`` is truthy."""
+    if not condition:
+        raise CaseFailed(message)
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """One registered case: what it proves, for which capability, and the check itself."""
+
+    id: str
+    capability: str
+    clauses: tuple[str, ...]
+    title: str
+    fn: CaseFn = field(repr=False, compare=False)
+
+
+def case(*, capability: str, clauses: Sequence[str], title: str | None = None) -> Callable[[CaseFn], CaseInfo]:
+    """Declare an async function as a conformance case.
+
+    Args:
+        capability: One of :data:`CAPABILITIES`, or :data:`CORE` for cross-cutting cases.
+        clauses: Clause ids of ``spec/clauses.md`` the case proves, e.g. ``["EXT-3", "EXT-13"]``.
+        title: A sentence for the report; defaults to the function name with spaces.
+
+    Returns:
+        A decorator turning ``async def name(target) -> None`` into a :class:`CaseInfo` whose id is
+        ``<module's last component>.<function name>``. List it in the module's ``CASES``.
+    """
+    if capability not in (*CAPABILITIES, CORE):
+        raise ValueError(f"capability {capability!r} is not one of {', '.join((*CAPABILITIES, CORE))}")
+    if not clauses:
+        raise ValueError("a conformance case must name at least one clause it proves")
+
+    def decorate(fn: CaseFn) -> CaseInfo:
+        module = fn.__module__.rsplit(".", 1)[-1]
+        return CaseInfo(
+            id=f"{module}.{fn.__name__}",
+            capability=capability,
+            clauses=tuple(clauses),
+            title=title or fn.__name__.replace("_", " "),
+            fn=fn,
+        )
+
+    return decorate
+
+
+def collect(modules: Iterable[str]) -> tuple[CaseInfo, ...]:
+    """Import each case module and return the cases of its ``CASES`` tuple, in order.
+
+    Raises:
+        ValueError: a module declares a case it does not list in ``CASES``, or two cases share an id.
+    """
+    cases: list[CaseInfo] = []
+    for name in modules:
+        module = importlib.import_module(name)
+        listed = tuple(getattr(module, "CASES", ()))
+        declared = {v.id for v in vars(module).values() if isinstance(v, CaseInfo)}
+        missing = sorted(declared - {c.id for c in listed})
+        if missing:
+            raise ValueError(f"{name} declares cases it does not list in CASES: {', '.join(missing)}")
+        cases.extend(listed)
+    ids = [c.id for c in cases]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"duplicate conformance case ids: {', '.join(dupes)}")
+    return tuple(cases)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one ``wfi`` subprocess did."""
+
+    args: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """stdout parsed as JSON (one document, or one document per line); CaseFailed if it is not."""
+        try:
+            return json.loads(self.stdout)
+        except ValueError:
+            pass
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        try:
+            check(lines, "")
+            return [json.loads(line) for line in lines]
+        except (ValueError, CaseFailed):
+            raise CaseFailed(f"`wfi {' '.join(self.args)}` did not print JSON:\n{self.describe()}") from None
+
+    def describe(self) -> str:
+        """A readable account of the call for failure messages."""
+        return f"exit {self.code}\n--- stdout\n{self.stdout.strip()}\n--- stderr\n{self.stderr.strip()}"
+
+
+@dataclass(frozen=True)
+class WorkfilePair:
+    """A Workfile and a deployment file that activates it, written by :meth:`Target.write_pair`."""
+
+    workflow: str
+    workfile: pathlib.Path
+    deployment: pathlib.Path
+
+
+def default_wfi_command() -> tuple[str, ...]:
+    """The ``wfi`` console script beside this interpreter, else ``python -c`` into ``wfi.cli.main``."""
+    script = pathlib.Path(sys.executable).parent / "wfi"
+    if script.exists():
+        return (str(script),)
+    return (sys.executable, "-c", "import sys; from wfi.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+@dataclass
+class Target:
+    """Everything a case may touch: the deployment under test and its public interfaces.
+
+    Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use.
+    """
+
+    deployment_path: pathlib.Path
+    deployment: Deployment
+    workdir: pathlib.Path
+    wfi_command: tuple[str, ...] = field(default_factory=default_wfi_command)
+    env: Mapping[str, str] | None = None
+    cli_timeout: float = 60.0
+    _client: Any = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def from_file(cls, deployment_path: str | pathlib.Path, workdir: str | pathlib.Path, **kwargs: Any) -> Target:
+        """Load the deployment file (``DiagnosticError`` when it is bad) and make ``workdir``."""
+        path = pathlib.Path(deployment_path).resolve()
+        work = pathlib.Path(workdir).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        return cls(deployment_path=path, deployment=load_deployment(path), workdir=work, **kwargs)
+
+    async def wfi(self, *args: str, input: str | None = None) -> CliResult:
+        """Run ``wfi ARGS...`` as a subprocess in :attr:`workdir` and return what it did."""
+        proc = await asyncio.create_subprocess_exec(
+            *self.wfi_command, *args,
+            stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            cwd=self.workdir, env={**os.environ, **(self.env or {})},
+        )
+        try:
+            out, err = await asyncio.wait_for(
+                proc.communicate(input.encode() if input is not None else None), self.cli_timeout
+            )
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise CaseFailed(f"`wfi {' '.join(args)}` did not finish within {self.cli_timeout:g}s") from None
+        return CliResult(args=tuple(args), code=proc.returncode or 0, stdout=out.decode(), stderr=err.decode())
+
+    async def client(self) -> Any:
+        """A ``temporalio.client.Client`` for the deployment's Temporal target (pydantic converter)."""
+        if self._client is None:
+            self._client = await _connect(self.deployment)
+        return self._client
+
+    def unique(self, prefix: str) -> str:
+        """A name no other case run uses: for workflow identities, workflow ids, task queues."""
+        return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+    def write(self, name: str, text: str) -> pathlib.Path:
+        """Write ``text`` to ``workdir/name`` and return the path."""
+        path = self.workdir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def write_pair(self, workflow: str, workfile_text: str, settings: Mapping[str, Any]) -> WorkfilePair:
+        """Write a Workfile and a deployment that activates it on this target's Temporal.
+
+        The new deployment copies this one's ``temporal``, ``capabilities``, ``defaults`` and
+        ``connections`` and declares one workflow section, ``settings`` plus the Workfile's path.
+
+        Args:
+            workflow: The Workfile's ``name`` (use :meth:`unique`), also the deployment section.
+            workfile_text: The Workfile's YAML.
+            settings: The ``workflows.<workflow>`` section, at least ``run: {workflow_type, task_queue}``.
+        """
+        workfile = self.write(f"{workflow}.workfile.yaml", workfile_text)
+        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults", "connections"})
+        doc["temporal"]["address"] = self.deployment.temporal.resolved_address()
+        doc["workflows"] = {workflow: {**settings, "workfile": str(workfile)}}
+        deployment = self.workdir / f"{workflow}.deployment.yaml"
+        with deployment.open("w") as fh:
+            YAML(typ="safe", pure=True).dump(doc, fh)
+        return WorkfilePair(workflow=workflow, workfile=workfile, deployment=deployment)
+
+
+async def _connect(deployment: Deployment) -> Any:
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    options: dict[str, Any] = {}
+    if deployment.temporal.profile:
+        from temporalio.envconfig import ClientConfig
+
+        options = dict(ClientConfig.load_client_connect_config(profile=deployment.temporal.profile))
+    options.update(
+        target_host=deployment.temporal.address or options.get("target_host") or deployment.temporal.resolved_address(),
+        namespace=deployment.temporal.namespace,
+        data_converter=pydantic_data_converter,
+    )
+    return await Client.connect(**options)
+
+
+def select(cases: Sequence[CaseInfo], *, ids: Iterable[str] = (), capabilities: Iterable[str] = ()) -> set[str]:
+    """Ids of the cases chosen by explicit ids and/or capabilities (a capability brings in CORE).
+
+    Raises:
+        ValueError: an id or capability names nothing; the message lists what exists.
+    """
+    known = {c.id for c in cases}
+    wanted, caps = set(ids), set(capabilities)
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise ValueError(f"unknown case id {', '.join(unknown)}; `wfi conformance list` shows the cases")
+    bad_caps = sorted(caps - set(CAPABILITIES) - {CORE})
+    if bad_caps:
+        raise ValueError(f"unknown capability {', '.join(bad_caps)}; known: {', '.join((*CAPABILITIES, CORE))}")
+    if caps:
+        caps.add(CORE)
+    return wanted | {c.id for c in cases if c.capability in caps}
+
+
+async def run_cases(
+    target: Target, cases: Sequence[CaseInfo], *, only: set[str] | None = None, timeout: float = 120
+) -> Report:
+    """Run the selected cases one after another and report per capability.
+
+    Args:
+        target: The deployment under test.
+        cases: Every case of the kit; the report judges claims against all of them.
+        only: Ids to run; the others are reported as not run (and so block their capability's claim).
+        timeout: Seconds each case may take before it fails.
+    """
+    results = []
+    for info in cases:
+        if only is not None and info.id not in only:
+            results.append(_result(info, "skipped", "not selected"))
+            continue
+        results.append(await _run_one(target, info, timeout))
+    return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(timezone.utc))
+
+
+async def _run_one(target: Target, info: CaseInfo, timeout: float) -> CaseResult:
+    started = time.monotonic()
+    outcome: Outcome = "passed"
+    message = ""
+    try:
+        await asyncio.wait_for(info.fn(target), timeout)
+    except CaseFailed as exc:
+        outcome, message = "failed", str(exc)
+    except asyncio.TimeoutError:
+        outcome, message = "failed", f"did not finish within {timeout:g}s"
+    except Exception as exc:  # noqa: BLE001 - a crashing case is a reported failure, never an abort of the run
+        outcome, message = "error", "".join(traceback.format_exception(exc, limit=-4)).strip()
+    return _result(info, outcome, message, time.monotonic() - started)
+
+
+def _result(info: CaseInfo, outcome: Outcome, message: str, duration_s: float = 0.0) -> CaseResult:
+    return CaseResult(
+        id=info.id, capability=info.capability, clauses=list(info.clauses), title=info.title,
+        outcome=outcome, message=message, duration_s=round(duration_s, 3),
+    )

@@ -1,0 +1,160 @@
+"""The conformance report: per capability, the clauses exercised and the cases passed and failed,
+and the claims a deployment has earned.
+
+Claims rule: a real capability is claimed when it has at least one case, every one of its cases ran
+and passed, and every ``core`` case ran and passed (the cross-cutting cases, such as capability
+inference, are part of what claiming any capability asserts, CAP-9). ``core`` itself is never
+claimed. A capability with no cases is not claimed.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+CLAIMABLE = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
+CORE = "core"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CaseResult(_Frozen):
+    """The outcome of one case."""
+
+    id: str
+    capability: str
+    clauses: list[str]
+    title: str
+    outcome: Outcome = Field(description="passed | failed (a check did not hold) | error (the case crashed) | skipped.")
+    message: str = Field(default="", description="Why it failed, errored or was skipped.")
+    duration_s: float = 0.0
+
+
+class CapabilityReport(_Frozen):
+    """Everything the run found out about one capability (or the ``core`` pseudo-capability)."""
+
+    capability: str
+    claimed: bool
+    clauses_exercised: list[str] = Field(description="Clauses cited by cases that ran.")
+    clauses_passed: list[str] = Field(description="Exercised clauses whose every case passed.")
+    clauses_failed: list[str] = Field(description="Clauses cited by a case that failed or errored.")
+    passed: int
+    failed: int
+    skipped: int
+    cases: list[CaseResult]
+
+
+class Report(_Frozen):
+    """A whole conformance run."""
+
+    deployment: str
+    generated_at: datetime
+    capabilities: list[CapabilityReport]
+    claims: list[str] = Field(description="Capabilities whose every case (and every core case) passed.")
+    ok: bool = Field(description="Every case that ran passed.")
+
+    def failures(self) -> list[CaseResult]:
+        return [c for cap in self.capabilities for c in cap.cases if c.outcome in ("failed", "error")]
+
+
+def build_report(results: Sequence[CaseResult], *, deployment: str, generated_at: datetime) -> Report:
+    """Group case results by capability and decide the claims."""
+    names = [*CLAIMABLE, CORE, *sorted({r.capability for r in results} - {*CLAIMABLE, CORE})]
+    groups = {name: [r for r in results if r.capability == name] for name in names}
+    core_ok = all(r.outcome == "passed" for r in groups[CORE])
+    caps = [_capability(name, rs, core_ok) for name, rs in groups.items() if rs or name in CLAIMABLE]
+    return Report(
+        deployment=deployment,
+        generated_at=generated_at,
+        capabilities=caps,
+        claims=[c.capability for c in caps if c.claimed],
+        ok=all(r.outcome in ("passed", "skipped") for r in results),
+    )
+
+
+def _capability(name: str, results: list[CaseResult], core_ok: bool) -> CapabilityReport:
+    ran = [r for r in results if r.outcome != "skipped"]
+    bad = [r for r in ran if r.outcome != "passed"]
+    exercised = _clauses(ran)
+    failed = _clauses(bad)
+    return CapabilityReport(
+        capability=name,
+        claimed=name in CLAIMABLE and bool(results) and not bad and len(ran) == len(results) and core_ok,
+        clauses_exercised=exercised,
+        clauses_passed=[c for c in exercised if c not in failed],
+        clauses_failed=failed,
+        passed=len(ran) - len(bad),
+        failed=len(bad),
+        skipped=len(results) - len(ran),
+        cases=list(results),
+    )
+
+
+def _clauses(results: Sequence[CaseResult]) -> list[str]:
+    return sorted({c for r in results for c in r.clauses}, key=_clause_order)
+
+
+def _clause_order(clause: str) -> tuple[str, int]:
+    prefix, _, number = clause.rpartition("-")
+    return (prefix, int(number)) if number.isdigit() else (clause, 0)
+
+
+def claims_document(report: Report) -> dict[str, object]:
+    """The claims file: ``{"capabilities": [...], ...}``, as ``wfi validate --claims`` reads it."""
+    return {
+        "capabilities": list(report.claims),
+        "generated_at": report.generated_at.isoformat(),
+        "deployment": report.deployment,
+    }
+
+
+def render_markdown(report: Report) -> str:
+    """A readable report: a summary table, then each capability's clauses and failures."""
+    lines = [
+        "# Conformance report",
+        "",
+        f"- deployment: `{report.deployment}`",
+        f"- generated at: {report.generated_at.isoformat()}",
+        f"- claims: {', '.join(f'`{c}`' for c in report.claims) or 'none'}",
+        "",
+        "| capability | claimed | passed | failed | skipped | clauses exercised |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cap in report.capabilities:
+        lines.append(
+            f"| `{cap.capability}` | {'yes' if cap.claimed else 'no'} | {cap.passed} | {cap.failed} | "
+            f"{cap.skipped} | {', '.join(cap.clauses_exercised) or '-'} |"
+        )
+    for cap in report.capabilities:
+        lines.extend(_capability_section(cap))
+    return "\n".join(lines) + "\n"
+
+
+def _capability_section(cap: CapabilityReport) -> list[str]:
+    lines = ["", f"## `{cap.capability}`", ""]
+    if cap.clauses_failed:
+        lines.append(f"Clauses failed: {', '.join(cap.clauses_failed)}")
+        lines.append("")
+    for r in cap.cases:
+        lines.append(f"- **{r.outcome}** `{r.id}` ({', '.join(r.clauses)}): {r.title}")
+        if r.message and r.outcome != "passed":
+            lines.extend(["", "  ```", *(f"  {line}" for line in r.message.splitlines()), "  ```", ""])
+    return lines
+
+
+def write_report(report: Report, out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Write ``report.json``, ``report.md`` and ``claims.json`` into ``out_dir``; return their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {name: out_dir / name for name in ("report.json", "report.md", "claims.json")}
+    paths["report.json"].write_text(report.model_dump_json(indent=2) + "\n")
+    paths["report.md"].write_text(render_markdown(report))
+    paths["claims.json"].write_text(json.dumps(claims_document(report), indent=2) + "\n")
+    return paths

@@ -1,0 +1,104 @@
+"""`wfi conformance`: run the conformance kit against a live deployment, or list its cases."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pathlib
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+from workfile._diagnostics import DiagnosticError
+
+if TYPE_CHECKING:
+    from conformance.kit import CaseInfo
+    from conformance.report import Report
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``conformance run`` and ``conformance list`` to the ``wfi`` parser."""
+    parser = subparsers.add_parser("conformance", help="Check a deployment against the spec and write its claims.")
+    sub = parser.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", parser_class=type(parser))
+    parser.set_defaults(handler=lambda args: _usage(parser))
+
+    run = sub.add_parser("run", help="Run the cases against a deployment; write report.json, report.md, claims.json.")
+    run.add_argument("--deployment", required=True, metavar="FILE", help="The deployment file under test.")
+    run.add_argument("--out", default="conformance-report", metavar="DIR", help="Report directory (default: %(default)s).")
+    run.add_argument("--case", action="append", default=[], metavar="ID", help="Run only this case (repeatable).")
+    run.add_argument(
+        "--capability", action="append", default=[], metavar="CAP",
+        help="Run only this capability's cases, plus the core cases (repeatable). "
+        "Default: the capabilities the deployment declares, plus core.",
+    )
+    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="Per-case time limit.")
+    run.add_argument("--json", action="store_true", help="Print the report as JSON instead of a summary.")
+    run.set_defaults(handler=_run)
+
+    listing = sub.add_parser("list", help="List the cases with their capability and clauses.")
+    listing.add_argument("--json", action="store_true", help="Print a JSON array.")
+    listing.set_defaults(handler=_list)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _cases() -> tuple[CaseInfo, ...]:
+    from conformance.cases import MODULES
+    from conformance.kit import collect
+
+    return collect(MODULES)
+
+
+def _list(args: argparse.Namespace) -> int:
+    cases = _cases()
+    if args.json:
+        rows = [{"id": c.id, "capability": c.capability, "clauses": list(c.clauses), "title": c.title} for c in cases]
+        print(json.dumps(rows, indent=2))
+        return 0
+    for c in cases:
+        print(f"{c.id}\n    {c.capability}  {', '.join(c.clauses)}\n    {c.title}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from conformance.kit import Target, run_cases, select
+    from conformance.report import write_report
+    from wfi.cli import UserError
+
+    cases = _cases()
+    with tempfile.TemporaryDirectory(prefix="wfi-conformance-") as workdir:
+        try:
+            target = Target.from_file(args.deployment, workdir)
+        except DiagnosticError as exc:
+            for d in exc.diagnostics:
+                print(d.render(args.deployment), file=sys.stderr)
+            return 1
+        capabilities = args.capability or ([] if args.case else [*target.deployment.capabilities])
+        try:
+            only = select(cases, ids=args.case, capabilities=capabilities)
+        except ValueError as exc:
+            raise UserError(str(exc), exit_code=2) from None
+        report = asyncio.run(run_cases(target, cases, only=only, timeout=args.timeout))
+    paths = write_report(report, pathlib.Path(args.out).resolve())
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(_summary(report, paths["report.md"]))
+    return 0 if report.ok else 1
+
+
+def _summary(report: Report, markdown_path: pathlib.Path) -> str:
+    lines = []
+    for cap in report.capabilities:
+        mark = "claimed" if cap.claimed else "not claimed"
+        lines.append(f"{cap.capability}: {cap.passed} passed, {cap.failed} failed, {cap.skipped} not run ({mark})")
+    for failure in report.failures():
+        first = failure.message.splitlines()[0] if failure.message else ""
+        lines.append(f"  FAILED {failure.id} [{', '.join(failure.clauses)}]: {first}")
+    lines.append(f"claims: {', '.join(report.claims) or 'none'}")
+    lines.append(f"report: {markdown_path}")
+    return "\n".join(lines)
