@@ -26,3 +26,16 @@ __all__ = [
     "parse_duration",
     "parse_manifest",
 ]
+
+from ._capabilities import ClaimsError, classify, read_claims, required_capabilities
+from ._validate import ValidationResult, load_workfile, validate_document
+
+__all__ += [
+    "ClaimsError",
+    "ValidationResult",
+    "classify",
+    "load_workfile",
+    "read_claims",
+    "required_capabilities",
+    "validate_document",
+]

@@ -1,0 +1,73 @@
+"""`wfi validate WORKFILE... [--claims FILE_OR_LIST] [--json]`.
+
+Exit status: 0 every file valid (and supported, when ``--claims`` is given); 1 any file invalid;
+3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value).
+
+``--json`` always prints one JSON array with one object per file, in argument order:
+``{"file", "status", "workflow", "required_capabilities", "diagnostics": [{"code", "message",
+"entry", "path", "line", "capability"}]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+from workfile import Catalog, ClaimsError, ValidationResult, load_workfile, read_claims
+
+EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``validate`` command to the ``wfi`` dispatcher."""
+    parser = subparsers.add_parser(
+        "validate",
+        help="validate Workfiles (and classify support against claimed capabilities)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("workfiles", nargs="+", metavar="WORKFILE", type=pathlib.Path, help="Workfile(s) to validate")
+    parser.add_argument(
+        "--claims",
+        metavar="FILE_OR_LIST",
+        help="capabilities the target deployment claims: a claims file (as written by "
+        "`wfi conformance run`, or one capability per line) or a comma-separated list",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON array with one object per file")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate every file, print the results, return the exit status."""
+    from wfi.cli import UserError
+
+    try:
+        claims = read_claims(args.claims) if args.claims is not None else None
+    except ClaimsError as exc:
+        raise UserError(str(exc), exit_code=EXIT_USAGE) from None
+    catalog = Catalog.default()
+    results = [load_workfile(path, catalog=catalog, claims=claims) for path in args.workfiles]
+    if args.json:
+        print(json.dumps([r.summary() for r in results], indent=2))
+    else:
+        sys.stdout.write("".join(render_text(r) for r in results))
+    return exit_status(results)
+
+
+def render_text(result: ValidationResult) -> str:
+    """``file: status`` then one line per diagnostic, with its line number."""
+    head = f"{result.file}: {result.status}"
+    if result.status != "invalid" and result.required_capabilities:
+        head += f" (requires {', '.join(result.required_capabilities)})"
+    lines = [head] + [f"  {d.render(result.file)}" for d in result.diagnostics]
+    return "\n".join(lines) + "\n"
+
+
+def exit_status(results: list[ValidationResult]) -> int:
+    """1 if any invalid, else 3 if any unsupported, else 0."""
+    statuses = {r.status for r in results}
+    if "invalid" in statuses:
+        return EXIT_INVALID
+    return EXIT_UNSUPPORTED if "unsupported" in statuses else EXIT_VALID
