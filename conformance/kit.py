@@ -134,12 +134,14 @@ class CliResult:
             return json.loads(self.stdout)
         except ValueError:
             pass
+        not_json = CaseFailed(f"`wfi {' '.join(self.args)}` did not print JSON:\n{self.describe()}")
         lines = [line for line in self.stdout.splitlines() if line.strip()]
+        if not lines:
+            raise not_json
         try:
-            check(lines, "")
             return [json.loads(line) for line in lines]
-        except (ValueError, CaseFailed):
-            raise CaseFailed(f"`wfi {' '.join(self.args)}` did not print JSON:\n{self.describe()}") from None
+        except ValueError:
+            raise not_json from None
 
     def describe(self) -> str:
         """A readable account of the call for failure messages."""

@@ -1,0 +1,267 @@
+"""The conformance kit: its frame (cases, target, runner, report, claims) and its real cases run
+against this project, both through ``run_cases`` and through ``wfi conformance run``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import subprocess
+import sys
+import types
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+import conformance
+from conformance import (
+    CAPABILITIES,
+    CORE,
+    EXTERNAL,
+    POLLING,
+    SCHEDULED,
+    CaseFailed,
+    Report,
+    Target,
+    case,
+    check,
+    collect,
+    run_cases,
+    select,
+    write_report,
+)
+from conformance.cases import MODULES
+from workfile.deployment import load_deployment
+
+WFI = (sys.executable, "-c", "import sys; from wfi.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def deployment_file(tmp_path: pathlib.Path, address: str = "127.0.0.1:1", extra: str = "") -> pathlib.Path:
+    path = tmp_path / "deployment.yaml"
+    path.write_text(f"temporal: {{address: '{address}', namespace: default}}\n{extra}")
+    return path
+
+
+@pytest.fixture
+def target(tmp_path: pathlib.Path) -> Target:
+    return Target.from_file(deployment_file(tmp_path), tmp_path / "work")
+
+
+def passing(capability: str, clause: str):
+    async def fn(target: Target) -> None:
+        check(target.workdir.is_dir(), "the scratch directory exists")
+
+    fn.__name__ = f"passes_{clause.replace('-', '_')}_{capability.replace('.', '_').replace('-', '_')}"
+    return case(capability=capability, clauses=[clause])(fn)
+
+
+def failing(capability: str, clause: str, message: str):
+    async def fn(target: Target) -> None:
+        check(False, message)
+
+    fn.__name__ = f"fails_{clause.replace('-', '_')}"
+    return case(capability=capability, clauses=[clause])(fn)
+
+
+def by_capability(report: Report) -> dict[str, conformance.CapabilityReport]:
+    return {c.capability: c for c in report.capabilities}
+
+
+async def test_a_capability_is_claimed_only_when_every_one_of_its_cases_passes(target: Target) -> None:
+    cases = [
+        passing(EXTERNAL, "EXT-1"), passing(EXTERNAL, "EXT-2"),
+        passing(SCHEDULED, "SCHED-1"), failing(SCHEDULED, "SCHED-6", "the run began 2s before its instant"),
+        passing(CORE, "CAP-1"),
+    ]
+    report = await run_cases(target, cases)
+    caps = by_capability(report)
+    assert report.claims == [EXTERNAL]
+    assert not report.ok
+    assert (caps[EXTERNAL].passed, caps[EXTERNAL].failed, caps[EXTERNAL].clauses_passed) == (2, 0, ["EXT-1", "EXT-2"])
+    assert caps[SCHEDULED].clauses_exercised == ["SCHED-1", "SCHED-6"]
+    assert caps[SCHEDULED].clauses_failed == ["SCHED-6"]
+    [failure] = report.failures()
+    assert failure.message == "the run began 2s before its instant"
+    assert failure.outcome == "failed"
+
+
+async def test_a_capability_with_no_cases_is_reported_but_never_claimed(target: Target) -> None:
+    report = await run_cases(target, [passing(EXTERNAL, "EXT-1")])
+    caps = by_capability(report)
+    assert (caps[POLLING].passed, caps[POLLING].failed, caps[POLLING].claimed) == (0, 0, False)
+    assert report.claims == [EXTERNAL]
+    assert report.ok
+
+
+async def test_a_failing_core_case_leaves_every_capability_unclaimed(target: Target) -> None:
+    cases = [passing(c, "INIT-1") for c in CAPABILITIES] + [failing(CORE, "CAP-5", "invalid file reported unsupported")]
+    report = await run_cases(target, cases)
+    assert report.claims == []
+    assert by_capability(report)[CORE].clauses_failed == ["CAP-5"]
+
+
+async def test_cases_not_selected_are_not_run_and_keep_their_capability_unclaimed(target: Target) -> None:
+    ran: list[str] = []
+
+    async def records(t: Target) -> None:
+        ran.append("records")
+
+    chosen = case(capability=EXTERNAL, clauses=["EXT-1"])(records)
+    cases = [chosen, failing(EXTERNAL, "EXT-3", "not run"), passing(SCHEDULED, "SCHED-1")]
+    report = await run_cases(target, cases, only={chosen.id, cases[2].id})
+    caps = by_capability(report)
+    assert ran == ["records"]
+    assert (caps[EXTERNAL].passed, caps[EXTERNAL].skipped, caps[EXTERNAL].claimed) == (1, 1, False)
+    assert caps[EXTERNAL].clauses_exercised == ["EXT-1"]
+    assert report.claims == [SCHEDULED]
+    assert report.ok
+
+
+async def test_a_crashing_or_hanging_case_is_a_reported_failure_and_later_cases_still_run(target: Target) -> None:
+    async def crashes(t: Target) -> None:
+        raise RuntimeError("connector exploded")
+
+    async def hangs(t: Target) -> None:
+        await asyncio.Event().wait()
+
+    cases = [case(capability=POLLING, clauses=["POLL-1"])(crashes), case(capability=POLLING, clauses=["POLL-2"])(hangs),
+             passing(SCHEDULED, "SCHED-1")]
+    report = await run_cases(target, cases, timeout=0.2)
+    outcomes = {r.id: (r.outcome, r.message) for r in by_capability(report)[POLLING].cases}
+    assert outcomes[cases[0].id][0] == "error" and "RuntimeError: connector exploded" in outcomes[cases[0].id][1]
+    assert outcomes[cases[1].id] == ("failed", "did not finish within 0.2s")
+    assert report.claims == [SCHEDULED]
+
+
+async def test_the_report_files_hold_the_report_the_summary_and_the_claims(target: Target, tmp_path: pathlib.Path) -> None:
+    cases = [passing(EXTERNAL, "EXT-1"), failing(POLLING, "POLL-8", "cursor moved past an undisposed item")]
+    report = await run_cases(target, cases)
+    paths = write_report(report, tmp_path / "out")
+    assert Report.model_validate_json(paths["report.json"].read_text()) == report
+    claims = json.loads(paths["claims.json"].read_text())
+    assert claims["capabilities"] == [EXTERNAL]
+    assert claims["deployment"] == str(target.deployment_path)
+    markdown = paths["report.md"].read_text()
+    assert "cursor moved past an undisposed item" in markdown
+    assert "| `wf.polling-initiation` | no | 0 | 1 | 0 | POLL-8 |" in markdown
+
+
+def test_a_case_must_name_a_clause_and_a_known_capability() -> None:
+    async def fn(t: Target) -> None: ...
+
+    with pytest.raises(ValueError, match="at least one clause"):
+        case(capability=EXTERNAL, clauses=[])(fn)
+    with pytest.raises(ValueError, match="not one of"):
+        case(capability="wf.telepathic-initiation", clauses=["EXT-1"])
+
+
+def test_collect_reads_each_modules_cases_and_refuses_an_unlisted_or_duplicate_case(monkeypatch) -> None:
+    listed, unlisted = passing(EXTERNAL, "EXT-1"), passing(SCHEDULED, "SCHED-1")
+    good = types.ModuleType("kit_good")
+    good.listed, good.CASES = listed, (listed,)
+    forgetful = types.ModuleType("kit_forgetful")
+    forgetful.unlisted, forgetful.CASES = unlisted, ()
+    monkeypatch.setitem(sys.modules, "kit_good", good)
+    monkeypatch.setitem(sys.modules, "kit_forgetful", forgetful)
+    assert collect(["kit_good"]) == (listed,)
+    with pytest.raises(ValueError, match="does not list in CASES"):
+        collect(["kit_forgetful"])
+    with pytest.raises(ValueError, match="duplicate conformance case ids"):
+        collect(["kit_good", "kit_good"])
+
+
+def test_the_real_cases_have_unique_ids_and_cite_clauses() -> None:
+    cases = collect(MODULES)
+    assert len({c.id for c in cases}) == len(cases) >= 8
+    assert {c.capability for c in cases} == {*CAPABILITIES, CORE}
+
+
+def test_selecting_a_capability_brings_in_the_core_cases_and_unknown_names_are_refused() -> None:
+    cases = collect(MODULES)
+    chosen = select(cases, capabilities=[POLLING])
+    assert {c.capability for c in cases if c.id in chosen} == {POLLING, CORE}
+    with pytest.raises(ValueError, match="unknown case id"):
+        select(cases, ids=["capabilities.nope"])
+    with pytest.raises(ValueError, match="unknown capability"):
+        select(cases, capabilities=["wf.nope"])
+
+
+async def test_target_runs_wfi_as_a_subprocess_and_reports_code_and_output(target: Target) -> None:
+    listed = await target.wfi("conformance", "list", "--json")
+    assert listed.code == 0, listed.describe()
+    assert {row["id"] for row in listed.json()} == {c.id for c in collect(MODULES)}
+    bad = await target.wfi("conformance", "run")
+    assert bad.code == 2 and "--deployment" in bad.stderr
+    with pytest.raises(CaseFailed, match="did not print JSON"):
+        bad.json()
+
+
+def test_target_writes_a_workfile_and_deployment_pair_that_loads(target: Target) -> None:
+    name = target.unique("pair")
+    pair = target.write_pair(name, f"name: {name}\non:\n  http.request: {{path: /x}}\n",
+                             {"run": {"workflow_type": "Echo", "task_queue": "q"}, "overlap": "skip"})
+    loaded = load_deployment(pair.deployment)
+    settings = loaded.workflow(name)
+    assert (settings.run.workflow_type, settings.overlap) == ("Echo", "skip")
+    assert loaded.resolve_path(settings.workfile or "") == pair.workfile
+    assert loaded.temporal.address == "127.0.0.1:1"
+    assert target.unique("x") != target.unique("x")
+
+
+async def test_target_client_connects_to_the_deployment_temporal(dev_env: WorkflowEnvironment, tmp_path) -> None:
+    address = dev_env.client.service_client.config.target_host
+    target = Target.from_file(deployment_file(tmp_path, address), tmp_path / "work")
+    client = await target.client()
+    assert client is await target.client()
+    assert (client.namespace, client.service_client.config.target_host) == ("default", address)
+    assert (await client.count_workflows(f"WorkflowId = '{target.unique('none')}'")).count == 0
+
+
+def test_the_conformance_package_exports_exactly_its_public_surface() -> None:
+    assert sorted(conformance.__all__) == sorted([
+        "CAPABILITIES", "CORE", "EXTERNAL", "POLLING", "SCHEDULED", "CapabilityReport", "CaseFailed",
+        "CaseInfo", "CaseResult", "CliResult", "Report", "Target", "WorkfilePair", "build_report", "case",
+        "check", "claims_document", "collect", "run_cases", "select", "write_report",
+    ])
+
+
+def test_a_bad_deployment_file_prints_its_diagnostics_without_a_traceback(tmp_path: pathlib.Path) -> None:
+    bad = deployment_file(tmp_path, extra="capabilities: [wf.telepathic-initiation]\n")
+    proc = subprocess.run([*WFI, "conformance", "run", "--deployment", str(bad), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "DEPLOY-INVALID" in proc.stderr and "wf.telepathic-initiation" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+async def test_the_capability_cases_pass_against_this_project(dev_env: WorkflowEnvironment, tmp_path) -> None:
+    # proves: CAP-1, CAP-2, CAP-3, CAP-4, CAP-5, CAP-7, CAP-8
+    address = dev_env.client.service_client.config.target_host
+    target = Target.from_file(deployment_file(tmp_path, address), tmp_path / "work")
+    report = await run_cases(target, collect(["conformance.cases.capabilities"]))
+    assert report.failures() == []
+    assert report.claims == list(CAPABILITIES)
+    assert by_capability(report)[CORE].clauses_passed == ["CAP-2", "CAP-3", "CAP-4", "CAP-5", "CAP-7", "CAP-8"]
+
+
+async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_env: WorkflowEnvironment, tmp_path) -> None:
+    address = dev_env.client.service_client.config.target_host
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [*WFI, "conformance", "run", "--deployment", str(deployment_file(tmp_path, address)), "--out", str(out),
+         "--capability", EXTERNAL, "--json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert Report.model_validate_json(proc.stdout).claims == [EXTERNAL]
+    assert json.loads((out / "claims.json").read_text())["capabilities"] == [EXTERNAL]
+    workfile = tmp_path / "hook.yaml"
+    workfile.write_text("name: hook-flow\non:\n  http.request: {path: /hooks/orders}\nsteps:\n  - id: handle\n")
+    accepted = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
+                              capture_output=True, text=True, timeout=60)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    workfile.write_text("name: feed-flow\non:\n  rss.item_published: {feed: https://x.example/feed}\nsteps:\n  - id: handle\n")
+    refused = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
