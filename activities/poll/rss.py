@@ -4,8 +4,8 @@ Cursor design (see docs/poll-contract.md): a feed is a sliding window, not a log
 remembers which items of the window were already emitted, as short digests of their delivery ids
 with their publication instants (``seen``), and a ``floor``: the newest publication instant among
 emitted items that have since left the window. An item is new when its digest is not in ``seen``
-and it is not dated strictly before ``floor``; that way an item that re-appears, in the window or after leaving it, is not
-emitted again, and the cursor stays as small as the window.
+and it is not dated at or before ``floor``. So an item that re-appears, in the window or after
+leaving it, is not emitted again, and the cursor stays as small as the window.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def select_new(
     items: list[PollItem] = []
     budget = MAX_RESPONSE_CURSOR_BYTES
     for entry in entries:
-        if entry.digest in emitted or _before(entry.epoch, floor):
+        if entry.digest in emitted or _at_or_before(entry.epoch, floor):
             continue
         if len(items) >= limit or budget <= 0:
             return respond(items, request_cursor, more=True)
@@ -208,10 +208,11 @@ def select_new(
     return respond(items, request_cursor, more=False)
 
 
-def _before(epoch: int | None, floor: int | None) -> bool:
-    # Strictly before: an item published in the same second as a departed one is emitted again
-    # rather than risk skipping a new one; the activation's dedup recognises a repeat (POLL-5).
-    return epoch is not None and floor is not None and epoch < floor
+def _at_or_before(epoch: int | None, floor: int | None) -> bool:
+    # "At": the newest departed item itself is the likeliest to re-appear (a feed whose length
+    # wobbles by one). The price: a never-seen item dated in the same second as, or before, an
+    # item that already left the window is taken for a re-appearance (see docs/poll-contract.md).
+    return epoch is not None and floor is not None and epoch <= floor
 
 
 def _max(*epochs: int | None) -> int | None:

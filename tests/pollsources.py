@@ -1,0 +1,272 @@
+"""Real sources for poll tests: a local HTTP feed server and a throwaway PostgreSQL server.
+
+Import the fixtures into a test module (``from pollsources import feed_server, postgres_dsn``).
+Nothing here mocks a source: the feed is served over a real socket, PostgreSQL is a real server
+started with ``initdb``/``pg_ctl`` in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import html
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+
+@dataclass
+class FeedContent:
+    """What the server answers: status, content type and body; and the headers it received."""
+
+    status: int = 200
+    content_type: str = "application/rss+xml"
+    body: bytes = b""
+    received_headers: list[dict[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class FeedServer:
+    """An HTTP server on 127.0.0.1 whose single document the test replaces between polls."""
+
+    def __init__(self) -> None:
+        self.content = FeedContent()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self.content))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/feed.xml"
+
+    def serve(self, body: str, *, content_type: str = "application/rss+xml") -> None:
+        """Answer 200 with ``body`` from now on."""
+        with self.content.lock:
+            self.content.status, self.content.content_type, self.content.body = 200, content_type, body.encode()
+
+    def fail(self, status: int = 500) -> None:
+        """Answer ``status`` with an empty body from now on."""
+        with self.content.lock:
+            self.content.status, self.content.body = status, b""
+
+    def received_headers(self) -> list[dict[str, str]]:
+        with self.content.lock:
+            return list(self.content.received_headers)
+
+    def start(self) -> FeedServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+
+def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            with content.lock:
+                content.received_headers.append(dict(self.headers.items()))
+                status, ctype, body = content.status, content.content_type, content.body
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet test output
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def feed_server() -> Iterator[FeedServer]:
+    """A running feed server, stopped after the test."""
+    server = FeedServer().start()
+    yield server
+    server.stop()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A feed item for building documents; ``guid=None`` leaves the item without an id."""
+
+    guid: str | None
+    title: str
+    link: str
+    published: str  # RFC 3339, e.g. "2024-05-01T10:00:00Z"
+    summary: str = ""
+
+
+def rss_document(entries: list[Entry], *, title: str = "Test feed") -> str:
+    """An RSS 2.0 document listing ``entries`` in the given order."""
+    items = "".join(_rss_item(e) for e in entries)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel>'
+        f"<title>{html.escape(title)}</title><link>http://example.test/</link>"
+        f"<description>d</description>{items}</channel></rss>"
+    )
+
+
+def _rss_item(e: Entry) -> str:
+    pub = format_datetime(datetime.fromisoformat(e.published.replace("Z", "+00:00")))
+    guid = f"<guid isPermaLink=\"false\">{html.escape(e.guid)}</guid>" if e.guid else ""
+    return (
+        f"<item><title>{html.escape(e.title)}</title><link>{html.escape(e.link)}</link>{guid}"
+        f"<description>{html.escape(e.summary)}</description><pubDate>{pub}</pubDate></item>"
+    )
+
+
+def atom_document(entries: list[Entry], *, title: str = "Test feed") -> str:
+    """An Atom 1.0 document listing ``entries`` in the given order."""
+    items = "".join(
+        f"<entry><title>{html.escape(e.title)}</title><link href=\"{html.escape(e.link)}\"/>"
+        + (f"<id>{html.escape(e.guid)}</id>" if e.guid else "")
+        + f"<updated>{e.published}</updated><published>{e.published}</published>"
+        f"<summary>{html.escape(e.summary)}</summary></entry>"
+        for e in entries
+    )
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom">'
+        f"<title>{html.escape(title)}</title><id>urn:test:feed</id><updated>2024-01-01T00:00:00Z</updated>"
+        f"{items}</feed>"
+    )
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+
+def postgres_binaries() -> tuple[str, str] | None:
+    """Paths of ``initdb`` and ``pg_ctl`` from PATH or /usr/lib/postgresql/*/bin, if installed."""
+    for directory in [None, *sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]:
+        initdb = shutil.which("initdb", path=directory)
+        pg_ctl = shutil.which("pg_ctl", path=directory)
+        if initdb and pg_ctl:
+            return initdb, pg_ctl
+    return None
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _as_server_user() -> list[str]:
+    # initdb refuses to run as root; run the server as the 'postgres' account when we are root.
+    if os.geteuid() != 0:
+        return []
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        pytest.skip("running as root and 'runuser' is missing: cannot start PostgreSQL as a non-root user")
+    try:
+        import pwd
+
+        pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("running as root and there is no 'postgres' user to run PostgreSQL as")
+    return [runuser, "-u", "postgres", "--"]
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throwaway PostgreSQL server."""
+
+    dsn: str
+    data_dir: str
+    pg_ctl: str
+    prefix: tuple[str, ...]
+
+    def stop(self) -> None:
+        subprocess.run([*self.prefix, self.pg_ctl, "-D", self.data_dir, "-m", "immediate", "-w", "stop"],
+                       check=False, capture_output=True)
+
+
+def start_postgres(base: str) -> PostgresServer:
+    """Initialise and start PostgreSQL in ``base`` on a free port of 127.0.0.1 (trust auth)."""
+    found = postgres_binaries()
+    if found is None:
+        pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin")
+    initdb, pg_ctl = found
+    prefix = _as_server_user()
+    if prefix:
+        shutil.chown(base, user="postgres")
+    data, port = os.path.join(base, "data"), _free_port()
+    run = _runner(prefix)
+    run(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+    run(pg_ctl, "-D", data, "-o", options, "-l", os.path.join(base, "server.log"), "-w", "start")
+    return PostgresServer(f"postgresql://postgres@127.0.0.1:{port}/postgres", data, pg_ctl, tuple(prefix))
+
+
+def _runner(prefix: list[str]):
+    def run(*cmd: str) -> None:
+        done = subprocess.run([*prefix, *cmd], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:2])} failed ({done.returncode}): {done.stderr.strip()}")
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the module; skipped with a reason when PostgreSQL is not installed."""
+    base = tempfile.mkdtemp(prefix="wfi-pg-")
+    try:
+        server = start_postgres(base)
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """The DSN of the module's PostgreSQL server."""
+    return postgres_server.dsn
+
+
+# --- Contract checks shared by the connector tests ----------------------------------------------
+
+
+def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
+    """Every payload satisfies the manifest's payload_schema and carries a non-empty delivery id."""
+    import jsonschema
+
+    from workfile._catalog import Catalog
+
+    manifest = Catalog.default(third_party=False).get(connector)
+    assert manifest is not None, f"no built-in manifest {connector}"
+    for payload in payloads:
+        jsonschema.validate(payload, manifest.payload_schema)
+        assert manifest.delivery_id_of(payload), payload
+
+
+def assert_manifest_names_activity(connector: str, activity_fn: object) -> None:
+    """The manifest's `implementation` is ``activity_fn`` and its activity name is the contract's."""
+    import importlib
+
+    from temporalio import activity
+
+    from activities.poll import activity_name_for
+    from workfile._catalog import Catalog
+
+    manifest = Catalog.default(third_party=False).get(connector)
+    assert manifest is not None and manifest.implementation and manifest.stable_order is True
+    module, _, name = manifest.implementation.partition(":")
+    assert getattr(importlib.import_module(module), name) is activity_fn
+    assert activity._Definition.must_from_callable(activity_fn).name == activity_name_for(connector)
