@@ -265,3 +265,21 @@ async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_e
     refused = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 3, refused.stdout + refused.stderr
+
+
+LAX_VALIDATOR = """
+import json, sys
+files = [a for a in sys.argv[1:] if a.endswith(".yaml")]
+print(json.dumps([{"file": f, "status": "valid", "workflow": "w", "required_capabilities": [
+    "wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation"], "diagnostics": []}
+    for f in files]))
+"""
+
+
+async def test_the_capability_cases_fail_against_a_validator_that_ignores_claims(tmp_path: pathlib.Path) -> None:
+    script = tmp_path / "lax_wfi.py"
+    script.write_text(LAX_VALIDATOR)
+    target = Target.from_file(deployment_file(tmp_path), tmp_path / "work", wfi_command=(sys.executable, str(script)))
+    report = await run_cases(target, collect(["conformance.cases.capabilities"]))
+    assert len(report.failures()) == len(collect(["conformance.cases.capabilities"]))
+    assert report.claims == []

@@ -195,6 +195,9 @@ async def a_workfile_that_declares_its_own_capability_requirements_is_rejected(t
     ]
     result, docs = await validate(target, texts, list(CAPABILITIES))
     expect(result, 1, docs, "invalid")
+    # The same Workfile without the declaration is valid: the declaration alone is what is rejected.
+    result, docs = await validate(target, [workfile(target.unique("cap2"), on)], list(CAPABILITIES))
+    expect(result, 0, docs, "valid")
 
 
 @case(capability=CORE, clauses=["CAP-5"])
