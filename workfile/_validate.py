@@ -313,10 +313,12 @@ def _entry(node: Any, index: int, loc: Loc, ctx: _Ctx) -> _Draft | None:
 
 def _label(node: Any, index: int) -> str:
     as_name = node.get("as")
-    if isinstance(as_name, str) and IDENT.match(as_name):
+    if isinstance(as_name, str) and IDENT.match(as_name) and as_name not in RESERVED_NAMES:
         return as_name
     others = [k for k in node if k not in ENTRY_KEYS]
-    return str(others[0]) if len(others) == 1 else f"on[{index}]"
+    dotted = [k for k in others if isinstance(k, str) and "." in k]
+    named = others if len(others) == 1 else dotted
+    return str(named[0]) if len(named) == 1 else f"on[{index}]"
 
 
 def _connector_key(node: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> Any:
