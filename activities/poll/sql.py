@@ -205,9 +205,13 @@ def _unknown_name(source: str, query: SqlQuery, exc: Exception) -> Exception:
 
 def to_response(rows: Rows, query: SqlQuery, request_cursor: str | None) -> PollResponse:
     """One item per row (at most ``query.limit``); ``more`` when a further row exists."""
-    for needed in {query.column, query.id_column}:
+    # Needed for SQLite too: it reads an unknown double-quoted identifier as a string literal.
+    for needed in sorted({query.column, query.id_column}):
         if needed not in rows.columns:
-            raise config_invalid(f"{CONNECTOR}: table {query.table!r} has no column {needed!r}")
+            raise config_invalid(
+                f"{CONNECTOR}: table {query.table!r} has no column {needed!r} (it has {rows.columns}); "
+                "fix 'table' or 'column'/'id_column' in the trigger configuration"
+            )
     records = [dict(zip(rows.columns, values)) for values in rows.values]
     items = [_item(record, query) for record in records[: query.limit]]
     return respond(items, request_cursor, more=len(records) > query.limit)
