@@ -212,6 +212,11 @@ class Target:
             self._client = await _connect(self.deployment)
         return self._client
 
+    @property
+    def connected(self) -> bool:
+        """Whether :meth:`client` has connected (and so started the Temporal runtime)."""
+        return self._client is not None
+
     def unique(self, prefix: str) -> str:
         """A name no other case run uses: for workflow identities, workflow ids, task queues."""
         return f"{prefix}-{uuid.uuid4().hex[:12]}"

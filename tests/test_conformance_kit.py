@@ -211,8 +211,9 @@ def test_target_writes_a_workfile_and_deployment_pair_that_loads(target: Target)
 async def test_target_client_connects_to_the_deployment_temporal(dev_env: WorkflowEnvironment, tmp_path) -> None:
     address = dev_env.client.service_client.config.target_host
     target = Target.from_file(deployment_file(tmp_path, address), tmp_path / "work")
+    assert not target.connected
     client = await target.client()
-    assert client is await target.client()
+    assert target.connected and client is await target.client()
     assert (client.namespace, client.service_client.config.target_host) == ("default", address)
     assert (await client.count_workflows(f"WorkflowId = '{target.unique('none')}'")).count == 0
 

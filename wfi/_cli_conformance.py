@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import pathlib
 import sys
 import tempfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from workfile._diagnostics import DiagnosticError
 
@@ -88,7 +89,18 @@ def _run(args: argparse.Namespace) -> int:
         print(report.model_dump_json(indent=2))
     else:
         print(_summary(report, paths["report.md"]))
-    return 0 if report.ok else 1
+    status = 0 if report.ok else 1
+    if target.connected:
+        _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> NoReturn:
+    # After the Temporal runtime was used the interpreter may abort at exit (sdk-python#300,
+    # exit 134); the exit status must be the verdict, so skip interpreter finalisation.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _summary(report: Report, markdown_path: pathlib.Path) -> str:
