@@ -223,3 +223,37 @@ def test_over_any_sliding_windows_every_item_is_emitted_once_in_order_even_after
             emitted.extend(int(i.payload["id"].rsplit(":", 1)[1]) for i in response.items[:k])
             cursor = response.items[k - 1].cursor_after
         assert emitted == list(range(windows[0][0], end + 1))
+
+
+# --- The contract module ------------------------------------------------------------------------
+
+
+def test_the_public_surface_of_activities_poll_is_pinned():
+    import activities.poll
+
+    assert sorted(activities.poll.__all__) == [
+        "POLL_ACTIVITIES",
+        "POLL_CONFIG_INVALID",
+        "POLL_SOURCE_UNAVAILABLE",
+        "PollItem",
+        "PollRequest",
+        "PollResponse",
+        "activity_name_for",
+        "poll_rss",
+        "poll_sheet",
+        "poll_sql",
+    ]
+    assert activities.poll.POLL_ACTIVITIES == [poll_rss, activities.poll.poll_sql, activities.poll.poll_sheet]
+    assert activities.poll.activity_name_for("sql.row_inserted") == "wfi.poll.sql.row_inserted"
+
+
+async def test_requests_and_responses_survive_the_pydantic_data_converter(feed_server):
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    feed_server.serve(rss_document(newest_first(1, 2)))
+    request = PollRequest(connector=CONNECTOR, config={"feed": feed_server.url}, connection={}, cursor=None)
+    response = await poll(feed_server)
+    converter = pydantic_data_converter.payload_converter
+    for value in (request, response):
+        (decoded,) = converter.from_payloads(converter.to_payloads([value]), [type(value)])
+        assert decoded == value

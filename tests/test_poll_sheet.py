@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import jsonschema
 import pytest
 from pollsources import assert_manifest_names_activity, assert_payloads_conform
 from temporalio.exceptions import ApplicationError
@@ -58,10 +59,14 @@ async def test_rows_appended_between_polls_are_returned_once_in_row_order(calend
     assert_payloads_conform(CONNECTOR, [i.payload for i in first.items + second.items])
 
 
-async def test_id_column_gives_the_row_identity(calendar):
+async def test_id_column_gives_the_row_identity_and_a_row_without_one_is_returned_not_dropped(calendar):
+    append(calendar, ",Untitled draft,\r\n")
     first = await poll({"sheets": {SHEET: str(calendar)}}, id_column="slug")
-    assert [i.payload["row_id"] for i in first.items] == ["post-a", "post-b"]
-    assert [i.payload["row_number"] for i in first.items] == [1, 2]
+    assert [i.payload["row_id"] for i in first.items] == ["post-a", "post-b", ""]
+    assert [i.payload["row_number"] for i in first.items] == [1, 2, 3]
+    assert_payloads_conform(CONNECTOR, [i.payload for i in first.items[:2]])
+    with pytest.raises(jsonschema.ValidationError):  # the activation holds or quarantines it
+        assert_payloads_conform(CONNECTOR, [first.items[2].payload])
 
 
 async def test_a_half_written_last_row_waits_until_its_line_is_complete(calendar):
