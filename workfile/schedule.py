@@ -25,7 +25,8 @@ Semantics, as documented to users:
   every candidate whose local time matches one of the expressions (minute precision). For a cron
   candidate both its written wall time and the wall time it fires at (they differ under ``shift``)
   are checked.
-* A search for the next occurrence looks at most :data:`HORIZON_YEARS` years ahead and gives up
+* A search for the next occurrence looks at most :data:`HORIZON_YEARS` years past the previous
+  one (or the search's start), and gives up
   after :data:`MAX_EXCLUDED_IN_A_ROW` consecutive excluded candidates (excluded whole days and
   hours count once); a schedule whose every candidate there is excluded has no future occurrence
   (SCHED-4). Both bounds depend only on the configuration and ``after``, so they stay deterministic.
@@ -363,19 +364,17 @@ def _until(spec: ScheduleSpec, start: datetime, end: datetime) -> Iterator[datet
 
 @dataclass(frozen=True)
 class _Window:
-    """Where one search looks: instants ``> after``, ``<= end``, local wall times ``<= horizon``."""
+    """Where one search looks: instants ``> after`` and ``<= end``."""
 
     after: datetime
     end: datetime | None
-    horizon: datetime
 
 
 def _instants(spec: ScheduleSpec, after: datetime) -> Iterator[datetime]:
     zone = _load_zone(spec.timezone)
     if spec.start is not None and spec.start > after:
         after = spec.start - _TICK
-    horizon = _wall(after, zone).replace(year=_wall(after, zone).year + HORIZON_YEARS, day=1)
-    window = _Window(after, spec.end, horizon)
+    window = _Window(after, spec.end)
     streams = []
     if spec.cron is not None:
         expr = _expand(spec.cron)
@@ -446,13 +445,13 @@ def _cron_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excluder
     """
     it = croniter(_expand(spec.cron or ""), _wall(window.after, zone) - _backoff(window.after, zone))
     pending: list[datetime] = []
-    misses = 0
-    while (wall := _next_wall(it)) is not None and wall <= window.horizon and misses <= MAX_EXCLUDED_IN_A_ROW:
+    misses, horizon = 0, _horizon(_wall(window.after, zone))
+    while (wall := _next_wall(it)) is not None and wall <= horizon and misses <= MAX_EXCLUDED_IN_A_ROW:
         instants = _map_local(wall, zone, spec.dst_gap, spec.dst_fold)
         if instants and window.end is not None and instants[0] > window.end:
             break
         kept = _kept(instants, wall, zone, window, excluder, it)
-        misses = 0 if kept else misses + 1
+        misses, horizon = (0, _horizon(wall)) if kept else (misses + 1, horizon)
         for t in kept:
             heapq.heappush(pending, t)
         while pending and instants and pending[0] <= instants[0]:
@@ -486,15 +485,15 @@ def _interval_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excl
     step = spec.interval or timedelta(seconds=1)
     anchor = spec.start or _EPOCH
     k = (window.after - anchor) // step + 1
-    misses = 0
+    misses, horizon = 0, _horizon(_wall(window.after, zone))
     while True:
         t = anchor + k * step
         wall = _wall(t, zone)
-        if (window.end is not None and t > window.end) or wall > window.horizon:
+        if (window.end is not None and t > window.end) or wall > horizon:
             return
         unit = excluder.unit(wall)
         if unit is None:
-            misses = 0
+            misses, horizon = 0, _horizon(wall)
             yield t
             k += 1
         elif (misses := misses + 1) > MAX_EXCLUDED_IN_A_ROW:
@@ -506,6 +505,11 @@ def _interval_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excl
 def _first_step_at(wall: datetime, zone: ZoneInfo, anchor: datetime, step: timedelta) -> int:
     earliest = min(_map_local(wall, zone, "shift", "first") + _map_local(wall, zone, "shift", "last"))
     return -((anchor - earliest) // step)
+
+
+def _horizon(wall: datetime) -> datetime:
+    """The furthest local time a search looks at after ``wall`` (its last kept candidate or start)."""
+    return wall.replace(year=wall.year + HORIZON_YEARS, day=1) if wall.year + HORIZON_YEARS <= 9999 else datetime.max
 
 
 def _unit_end(wall: datetime, unit: _Unit) -> datetime:
