@@ -473,8 +473,11 @@ def _batch_wait(value: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> float | None:
         return None
     try:
         seconds = parse_duration(to_plain(value["max_wait"])).total_seconds()
-    except (DurationError, TypeError, OverflowError) as exc:
+    except (DurationError, TypeError) as exc:
         ctx.add("TRIG-BATCH-MAX-WAIT", f"`batch.max_wait`: {exc}", loc.key(value, "max_wait"), draft.label)
+        return None
+    except OverflowError:
+        ctx.add("TRIG-BATCH-MAX-WAIT", "`batch.max_wait` is too long: write a duration of days at most", loc.key(value, "max_wait"), draft.label)
         return None
     if seconds <= 0:
         ctx.add("TRIG-BATCH-MAX-WAIT", "`batch.max_wait` must be longer than zero, e.g. 5s", loc.key(value, "max_wait"), draft.label)
