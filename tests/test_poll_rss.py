@@ -175,6 +175,13 @@ async def test_a_feed_that_is_not_an_http_url_is_an_invalid_configuration(feed):
     assert caught.value.type == POLL_CONFIG_INVALID and caught.value.non_retryable
 
 
+@pytest.mark.parametrize("connection", [{"timeout": "soon"}, {"timeout": 0}, {"headers": ["Authorization: x"]}])
+async def test_a_connection_with_a_bad_timeout_or_headers_is_invalid(feed_server, connection):
+    feed_server.serve(rss_document(newest_first(1)))
+    error = await poll_error(feed_server, **connection)
+    assert error.type == POLL_CONFIG_INVALID and "connection" in error.message
+
+
 @pytest.mark.parametrize("cursor", ["{", "42", '{"v": 2, "seen": []}', '{"v": 1, "seen": [1]}'])
 async def test_a_cursor_this_connector_did_not_write_is_an_invalid_configuration(feed_server, cursor):
     feed_server.serve(rss_document(newest_first(1)))

@@ -214,3 +214,9 @@ async def test_an_unreachable_postgres_raises_source_unavailable_without_echoing
     error = await poll_error({"dsn": f"postgresql://app:hunter2@127.0.0.1:{port}/shop"})
     assert error.type == POLL_SOURCE_UNAVAILABLE and f"shop at 127.0.0.1:{port}" in error.message
     assert "hunter2" not in error.message
+
+
+async def test_a_malformed_dsn_is_an_invalid_connection():
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    error = await poll_error({"dsn": "host=127.0.0.1 port"})
+    assert error.type == POLL_CONFIG_INVALID and "fix the DSN" in error.message

@@ -110,7 +110,7 @@ def parse_cursor(cursor: str | None) -> RssCursor:
 def fetch(url: str, connection: dict[str, Any]) -> bytes:
     """GET the feed (blocking; run it in a thread). Connection may give `headers` and `timeout`."""
     headers = {"User-Agent": "wf-initiation/rss", **_headers(connection)}
-    timeout = float(connection.get("timeout", DEFAULT_TIMEOUT_S))
+    timeout = _timeout(connection)
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -127,8 +127,17 @@ def fetch(url: str, connection: dict[str, Any]) -> bytes:
             "polling retries with backoff"
         ) from None
     if len(body) > MAX_FEED_BYTES:
-        raise source_unavailable(f"feed {url} is larger than {MAX_FEED_BYTES} bytes; point the trigger at a smaller feed")
+        raise source_unavailable(
+            f"feed {url} is larger than {MAX_FEED_BYTES} bytes; point the trigger at a smaller feed"
+        )
     return body
+
+
+def _timeout(connection: dict[str, Any]) -> float:
+    timeout = connection.get("timeout", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise config_invalid(f"{CONNECTOR}: connection 'timeout' must be a positive number of seconds")
+    return float(timeout)
 
 
 def _headers(connection: dict[str, Any]) -> dict[str, str]:

@@ -90,7 +90,8 @@ def parse_cursor(cursor: str | None) -> int:
     value = decode_cursor(CONNECTOR, cursor)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise config_invalid(
-            f"cursor {cursor[:80]!r} is not a {CONNECTOR} cursor (a row number); clear it to read the sheet from row 1"
+            f"cursor {cursor[:80]!r} is not a {CONNECTOR} cursor (a row number); "
+            "clear it to read the sheet from row 1"
         )
     return value
 

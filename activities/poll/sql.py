@@ -173,20 +173,24 @@ def read_postgres(dsn: str, query: SqlQuery, after: Any) -> Rows:
     except (errors.UndefinedTable, errors.UndefinedColumn, errors.InvalidSchemaName) as exc:
         raise _unknown_name(source, query, exc) from None
     except psycopg.ProgrammingError as exc:
-        raise config_invalid(f"{CONNECTOR}: {source} rejected the connection or query ({exc}); fix the DSN") from None
+        raise config_invalid(
+            f"{CONNECTOR}: {source} rejected the connection or query ({exc}); fix the DSN"
+        ) from None
     except psycopg.Error as exc:
         raise _unavailable(source, exc) from None
 
 
 def _describe_dsn(dsn: str) -> str:
     # Name the database without echoing credentials.
+    import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         info = conninfo_to_dict(dsn)
-    except Exception:  # noqa: BLE001 - any parse problem surfaces later from connect()
+    except psycopg.ProgrammingError:  # a malformed DSN is reported by connect() right after
         return "PostgreSQL database (DSN from the connection)"
-    return f"PostgreSQL database {info.get('dbname', '?')} at {info.get('host', 'localhost')}:{info.get('port', 5432)}"
+    where = f"{info.get('host', 'localhost')}:{info.get('port', 5432)}"
+    return f"PostgreSQL database {info.get('dbname', '?')} at {where}"
 
 
 def _unavailable(source: str, exc: Exception) -> Exception:
@@ -219,8 +223,9 @@ def to_response(rows: Rows, query: SqlQuery, request_cursor: str | None) -> Poll
 
 def _item(record: dict[str, Any], query: SqlQuery) -> PollItem:
     row = {name: json_safe(value) for name, value in record.items()}
-    identity = record[query.id_column]
-    payload = {"row_id": "" if identity is None else str(row[query.id_column]), "table": query.table, "row": row}
+    # An empty identity is still returned: validation then holds or quarantines it (POLL-11).
+    row_id = "" if record[query.id_column] is None else str(row[query.id_column])
+    payload = {"row_id": row_id, "table": query.table, "row": row}
     return PollItem(payload=payload, cursor_after=encode_cursor(row[query.column]))
 
 
