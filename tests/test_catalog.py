@@ -113,6 +113,8 @@ def test_a_broken_entry_point_manifest_is_reported_not_raised(fake_distribution:
 
 def test_an_unknown_connector_lists_the_catalog() -> None:
     # proves: TRIG-1 (the trigger must come from the catalog)
-    result = load_workfile("name: w\non:\n  mail.recieved: {inbox: a@b.co}\n", catalog=Catalog.default(third_party=False))
+    result = load_workfile(
+        "name: w\non:\n  mail.recieved: {inbox: a@b.co}\n", catalog=Catalog.default(third_party=False)
+    )
     (found,) = result.diagnostics
     assert found.code == "TRIG-UNKNOWN-CONNECTOR" and "mail.received" in found.message

@@ -30,7 +30,12 @@ def test_the_examples_cover_every_seed_002_snippet_and_every_capability(catalog:
     wfs = {name: r.workfile for name, r in results.items() if r.workfile is not None}
     assert len(wfs) == len(EXAMPLES)
     triage = wfs["support-triage"].entries[0]
-    assert (triage.connector, triage.as_name, bool(triage.when), bool(triage.queue_by)) == ("mail.received", "message", True, True)
+    assert (triage.connector, triage.as_name, bool(triage.when), bool(triage.queue_by)) == (
+        "mail.received",
+        "message",
+        True,
+        True,
+    )
     batch = wfs["support-batch"].entries[0]
     assert batch.batch is not None and batch.batch.partition_by and batch.as_name is None
     assert [e.connector for e in wfs["content-calendar"].entries] == ["rss.item_published", "sheet.row_added"]

@@ -65,7 +65,11 @@ def test_an_unsupported_file_exits_3_naming_capability_and_entry(files, capsys) 
     code, (obj,) = run_json(capsys, "--claims", "wf.polling-initiation", str(files["mail"]))
     assert (code, obj["status"]) == (3, "unsupported")
     (diag,) = obj["diagnostics"]
-    assert (diag["code"], diag["capability"], diag["entry"]) == ("CAP-UNSUPPORTED", "wf.external-event-initiation", "message")
+    assert (diag["code"], diag["capability"], diag["entry"]) == (
+        "CAP-UNSUPPORTED",
+        "wf.external-event-initiation",
+        "message",
+    )
 
 
 def test_invalid_wins_over_unsupported(files, capsys) -> None:

@@ -18,8 +18,27 @@ from workfile import Catalog, ValidationResult, load_workfile
 
 EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.yaml"))
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-KEYS = ["name", "on", "steps", "inputs", "as", "when", "queue_by", "batch", "into", "size", "max_wait",
-        "partition_by", "id", "connection", "mail.received", "time.schedule", "http.request", "inbox", "cron"]
+KEYS = [
+    "name",
+    "on",
+    "steps",
+    "inputs",
+    "as",
+    "when",
+    "queue_by",
+    "batch",
+    "into",
+    "size",
+    "max_wait",
+    "partition_by",
+    "id",
+    "connection",
+    "mail.received",
+    "time.schedule",
+    "http.request",
+    "inbox",
+    "cron",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +63,11 @@ def assert_well_formed(result: ValidationResult) -> None:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
     st.sampled_from(["{{ message.x }}", "{{", "{{ inputs.a }}", "5s", "0s", "-1", "a@b.co", "}}"]),
 )
 yaml_values = st.recursive(
@@ -82,7 +105,9 @@ def test_random_yaml_documents_never_raise(catalog: Catalog, value: object) -> N
 
 
 @FUZZ
-@given(st.fixed_dictionaries({"name": scalars, "on": yaml_values}, optional={"steps": yaml_values, "inputs": yaml_values}))
+@given(
+    st.fixed_dictionaries({"name": scalars, "on": yaml_values}, optional={"steps": yaml_values, "inputs": yaml_values})
+)
 def test_workfile_shaped_documents_never_raise(catalog: Catalog, value: object) -> None:
     assert_well_formed(load_workfile(dump(value), catalog=catalog, claims=[]))
 
@@ -91,7 +116,10 @@ mutations = st.lists(
     st.tuples(
         st.sampled_from(["delete", "duplicate", "insert", "indent", "dedent", "replace"]),
         st.integers(min_value=0, max_value=60),
-        st.one_of(st.sampled_from(["  as: x", "batch: 3", "- 7", ": :", "into: {a: 1}", "{{", "&a *a", "[", "'"]), st.text(max_size=12)),
+        st.one_of(
+            st.sampled_from(["  as: x", "batch: 3", "- 7", ": :", "into: {a: 1}", "{{", "&a *a", "[", "'"]),
+            st.text(max_size=12),
+        ),
     ),
     min_size=1,
     max_size=4,
@@ -119,7 +147,9 @@ def mutate(text: str, edits: list[tuple[str, int, str]]) -> str:
 
 @FUZZ
 @given(st.sampled_from(EXAMPLES), mutations)
-def test_mutated_examples_never_raise(catalog: Catalog, example: pathlib.Path, edits: list[tuple[str, int, str]]) -> None:
+def test_mutated_examples_never_raise(
+    catalog: Catalog, example: pathlib.Path, edits: list[tuple[str, int, str]]
+) -> None:
     assert_well_formed(load_workfile(mutate(example.read_text(), edits), catalog=catalog, claims=[]))
 
 
@@ -130,7 +160,7 @@ def test_mutated_examples_never_raise(catalog: Catalog, example: pathlib.Path, e
         "[" * 3000 + "]" * 3000,
         "a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200)),
         "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi")),
+        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)),
         "name: w\non: {mail.received: {inbox: &x [*x]}}\n",
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ " + "(" * 2000 + "1" + ")" * 2000 + " }}'\n",
         "\x00\x01\x02",
@@ -140,8 +170,20 @@ def test_mutated_examples_never_raise(catalog: Catalog, example: pathlib.Path, e
         "--- a\n--- b\n",
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {max_wait: 99999999999999999999999d}\n",
     ],
-    ids=["unclosed-nesting", "deep-nesting", "deep-mapping", "alias-bomb", "self-alias", "deep-expression",
-         "control-chars", "bom", "bad-binary", "complex-key", "two-documents", "huge-duration"],
+    ids=[
+        "unclosed-nesting",
+        "deep-nesting",
+        "deep-mapping",
+        "alias-bomb",
+        "self-alias",
+        "deep-expression",
+        "control-chars",
+        "bom",
+        "bad-binary",
+        "complex-key",
+        "two-documents",
+        "huge-duration",
+    ],
 )
 def test_hostile_documents_yield_diagnostics(catalog: Catalog, text: str) -> None:
     result = load_workfile(text, catalog=catalog)

@@ -42,43 +42,69 @@ CASES = [
     Case("TRIG-1", "TRIG-UNKNOWN-CONNECTOR", "nope.event", 3, "name: w\non:\n  nope.event: {}\n", 'on["nope.event"]'),
     Case("TRIG-1", "TRIG-CONNECTOR-MISSING", "message", 3, "name: w\non:\n  as: message\n  when: '{{ true }}'\n"),
     Case(
-        "TRIG-1", "TRIG-CONNECTOR-MULTIPLE", "on[0]", 4,
+        "TRIG-1",
+        "TRIG-CONNECTOR-MULTIPLE",
+        "on[0]",
+        4,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  http.request: {}\n",
     ),
     Case("TRIG-1", "TRIG-ENTRY-TYPE", "on[1]", 5, "name: w\non:\n  - http.request: {}\n    as: a\n  - 7\n", "on[1]"),
     Case(
-        "TRIG-1", "TRIG-ENTRY-UNKNOWN-KEY", "mail.received", 4,
-        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queu_by: '{{ message.thread_id }}'\n", "on.queu_by",
+        "TRIG-1",
+        "TRIG-ENTRY-UNKNOWN-KEY",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queu_by: '{{ message.thread_id }}'\n",
+        "on.queu_by",
     ),
     # proves: TRIG-2 (configuration keys checked against the manifest's input schema), CAP-6
     Case(
-        "TRIG-2", "TRIG-CONFIG-UNKNOWN-KEY", "mail.received", 5,
-        "name: w\non:\n  mail.received:\n    inbox: a@b.co\n    folder: INBOX\n", 'on["mail.received"].folder',
+        "TRIG-2",
+        "TRIG-CONFIG-UNKNOWN-KEY",
+        "mail.received",
+        5,
+        "name: w\non:\n  mail.received:\n    inbox: a@b.co\n    folder: INBOX\n",
+        'on["mail.received"].folder',
     ),
     Case("TRIG-2", "TRIG-CONFIG-MISSING", "mail.received", 3, "name: w\non:\n  mail.received: {connection: c}\n"),
     Case(
-        "TRIG-2", "TRIG-CONFIG-INVALID", "record", 6,
+        "TRIG-2",
+        "TRIG-CONFIG-INVALID",
+        "record",
+        6,
         "name: w\non:\n  sql.row_inserted:\n    table: orders\n    column: id\n    batch_limit: lots\n  as: record\n",
         'on["sql.row_inserted"].batch_limit',
     ),
     Case(
-        "TRIG-2", "TRIG-CONFIG-INVALID", "mail.received", 4,
+        "TRIG-2",
+        "TRIG-CONFIG-INVALID",
+        "mail.received",
+        4,
         "name: w\non:\n  mail.received:\n    inbox: not-an-address\n",
     ),
     Case("TRIG-2", "TRIG-CONFIG-MISSING", "time.schedule", 3, "name: w\non:\n  time.schedule: {timezone: UTC}\n"),
     Case("TRIG-2", "TRIG-CONFIG-TYPE", "time.schedule", 3, "name: w\non:\n  time.schedule: '@daily'\n"),
     Case(
-        "TRIG-2", "TRIG-CONFIG-SCOPE", "mail.received", 4,
+        "TRIG-2",
+        "TRIG-CONFIG-SCOPE",
+        "mail.received",
+        4,
         "name: w\non:\n  mail.received:\n    inbox: '{{ message.recipient }}'\n",
     ),
     # proves: TRIG-3 (`as` overrides the default: the default name is then not in scope)
     Case(
-        "TRIG-3", "TRIG-WHEN-SCOPE", "mail", 5,
+        "TRIG-3",
+        "TRIG-WHEN-SCOPE",
+        "mail",
+        5,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: mail\n  when: '{{ message.subject == \"hi\" }}'\n",
     ),
     # proves: TRIG-4, TRIG-18 (every entry of a list requires its own `as`)
     Case(
-        "TRIG-4", "TRIG-AS-REQUIRED", "sheet.row_added", 5,
+        "TRIG-4",
+        "TRIG-AS-REQUIRED",
+        "sheet.row_added",
+        5,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n"
         "  - sheet.row_added: {sheet: Cal}\n",
         'on[1]["sheet.row_added"]',
@@ -86,91 +112,202 @@ CASES = [
     Case("TRIG-18", "TRIG-AS-REQUIRED", "mail.received", 3, "name: w\non:\n  - mail.received: {inbox: a@b.co}\n"),
     # proves: TRIG-5 (default binding collides with a step id: rejected, never resolved silently)
     Case(
-        "TRIG-5", "TRIG-AS-COLLISION", "mail.received", 3,
+        "TRIG-5",
+        "TRIG-AS-COLLISION",
+        "mail.received",
+        3,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\nsteps:\n  - id: message\n",
     ),
     Case(
-        "TRIG-5", "TRIG-AS-STEP-COLLISION", "reply", 4,
-        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: reply\nsteps:\n  - id: reply\n", "on.as",
+        "TRIG-5",
+        "TRIG-AS-STEP-COLLISION",
+        "reply",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: reply\nsteps:\n  - id: reply\n",
+        "on.as",
     ),
-    Case("TRIG-3", "TRIG-AS-RESERVED", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: inputs\n"),
-    Case("TRIG-3", "TRIG-AS-INVALID", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: my-mail\n"),
     Case(
-        "TRIG-18", "TRIG-AS-DUPLICATE", "m", 6,
+        "TRIG-3",
+        "TRIG-AS-RESERVED",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: inputs\n",
+    ),
+    Case(
+        "TRIG-3",
+        "TRIG-AS-INVALID",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  as: my-mail\n",
+    ),
+    Case(
+        "TRIG-18",
+        "TRIG-AS-DUPLICATE",
+        "m",
+        6,
         "name: w\non:\n  - mail.received: {inbox: a@b.co}\n    as: m\n  - mail.received: {inbox: c@d.co}\n    as: m\n",
         "on[1].as",
     ),
     # proves: TRIG-6 (connection is a credential binding name)
     Case(
-        "TRIG-6", "TRIG-CONNECTION-INVALID", "mail.received", 5,
+        "TRIG-6",
+        "TRIG-CONNECTION-INVALID",
+        "mail.received",
+        5,
         "name: w\non:\n  mail.received:\n    inbox: a@b.co\n    connection: [a, b]\n",
     ),
     # proves: TRIG-8 (when may reference only the binding and inputs)
     Case(
-        "TRIG-8", "TRIG-WHEN-SCOPE", "mail.received", 4,
-        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ classify.ok }}'\nsteps:\n  - id: classify\n", "on.when",
+        "TRIG-8",
+        "TRIG-WHEN-SCOPE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ classify.ok }}'\nsteps:\n  - id: classify\n",
+        "on.when",
     ),
-    Case("TRIG-8", "TRIG-WHEN-SCOPE", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ trigger.name == \"x\" }}'\n"),
-    Case("TRIG-8", "TRIG-INPUT-UNKNOWN", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ inputs.vip }}'\n"),
-    Case("TRIG-8", "TRIG-EXPR-SYNTAX", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ message. }}'\n"),
-    Case("TRIG-8", "TRIG-EXPR-TYPE", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: true\n"),
+    Case(
+        "TRIG-8",
+        "TRIG-WHEN-SCOPE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ trigger.name == \"x\" }}'\n",
+    ),
+    Case(
+        "TRIG-8",
+        "TRIG-INPUT-UNKNOWN",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ inputs.vip }}'\n",
+    ),
+    Case(
+        "TRIG-8",
+        "TRIG-EXPR-SYNTAX",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: '{{ message. }}'\n",
+    ),
+    Case(
+        "TRIG-8", "TRIG-EXPR-TYPE", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  when: true\n"
+    ),
     # proves: TRIG-10 (queue_by has the scope of when)
     Case(
-        "TRIG-10", "TRIG-QUEUE-BY-SCOPE", "mail.received", 4,
-        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queue_by: '{{ item.thread_id }}'\n", "on.queue_by",
+        "TRIG-10",
+        "TRIG-QUEUE-BY-SCOPE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queue_by: '{{ item.thread_id }}'\n",
+        "on.queue_by",
     ),
     # proves: TRIG-15 (batch: size, max_wait, partition_by)
-    Case("TRIG-15", "TRIG-BATCH-SIZE", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {size: 0}\n", "on.batch.size"),
-    Case("TRIG-15", "TRIG-BATCH-SIZE", "mail.received", 5, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch:\n    size: true\n"),
-    Case("TRIG-15", "TRIG-BATCH-MAX-WAIT", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {max_wait: soon}\n"),
-    Case("TRIG-15", "TRIG-BATCH-MAX-WAIT", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {max_wait: 0s}\n"),
     Case(
-        "TRIG-15", "TRIG-BATCH-UNKNOWN-KEY", "mail.received", 6,
+        "TRIG-15",
+        "TRIG-BATCH-SIZE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {size: 0}\n",
+        "on.batch.size",
+    ),
+    Case(
+        "TRIG-15",
+        "TRIG-BATCH-SIZE",
+        "mail.received",
+        5,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch:\n    size: true\n",
+    ),
+    Case(
+        "TRIG-15",
+        "TRIG-BATCH-MAX-WAIT",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {max_wait: soon}\n",
+    ),
+    Case(
+        "TRIG-15",
+        "TRIG-BATCH-MAX-WAIT",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {max_wait: 0s}\n",
+    ),
+    Case(
+        "TRIG-15",
+        "TRIG-BATCH-UNKNOWN-KEY",
+        "mail.received",
+        6,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch:\n    size: 10\n    order_by: '{{ message.at }}'\n",
         "on.batch.order_by",
     ),
     Case(
-        "TRIG-15", "TRIG-BATCH-EMPTY", "mail.received", 4,
+        "TRIG-15",
+        "TRIG-BATCH-EMPTY",
+        "mail.received",
+        4,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {partition_by: '{{ message.account_id }}'}\n",
     ),
-    Case("TRIG-15", "TRIG-BATCH-TYPE", "mail.received", 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: 10\n"),
+    Case(
+        "TRIG-15",
+        "TRIG-BATCH-TYPE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: 10\n",
+    ),
     # proves: TRIG-16 (partition_by is evaluated over the single event: only its binding and inputs)
     Case(
-        "TRIG-16", "TRIG-PARTITION-BY-SCOPE", "mail.received", 4,
+        "TRIG-16",
+        "TRIG-PARTITION-BY-SCOPE",
+        "mail.received",
+        4,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  batch: {size: 5, partition_by: '{{ summarise.key }}'}\n",
         "on.batch.partition_by",
     ),
     # proves: TRIG-17
     Case(
-        "TRIG-17", "TRIG-BATCH-QUEUE-BY", "mail.received", 5,
+        "TRIG-17",
+        "TRIG-BATCH-QUEUE-BY",
+        "mail.received",
+        5,
         "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queue_by: '{{ message.thread_id }}'\n  batch: {size: 10}\n",
         "on.batch",
     ),
     # proves: TRIG-19 (into is evaluated over the firing entry's payload only)
     Case(
-        "TRIG-19", "TRIG-INTO-SCOPE", "row", 9,
+        "TRIG-19",
+        "TRIG-INTO-SCOPE",
+        "row",
+        9,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n    into: {title: '{{ item.title }}'}\n"
         "  - sheet.row_added: {sheet: Cal}\n    as: row\n    into:\n      title: '{{ item.title }}'\n",
         "on[1].into.title",
     ),
     Case(
-        "TRIG-19", "TRIG-INTO-COLLISION", "item", 5,
+        "TRIG-19",
+        "TRIG-INTO-COLLISION",
+        "item",
+        5,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n    into: {publish: '{{ item.title }}'}\n"
         "  - sheet.row_added: {sheet: Cal}\n    as: row\n    into: {publish: '{{ row.title }}'}\nsteps:\n  - id: publish\n",
     ),
     Case(
-        "TRIG-19", "TRIG-INTO-TYPE", "row", 8,
+        "TRIG-19",
+        "TRIG-INTO-TYPE",
+        "row",
+        8,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n    into: {t: '{{ item.title }}'}\n"
         "  - sheet.row_added: {sheet: Cal}\n    as: row\n    into: '{{ row }}'\n",
     ),
     # proves: TRIG-20 (all entries declare into, with the same names and nested keys)
     Case(
-        "TRIG-20", "TRIG-INTO-MISSING", "row", 6,
+        "TRIG-20",
+        "TRIG-INTO-MISSING",
+        "row",
+        6,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n    into: {title: '{{ item.title }}'}\n"
         "  - sheet.row_added: {sheet: Cal}\n    as: row\n",
     ),
     Case(
-        "TRIG-20", "TRIG-INTO-SHAPE", "row", 8,
+        "TRIG-20",
+        "TRIG-INTO-SHAPE",
+        "row",
+        8,
         "name: w\non:\n  - rss.item_published: {feed: 'https://x.example/f'}\n    as: item\n"
         "    into: {post: {title: '{{ item.title }}', link: '{{ item.url }}'}}\n"
         "  - sheet.row_added: {sheet: Cal}\n    as: row\n    into:\n"
@@ -179,16 +316,35 @@ CASES = [
     ),
     # proves: TRIG-21
     Case(
-        "TRIG-21", "TRIG-INTO-SINGLE", "mail.received", 4,
-        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  into: {subject: '{{ message.subject }}'}\n", "on.into",
+        "TRIG-21",
+        "TRIG-INTO-SINGLE",
+        "mail.received",
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  into: {subject: '{{ message.subject }}'}\n",
+        "on.into",
     ),
     Case(
-        "TRIG-21", "TRIG-INTO-SINGLE", "m", 5,
+        "TRIG-21",
+        "TRIG-INTO-SINGLE",
+        "m",
+        5,
         "name: w\non:\n  - mail.received: {inbox: a@b.co}\n    as: m\n    into: {subject: '{{ m.subject }}'}\n",
     ),
     # proves: CAP-2 (a Workfile must not declare its capability requirements itself)
-    Case("CAP-2", "CAP-DECLARED", None, 2, "name: w\nrequires: [wf.external-event-initiation]\non:\n  mail.received: {inbox: a@b.co}\n"),
-    Case("CAP-2", "CAP-DECLARED", None, 4, "name: w\non:\n  mail.received: {inbox: a@b.co}\ncapabilities: [wf.polling-initiation]\n"),
+    Case(
+        "CAP-2",
+        "CAP-DECLARED",
+        None,
+        2,
+        "name: w\nrequires: [wf.external-event-initiation]\non:\n  mail.received: {inbox: a@b.co}\n",
+    ),
+    Case(
+        "CAP-2",
+        "CAP-DECLARED",
+        None,
+        4,
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\ncapabilities: [wf.polling-initiation]\n",
+    ),
     # document shape and YAML (not a numbered clause)
     Case("shape", "WF-NAME-MISSING", None, 1, "on:\n  mail.received: {inbox: a@b.co}\n"),
     Case("shape", "WF-NAME-INVALID", None, 1, "name: [a]\non:\n  mail.received: {inbox: a@b.co}\n"),
@@ -225,8 +381,12 @@ def test_every_problem_of_a_file_is_reported_at_once(catalog: Catalog) -> None:
     )
     codes = {d.code for d in load_workfile(text, catalog=catalog).diagnostics}
     assert codes >= {
-        "CAP-DECLARED", "TRIG-AS-REQUIRED", "TRIG-CONFIG-UNKNOWN-KEY", "TRIG-BATCH-QUEUE-BY",
-        "TRIG-BATCH-SIZE", "TRIG-UNKNOWN-CONNECTOR",
+        "CAP-DECLARED",
+        "TRIG-AS-REQUIRED",
+        "TRIG-CONFIG-UNKNOWN-KEY",
+        "TRIG-BATCH-QUEUE-BY",
+        "TRIG-BATCH-SIZE",
+        "TRIG-UNKNOWN-CONNECTOR",
     }
 
 
@@ -400,7 +560,9 @@ def test_a_multi_trigger_workflow_requires_the_union_of_its_entries(catalog: Cat
     # proves: CAP-3 (the union, even for an entry that rarely or never fires)
     result = load_workfile(MIXED, catalog=catalog)
     assert result.required_capabilities == [
-        "wf.external-event-initiation", "wf.polling-initiation", "wf.scheduled-initiation",
+        "wf.external-event-initiation",
+        "wf.polling-initiation",
+        "wf.scheduled-initiation",
     ]
     assert result.workfile is not None
     assert required_capabilities(result.workfile, catalog)["wf.external-event-initiation"] == ["hook", "mail"]
@@ -414,7 +576,9 @@ def test_batching_queueing_and_guards_do_not_change_the_required_capability(cata
         "  batch: {size: 10, max_wait: 5s, partition_by: '{{ message.account_id }}'}\n",
         catalog=catalog,
     )
-    queued = load_workfile("name: w\non:\n  mail.received: {inbox: a@b.co}\n  queue_by: '{{ message.thread_id }}'\n", catalog=catalog)
+    queued = load_workfile(
+        "name: w\non:\n  mail.received: {inbox: a@b.co}\n  queue_by: '{{ message.thread_id }}'\n", catalog=catalog
+    )
     assert plain.required_capabilities == dressed.required_capabilities == queued.required_capabilities
     assert plain.required_capabilities == ["wf.external-event-initiation"]
 

@@ -90,7 +90,9 @@ def _read_claims_file(path: pathlib.Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ClaimsError(f"cannot read claims file {path}: {exc}: pass a claims file or a comma-separated list") from None
+        raise ClaimsError(
+            f"cannot read claims file {path}: {exc}: pass a claims file or a comma-separated list"
+        ) from None
     if text.lstrip().startswith(("{", "[")):
         return _json_claims(path, text)
     lines = (line.split("#", 1)[0].strip() for line in text.splitlines())

@@ -116,7 +116,9 @@ def _read(path: pathlib.Path) -> tuple[str, Diagnostic | None]:
     try:
         return path.read_text(encoding="utf-8"), None
     except UnicodeDecodeError as exc:
-        return "", Diagnostic(code="WF-FILE-UNREADABLE", message=f"{path} is not UTF-8 text ({exc.reason}): save it as UTF-8")
+        return "", Diagnostic(
+            code="WF-FILE-UNREADABLE", message=f"{path} is not UTF-8 text ({exc.reason}): save it as UTF-8"
+        )
     except OSError as exc:
         return "", Diagnostic(code="WF-FILE-UNREADABLE", message=f"cannot read {path}: {exc.strerror or exc}")
 
@@ -238,7 +240,11 @@ def _inputs(doc: Any, ctx: _Ctx) -> dict[str, Any]:
         if isinstance(key, str) and IDENT.match(key):
             out[key] = to_plain(value)
         else:
-            ctx.add("WF-INPUT-NAME", f"input name {_show(key)} must be an identifier (letters, digits, '_')", loc.key(node, key))
+            ctx.add(
+                "WF-INPUT-NAME",
+                f"input name {_show(key)} must be an identifier (letters, digits, '_')",
+                loc.key(node, key),
+            )
     return out
 
 
@@ -258,7 +264,11 @@ def _steps(doc: Any, ctx: _Ctx) -> list[str]:
             ctx.add("WF-STEP-ID-MISSING", f"step {i + 1} needs a mapping with an `id:`", step_loc)
         elif not isinstance(step_id, str) or not IDENT.match(step_id) or step_id in RESERVED_NAMES:
             reserved = " and is not `inputs` or `trigger`" if step_id in RESERVED_NAMES else ""
-            ctx.add("WF-STEP-ID-INVALID", f"step id {_show(step_id)} must be an identifier{reserved}", step_loc.key(step, "id"))
+            ctx.add(
+                "WF-STEP-ID-INVALID",
+                f"step id {_show(step_id)} must be an identifier{reserved}",
+                step_loc.key(step, "id"),
+            )
         elif step_id in ids:
             ctx.add("WF-STEP-ID-DUPLICATE", f"step id {step_id!r} is used twice: rename one", step_loc.key(step, "id"))
         else:
@@ -268,7 +278,7 @@ def _steps(doc: Any, ctx: _Ctx) -> list[str]:
 
 def _on(doc: Any, ctx: _Ctx) -> list[_Draft]:
     if "on" not in doc:
-        hint = " (`on` was read as the boolean true: quote it as \"on\")" if True in doc else ""
+        hint = ' (`on` was read as the boolean true: quote it as "on")' if True in doc else ""
         ctx.add("TRIG-ON-MISSING", f"add `on:` naming the trigger that starts this workflow{hint}", Loc("on", 1))
         return []
     node, loc = doc["on"], Loc("", 1).key(doc, "on")
@@ -292,7 +302,12 @@ def _present(drafts: list[_Draft | None]) -> list[_Draft]:
 
 def _entry(node: Any, index: int, loc: Loc, ctx: _Ctx) -> _Draft | None:
     if not is_mapping(node):
-        ctx.add("TRIG-ENTRY-TYPE", f"trigger entry {index + 1} must be a mapping like `mail.received: {{...}}`", loc, f"on[{index}]")
+        ctx.add(
+            "TRIG-ENTRY-TYPE",
+            f"trigger entry {index + 1} must be a mapping like `mail.received: {{...}}`",
+            loc,
+            f"on[{index}]",
+        )
         return None
     draft = _Draft(index=index, loc=loc, label=_label(node, index))
     connector_key = _connector_key(node, loc, draft, ctx)
@@ -336,7 +351,12 @@ def _connector_key(node: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> Any:
                 draft.label,
             )
     if not others:
-        ctx.add("TRIG-CONNECTOR-MISSING", "name the trigger: add one `connector.event:` key (e.g. `mail.received:`)", loc, draft.label)
+        ctx.add(
+            "TRIG-CONNECTOR-MISSING",
+            "name the trigger: add one `connector.event:` key (e.g. `mail.received:`)",
+            loc,
+            draft.label,
+        )
     elif len(dotted) > 1:
         ctx.add(
             "TRIG-CONNECTOR-MULTIPLE",
@@ -354,12 +374,19 @@ def _manifest(draft: _Draft, ctx: _Ctx) -> Manifest | None:
     if manifest is None:
         found = ctx.catalog.diagnostic_for(draft.connector)
         if found is not None:
-            ctx.diagnostics.append(found.model_copy(update={"entry": draft.label, "path": draft.loc.path, "line": draft.loc.line}))
+            ctx.diagnostics.append(
+                found.model_copy(update={"entry": draft.label, "path": draft.loc.path, "line": draft.loc.line})
+            )
         return None
     problems = manifest_problems(manifest)
     if problems:
         # CAP-6 (a manifest without delivery identity is an invalid dependency)
-        ctx.add("MANIFEST-INVALID", f"manifest of {manifest.name!r} is invalid: {'; '.join(problems)}", draft.loc, draft.label)
+        ctx.add(
+            "MANIFEST-INVALID",
+            f"manifest of {manifest.name!r} is invalid: {'; '.join(problems)}",
+            draft.loc,
+            draft.label,
+        )
         return None
     return manifest
 
@@ -373,11 +400,23 @@ def _as(node: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> None:
     value, as_loc = node["as"], loc.key(node, "as")
     draft.as_loc = as_loc
     if not isinstance(value, str) or not IDENT.match(value):
-        ctx.add("TRIG-AS-INVALID", f"`as: {_show(value)}` must be an identifier (letters, digits, '_')", as_loc, draft.label)
+        ctx.add(
+            "TRIG-AS-INVALID", f"`as: {_show(value)}` must be an identifier (letters, digits, '_')", as_loc, draft.label
+        )
     elif value in RESERVED_NAMES:
-        ctx.add("TRIG-AS-RESERVED", f"`as: {value}` shadows the reserved name {value!r}: choose another name", as_loc, draft.label)
+        ctx.add(
+            "TRIG-AS-RESERVED",
+            f"`as: {value}` shadows the reserved name {value!r}: choose another name",
+            as_loc,
+            draft.label,
+        )
     elif value in ctx.step_ids:
-        ctx.add("TRIG-AS-STEP-COLLISION", f"`as: {value}` collides with step id {value!r}: rename one of them", as_loc, draft.label)
+        ctx.add(
+            "TRIG-AS-STEP-COLLISION",
+            f"`as: {value}` collides with step id {value!r}: rename one of them",
+            as_loc,
+            draft.label,
+        )
     else:
         draft.as_name = draft.binding = value
 
@@ -409,16 +448,23 @@ def _expression_key(node: Any, key: str, loc: Loc, draft: _Draft, ctx: _Ctx) -> 
     return check_expression(node[key], key, loc.key(node, key), draft, ctx)
 
 
-def check_expression(value: Any, what: str, loc: Loc, draft: _Draft, ctx: _Ctx, *, event_scope: bool = True) -> str | None:
+def check_expression(
+    value: Any, what: str, loc: Loc, draft: _Draft, ctx: _Ctx, *, event_scope: bool = True
+) -> str | None:
     """Check that ``value`` is an expression over the allowed root names only (TRIG-8, TRIG-10, TRIG-16)."""
     if not isinstance(value, str) or not value.strip():
-        ctx.add("TRIG-EXPR-TYPE", f"`{what}` must be an expression string such as \"{{{{ ... }}}}\"", loc, draft.label)
+        ctx.add("TRIG-EXPR-TYPE", f'`{what}` must be an expression string such as "{{{{ ... }}}}"', loc, draft.label)
         return None
     try:
         refs = ctx.evaluator.root_references(value)
         ctx.evaluator.compile(value)
     except (ExpressionSyntaxError, RecursionError) as exc:
-        ctx.add("TRIG-EXPR-SYNTAX", f"`{what}` {exc if isinstance(exc, ExpressionSyntaxError) else 'nests too deeply'}: fix the expression", loc, draft.label)
+        ctx.add(
+            "TRIG-EXPR-SYNTAX",
+            f"`{what}` {exc if isinstance(exc, ExpressionSyntaxError) else 'nests too deeply'}: fix the expression",
+            loc,
+            draft.label,
+        )
         return None
     allowed = {"inputs", draft.binding} if event_scope else {"inputs"}
     outside = sorted({name for name, _ in refs} - allowed)
@@ -428,7 +474,12 @@ def check_expression(value: Any, what: str, loc: Loc, draft: _Draft, ctx: _Ctx, 
         code = f"TRIG-{what.upper().replace('_', '-')}-SCOPE"
         ctx.add(code, f"`{what}` references {name!r}, but it may reference only {scope}", loc, draft.label)
     for name in undeclared:
-        ctx.add("TRIG-INPUT-UNKNOWN", f"`{what}` references inputs.{name}, which `inputs:` does not declare: declare it", loc, draft.label)
+        ctx.add(
+            "TRIG-INPUT-UNKNOWN",
+            f"`{what}` references inputs.{name}, which `inputs:` does not declare: declare it",
+            loc,
+            draft.label,
+        )
     return value if not outside and not undeclared else None
 
 
@@ -438,22 +489,51 @@ def _batch(node: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> BatchSpec | None:
     value, batch_loc = node["batch"], loc.key(node, "batch")
     if "queue_by" in node:
         # TRIG-17
-        ctx.add("TRIG-BATCH-QUEUE-BY", "an entry must not declare both `batch` and `queue_by`: remove one", batch_loc, draft.label)
+        ctx.add(
+            "TRIG-BATCH-QUEUE-BY",
+            "an entry must not declare both `batch` and `queue_by`: remove one",
+            batch_loc,
+            draft.label,
+        )
     if not is_mapping(value):
-        ctx.add("TRIG-BATCH-TYPE", "`batch:` must be a mapping with `size`, `max_wait` and/or `partition_by`", batch_loc, draft.label)
+        ctx.add(
+            "TRIG-BATCH-TYPE",
+            "`batch:` must be a mapping with `size`, `max_wait` and/or `partition_by`",
+            batch_loc,
+            draft.label,
+        )
         return None
     ok = True
     for key in value:
         if key not in BATCH_KEYS:
             ok = False
-            ctx.add("TRIG-BATCH-UNKNOWN-KEY", f"unknown `batch` key {_show(key)}: use {', '.join(BATCH_KEYS)}", batch_loc.key(value, key), draft.label)
+            ctx.add(
+                "TRIG-BATCH-UNKNOWN-KEY",
+                f"unknown `batch` key {_show(key)}: use {', '.join(BATCH_KEYS)}",
+                batch_loc.key(value, key),
+                draft.label,
+            )
     size = _batch_size(value, batch_loc, draft, ctx)
     wait = _batch_wait(value, batch_loc, draft, ctx)
-    partition = check_expression(value["partition_by"], "partition_by", batch_loc.key(value, "partition_by"), draft, ctx) if "partition_by" in value else None
+    partition = (
+        check_expression(value["partition_by"], "partition_by", batch_loc.key(value, "partition_by"), draft, ctx)
+        if "partition_by" in value
+        else None
+    )
     if "size" not in value and "max_wait" not in value:
         ok = False
-        ctx.add("TRIG-BATCH-EMPTY", "`batch:` needs `size`, `max_wait` or both to say when a batch closes", batch_loc, draft.label)
-    if not ok or ("size" in value and size is None) or ("max_wait" in value and wait is None) or ("partition_by" in value and partition is None):
+        ctx.add(
+            "TRIG-BATCH-EMPTY",
+            "`batch:` needs `size`, `max_wait` or both to say when a batch closes",
+            batch_loc,
+            draft.label,
+        )
+    if (
+        not ok
+        or ("size" in value and size is None)
+        or ("max_wait" in value and wait is None)
+        or ("partition_by" in value and partition is None)
+    ):
         return None
     return BatchSpec(size=size, max_wait_seconds=wait, partition_by=partition)
 
@@ -463,7 +543,12 @@ def _batch_size(value: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> int | None:
         return None
     size = value["size"]
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        ctx.add("TRIG-BATCH-SIZE", f"`batch.size: {_show(size)}` must be a positive integer", loc.key(value, "size"), draft.label)
+        ctx.add(
+            "TRIG-BATCH-SIZE",
+            f"`batch.size: {_show(size)}` must be a positive integer",
+            loc.key(value, "size"),
+            draft.label,
+        )
         return None
     return int(size)
 
@@ -477,10 +562,20 @@ def _batch_wait(value: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> float | None:
         ctx.add("TRIG-BATCH-MAX-WAIT", f"`batch.max_wait`: {exc}", loc.key(value, "max_wait"), draft.label)
         return None
     except OverflowError:
-        ctx.add("TRIG-BATCH-MAX-WAIT", "`batch.max_wait` is too long: write a duration of days at most", loc.key(value, "max_wait"), draft.label)
+        ctx.add(
+            "TRIG-BATCH-MAX-WAIT",
+            "`batch.max_wait` is too long: write a duration of days at most",
+            loc.key(value, "max_wait"),
+            draft.label,
+        )
         return None
     if seconds <= 0:
-        ctx.add("TRIG-BATCH-MAX-WAIT", "`batch.max_wait` must be longer than zero, e.g. 5s", loc.key(value, "max_wait"), draft.label)
+        ctx.add(
+            "TRIG-BATCH-MAX-WAIT",
+            "`batch.max_wait` must be longer than zero, e.g. 5s",
+            loc.key(value, "max_wait"),
+            draft.label,
+        )
         return None
     return seconds
 
@@ -494,7 +589,12 @@ def _config(node: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> tuple[dict[str, An
     if node is None:
         node = {}
     if not is_mapping(node):
-        ctx.add("TRIG-CONFIG-TYPE", f"the configuration of {draft.connector} must be a mapping of its keys", loc, draft.label)
+        ctx.add(
+            "TRIG-CONFIG-TYPE",
+            f"the configuration of {draft.connector} must be a mapping of its keys",
+            loc,
+            draft.label,
+        )
         return {}, None
     plain = to_plain(node)
     connection = _connection(plain.pop("connection", None), loc.key(node, "connection"), draft, ctx)
@@ -511,7 +611,12 @@ def _connection(value: Any, loc: Loc, draft: _Draft, ctx: _Ctx) -> str | None:
         return None  # TRIG-6: resolving a missing connection is a deployment concern
     if isinstance(value, str) and value.strip():
         return value
-    ctx.add("TRIG-CONNECTION-INVALID", f"`connection: {_show(value)}` must name a credential binding (a string)", loc, draft.label)
+    ctx.add(
+        "TRIG-CONNECTION-INVALID",
+        f"`connection: {_show(value)}` must name a credential binding (a string)",
+        loc,
+        draft.label,
+    )
     return None
 
 
@@ -538,10 +643,20 @@ def _schema_error(error: jsonschema.ValidationError, node: Any, loc: Loc, draft:
         allowed = set(error.schema.get("properties", {}))
         for extra in sorted((k for k in error.instance if k not in allowed), key=str):
             target = _locate(node, loc, [*error.absolute_path, extra])
-            ctx.add("TRIG-CONFIG-UNKNOWN-KEY", f"unknown configuration key {extra!r} for {draft.connector}: the keys are {keys}", target, draft.label)
+            ctx.add(
+                "TRIG-CONFIG-UNKNOWN-KEY",
+                f"unknown configuration key {extra!r} for {draft.connector}: the keys are {keys}",
+                target,
+                draft.label,
+            )
     elif error.validator == "required" and isinstance(error.instance, dict):
         for missing in (k for k in error.validator_value if k not in error.instance):
-            ctx.add("TRIG-CONFIG-MISSING", f"{draft.connector} needs configuration key {missing!r}: add it", where, draft.label)
+            ctx.add(
+                "TRIG-CONFIG-MISSING",
+                f"{draft.connector} needs configuration key {missing!r}: add it",
+                where,
+                draft.label,
+            )
     elif error.validator in ("anyOf", "oneOf") and _only_required(error.validator_value):
         options = " or ".join(k for sub in error.validator_value for k in sub["required"])
         ctx.add("TRIG-CONFIG-MISSING", f"{draft.connector} needs {options}: add one", where, draft.label)
@@ -581,7 +696,12 @@ def _cross_entry(drafts: list[_Draft], ctx: _Ctx) -> None:
         if d.as_name is None:
             continue
         if d.as_name in seen:
-            ctx.add("TRIG-AS-DUPLICATE", f"`as: {d.as_name}` is already the binding of entry {seen[d.as_name].index + 1}: choose another name", d.as_loc, d.label)
+            ctx.add(
+                "TRIG-AS-DUPLICATE",
+                f"`as: {d.as_name}` is already the binding of entry {seen[d.as_name].index + 1}: choose another name",
+                d.as_loc,
+                d.label,
+            )
         else:
             seen[d.as_name] = d
     _into(drafts, ctx)
@@ -593,12 +713,22 @@ def _into(drafts: list[_Draft], ctx: _Ctx) -> None:
         return
     if len(drafts) == 1:
         # TRIG-21
-        ctx.add("TRIG-INTO-SINGLE", "a single-trigger file must not declare `into`: use a value step for the projection", declared[0].into_loc, declared[0].label)
+        ctx.add(
+            "TRIG-INTO-SINGLE",
+            "a single-trigger file must not declare `into`: use a value step for the projection",
+            declared[0].into_loc,
+            declared[0].label,
+        )
         return
     for d in drafts:
         if d.into_loc is None:
             # TRIG-20 (if one entry declares into, every entry must)
-            ctx.add("TRIG-INTO-MISSING", f"entry {d.index + 1} ({d.label}) needs `into:` because another entry declares it", d.loc, d.label)
+            ctx.add(
+                "TRIG-INTO-MISSING",
+                f"entry {d.index + 1} ({d.label}) needs `into:` because another entry declares it",
+                d.loc,
+                d.label,
+            )
     shapes = [(d, _into_shape(d, ctx)) for d in declared]
     _into_names(shapes, drafts, ctx)
     _into_same_shape(shapes, ctx)
@@ -607,7 +737,9 @@ def _into(drafts: list[_Draft], ctx: _Ctx) -> None:
 def _into_shape(d: _Draft, ctx: _Ctx) -> dict[str, Any] | None:
     assert d.into_loc is not None
     if not is_mapping(d.into) or not d.into:
-        ctx.add("TRIG-INTO-TYPE", "`into:` must map shared binding names to projections of the payload", d.into_loc, d.label)
+        ctx.add(
+            "TRIG-INTO-TYPE", "`into:` must map shared binding names to projections of the payload", d.into_loc, d.label
+        )
         return None
     return _shape(d.into, d.into_loc, d, ctx)
 
@@ -634,7 +766,13 @@ def _into_names(shapes: list[tuple[_Draft, Any]], drafts: list[_Draft], ctx: _Ct
             if not IDENT.match(name):
                 ctx.add("TRIG-INTO-NAME", f"`into` name {name!r} must be an identifier", loc, d.label)
             elif name in taken:
-                ctx.add("TRIG-INTO-COLLISION", f"`into` name {name!r} collides with a root-scope name (a step id, a binding, inputs or trigger): rename it", loc, d.label)
+                ctx.add(
+                    "TRIG-INTO-COLLISION",
+                    f"`into` name {name!r} collides with a root-scope name "
+                    "(a step id, a binding, inputs or trigger): rename it",
+                    loc,
+                    d.label,
+                )
             else:
                 continue
             reported.add(name)
@@ -693,7 +831,9 @@ def _entry_model(d: _Draft) -> TriggerEntry:
 def _type_name(value: Any) -> str:
     if is_sequence(value):
         return "list"
-    return {str: "string", int: "number", float: "number", bool: "boolean"}.get(type(to_plain(value)), type(value).__name__)
+    return {str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(to_plain(value)), type(value).__name__
+    )
 
 
 def _show(value: Any) -> str:

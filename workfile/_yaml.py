@@ -43,11 +43,11 @@ class Loc:
     path: str
     line: int | None
 
-    def key(self, mapping: Any, key: Any) -> "Loc":
+    def key(self, mapping: Any, key: Any) -> Loc:
         """Location of ``mapping[key]``: the line of the key itself."""
         return Loc(_join_key(self.path, key), key_line(mapping, key) or self.line)
 
-    def item(self, seq: Any, index: int) -> "Loc":
+    def item(self, seq: Any, index: int) -> Loc:
         """Location of ``seq[index]``."""
         return Loc(f"{self.path}[{index}]", item_line(seq, index) or self.line)
 
@@ -100,7 +100,9 @@ def parse_yaml(text: str) -> tuple[Any, list[Diagnostic]]:
     except MarkedYAMLError as exc:
         return None, [_marked("YAML-SYNTAX", exc, "fix the YAML syntax")]
     except RecursionError:
-        return None, [Diagnostic(code="YAML-SYNTAX", message=f"the document nests too deeply: keep it under {MAX_DEPTH} levels")]
+        return None, [
+            Diagnostic(code="YAML-SYNTAX", message=f"the document nests too deeply: keep it under {MAX_DEPTH} levels")
+        ]
     except (YAMLError, YamlTooDeep, ValueError, TypeError, AttributeError) as exc:
         # ruamel reports some malformed input (bad escapes, odd tags, deep nesting) as plain errors
         return None, [Diagnostic(code="YAML-SYNTAX", message=f"the file is not valid YAML: {_short(exc)}")]
