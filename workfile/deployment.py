@@ -30,7 +30,7 @@ import pathlib
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from ruamel.yaml import YAML, YAMLError
 
 from ._diagnostics import Diagnostic, DiagnosticError
@@ -40,8 +40,16 @@ Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
 
 
+_TIMEDELTA = TypeAdapter(timedelta)
+
+
 def _duration(value: Any) -> timedelta:
-    return value if isinstance(value, timedelta) else parse_duration(value)
+    """Our duration strings (30s, 1h30m) or, as serialised by pydantic, ISO-8601 (PT30S)."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, str) and value.startswith("P"):
+        return _TIMEDELTA.validate_python(value)
+    return parse_duration(value)
 
 
 class _Strict(BaseModel):
@@ -99,6 +107,9 @@ class Policies(_Strict):
     poll: PollSettings = PollSettings()
     max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
     max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
+    max_history_events: int = Field(
+        default=8000, ge=200, description="Continue-as-new once the activation's history passes this many events."
+    )
 
     _d = field_validator("dedup_retention", "late_after", mode="before")(_duration)
 

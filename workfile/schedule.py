@@ -158,10 +158,15 @@ def parse_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
     exclude = _collect(problems, _parse_exclude, config.get("exclude") or {})
     dst = _collect(problems, _parse_dst, config.get("dst") or {})
     if fields["start"] and fields["end"] and fields["end"] < fields["start"]:
-        problems.append(f"'end' ({_utc_iso(fields['end'])}) is before 'start' ({_utc_iso(fields['start'])}): swap them or move 'end' later")
+        problems.append(
+            f"'end' ({_utc_iso(fields['end'])}) is before 'start' ({_utc_iso(fields['start'])}): "
+            "swap them or move 'end' later"
+        )
     if problems:
         raise ScheduleConfigError(problems)
-    return ScheduleSpec(**fields, exclude_dates=exclude[0], exclude_cron=exclude[1], dst_gap=dst[0], dst_fold=dst[1])
+    return ScheduleSpec(
+        **fields, exclude_dates=exclude[0], exclude_cron=exclude[1], dst_gap=dst[0], dst_fold=dst[1]
+    )
 
 
 def _collect(problems: list[str], parse: Any, value: Any) -> Any:
@@ -189,11 +194,17 @@ def _parse_cron(expr: Any, key: str = "cron") -> str:
         raise ScheduleConfigError([f"'{key}': unknown alias {text!r}: use one of {', '.join(ALIASES)}"])
     fields = _expand(text).split()
     if len(fields) != 5:
-        raise ScheduleConfigError([f"'{key}': {text!r} has {len(fields)} field(s): write exactly 5 (minute hour day-of-month month day-of-week)"])
+        raise ScheduleConfigError([
+            f"'{key}': {text!r} has {len(fields)} field(s): "
+            "write exactly 5 (minute hour day-of-month month day-of-week)"
+        ])
     try:
         croniter(_expand(text), _REFERENCE).get_next(datetime)
-    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:  # croniter's errors are ValueErrors, its parser leaks the others
-        raise ScheduleConfigError([f"'{key}': {text!r} is not a valid cron expression ({exc}): write e.g. '*/15 * * * *'"]) from None
+    # croniter's own errors are ValueErrors; its parser lets the others escape on odd input
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
+        raise ScheduleConfigError([
+            f"'{key}': {text!r} is not a valid cron expression ({exc}): write e.g. '*/15 * * * *'"
+        ]) from None
     return text
 
 
@@ -216,7 +227,10 @@ def _parse_interval(text: Any, key: str = "interval") -> timedelta:
 def _parse_instant(value: Any, key: str) -> datetime:
     parsed = _instant_or_none(value)
     if parsed is None:
-        raise ScheduleConfigError([f"'{key}': {value!r} is not an ISO-8601 instant with an offset: write e.g. '2026-03-08T00:00:00Z' or '2026-03-08T00:00:00-05:00' (quoted)"])
+        raise ScheduleConfigError([
+            f"'{key}': {value!r} is not an ISO-8601 instant with an offset: "
+            "write e.g. '2026-03-08T00:00:00Z' or '2026-03-08T00:00:00-05:00' (quoted)"
+        ])
     return parsed
 
 
@@ -243,12 +257,14 @@ def parse_instant(text: str) -> datetime:
 def _parse_exclude(value: Any) -> tuple[tuple[date, ...], tuple[str, ...]]:
     if not isinstance(value, Mapping):
         raise ScheduleConfigError(["'exclude' must be a mapping with 'dates' and/or 'cron' lists"])
-    problems = [f"'exclude.{k}' is not allowed: use 'exclude.dates' or 'exclude.cron'" for k in value if k not in ("dates", "cron")]
-    dates = tuple(d for d in (_collect(problems, _parse_date, v) for v in _as_list(problems, value.get("dates"), "dates")) if d)
-    crons = tuple(c for c in (_collect(problems, _parse_exclude_cron, v) for v in _as_list(problems, value.get("cron"), "cron")) if c)
+    problems = [
+        f"'exclude.{k}' is not allowed: use 'exclude.dates' or 'exclude.cron'" for k in value if k not in ("dates", "cron")
+    ]
+    dates = [_collect(problems, _parse_date, v) for v in _as_list(problems, value.get("dates"), "dates")]
+    crons = [_collect(problems, _parse_exclude_cron, v) for v in _as_list(problems, value.get("cron"), "cron")]
     if problems:
         raise ScheduleConfigError(problems)
-    return tuple(sorted(set(dates))), crons
+    return tuple(sorted(set(dates))), tuple(crons)
 
 
 def _as_list(problems: list[str], value: Any, key: str) -> list[Any]:
@@ -268,7 +284,9 @@ def _parse_date(value: Any) -> date:
             raise ValueError(value)
         return date.fromisoformat(value)
     except ValueError:
-        raise ScheduleConfigError([f"'exclude.dates': {value!r} is not a local date: write YYYY-MM-DD, e.g. 2026-12-25"]) from None
+        raise ScheduleConfigError([
+            f"'exclude.dates': {value!r} is not a local date: write YYYY-MM-DD, e.g. 2026-12-25"
+        ]) from None
 
 
 def _parse_exclude_cron(value: Any) -> str:
@@ -278,7 +296,11 @@ def _parse_exclude_cron(value: Any) -> str:
 def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:
     if not isinstance(value, Mapping):
         raise ScheduleConfigError(["'dst' must be a mapping such as {gap: shift, fold: first}"])
-    problems = [f"'dst.{k}' is not allowed: use 'dst.gap' (skip|shift) or 'dst.fold' (first|last|both)" for k in value if k not in ("gap", "fold")]
+    problems = [
+        f"'dst.{k}' is not allowed: use 'dst.gap' (skip|shift) or 'dst.fold' (first|last|both)"
+        for k in value
+        if k not in ("gap", "fold")
+    ]
     gap, fold = value.get("gap", "shift"), value.get("fold", "first")
     if gap not in ("skip", "shift"):
         problems.append(f"'dst.gap': {gap!r} is not a policy: use skip or shift")
@@ -295,15 +317,23 @@ def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:
 def _load_zone(name: Any) -> ZoneInfo:
     """Load ``name`` from the tzdata package, never from the host (a fresh object: no global cache)."""
     if not isinstance(name, str) or not _ZONE_NAME.match(name):
-        raise ScheduleConfigError([f"'timezone': {name!r} is not an IANA zone name: write e.g. 'America/New_York' or 'UTC'"])
+        raise ScheduleConfigError([
+            f"'timezone': {name!r} is not an IANA zone name: write e.g. 'America/New_York' or 'UTC'"
+        ])
     path = resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
     if not path.is_file():
-        raise ScheduleConfigError([f"'timezone': unknown zone {name!r} in tzdata {TZDATA_VERSION}: write an IANA name such as 'Europe/Berlin' (names are case-sensitive)"])
+        raise ScheduleConfigError([
+            f"'timezone': unknown zone {name!r} in tzdata {TZDATA_VERSION}: "
+            "write an IANA name such as 'Europe/Berlin' (names are case-sensitive)"
+        ])
     with path.open("rb") as handle:
         try:
             return ZoneInfo.from_file(handle, key=name)
         except ValueError:
-            raise ScheduleConfigError([f"'timezone': {name!r} is not a zone in tzdata {TZDATA_VERSION}: write an IANA name such as 'Europe/Berlin'"]) from None
+            raise ScheduleConfigError([
+                f"'timezone': {name!r} is not a zone in tzdata {TZDATA_VERSION}: "
+                "write an IANA name such as 'Europe/Berlin'"
+            ]) from None
 
 
 def to_local_iso(instant: datetime, timezone: str) -> str:
@@ -460,7 +490,9 @@ def _cron_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excluder
         yield heapq.heappop(pending)
 
 
-def _kept(instants: tuple[datetime, ...], wall: datetime, zone: ZoneInfo, window: _Window, excluder: _Excluder, it: croniter) -> list[datetime]:
+def _kept(
+    instants: tuple[datetime, ...], wall: datetime, zone: ZoneInfo, window: _Window, excluder: _Excluder, it: croniter
+) -> list[datetime]:
     """The instants of ``wall`` that survive the window and ``exclude``; skips ``it`` past excluded units."""
     unit = excluder.unit(wall)
     if unit is not None:
@@ -528,7 +560,9 @@ class _Excluder:
     an exclusion covering all of them excludes whole hours (days), which the search skips at once.
     """
 
-    def __init__(self, spec: ScheduleSpec, minutes: frozenset[int] = frozenset(range(60)), hours: frozenset[int] = frozenset(range(24))):
+    def __init__(
+        self, spec: ScheduleSpec, minutes: frozenset[int] = frozenset(range(60)), hours: frozenset[int] = frozenset(range(24))
+    ):
         self._dates = frozenset(spec.exclude_dates)
         self._crons = [(croniter(_expand(e), _REFERENCE), _cron_unit(e, minutes, hours)) for e in spec.exclude_cron]
 

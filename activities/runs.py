@@ -1,0 +1,158 @@
+"""Activities that touch runs: start them idempotently, learn their terminal outcomes, control them.
+
+Runs are ordinary Temporal workflow executions. The workflow id of a run *is* its idempotency key
+(derived from the activation and the event identity or occurrence instant), started with
+``REJECT_DUPLICATE`` + ``USE_EXISTING``: a retried activity, a replay or a restart can never start a
+second run for one event (SCHED-5, EXT-3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus as Status, WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from workfile.runinput import RunInput
+from workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
+
+_STATUS = {
+    Status.COMPLETED: "completed",
+    Status.FAILED: "failed",
+    Status.CANCELED: "cancelled",
+    Status.TERMINATED: "terminated",
+    Status.TIMED_OUT: "timed_out",
+}
+
+
+class RunToStart(BaseModel):
+    run_key: str
+    input: RunInput
+
+
+class StartRunsRequest(BaseModel):
+    workflow_type: str
+    task_queue: str
+    execution_timeout_seconds: float | None = None
+    runs: list[RunToStart]
+
+
+class StartedRun(BaseModel):
+    run_key: str
+    run_id: str | None = None
+    already_started: bool = False
+    terminal_status: str | None = Field(default=None, description="Set when the run had already ended.")
+    error: str | None = None
+
+
+class WatchedRun(BaseModel):
+    run_key: str
+    run_id: str | None = None
+
+
+class WatchRequest(BaseModel):
+    runs: list[WatchedRun]
+    max_wait_seconds: float = 300.0
+    linger_seconds: float = 0.05
+
+
+class RunOutcome(BaseModel):
+    run_key: str
+    status: str
+
+
+class ControlRequest(BaseModel):
+    run_key: str
+    action: str
+    reason: str
+
+
+class RunActivities:
+    """Activities bound to a client (the plugin constructs this with the worker's client)."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    @activity.defn(name="wfi.start_runs")
+    async def start_runs(self, req: StartRunsRequest) -> list[StartedRun]:
+        """Start each run at most once; already-started or closed ids are reported, not errors."""
+        return list(await asyncio.gather(*(self._start_one(req, r) for r in req.runs)))
+
+    async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:
+        timeout = timedelta(seconds=req.execution_timeout_seconds) if req.execution_timeout_seconds else None
+        try:
+            handle = await self._client.start_workflow(
+                req.workflow_type, run.input, id=run.run_key, task_queue=req.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                execution_timeout=timeout,
+                memo={"wfi_activation": run.input.initiation.activation_id},
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(WFI_WORKFLOW, run.input.initiation.workflow),
+                    SearchAttributePair(WFI_ACTIVATION, run.input.initiation.activation_id),
+                ]),
+                static_summary=f"{run.input.initiation.workflow} run from trigger {run.input.trigger.name}",
+            )
+            return StartedRun(run_key=run.run_key, run_id=handle.result_run_id)
+        except WorkflowAlreadyStartedError:
+            return await self._describe_closed(run.run_key)
+
+    async def _describe_closed(self, run_key: str) -> StartedRun:
+        desc = await self._client.get_workflow_handle(run_key).describe()
+        status = _STATUS.get(desc.status) if desc.status else None
+        return StartedRun(run_key=run_key, run_id=desc.run_id, already_started=True, terminal_status=status)
+
+    @activity.defn(name="wfi.watch_runs")
+    async def watch_runs(self, req: WatchRequest) -> list[RunOutcome]:
+        """Wait until at least one run is terminal (or max_wait); report every terminal one.
+
+        Bounded: one activity watches many runs, so open activities do not grow with runs in flight.
+        """
+        tasks = {asyncio.create_task(self._outcome(r)): r for r in req.runs}
+        heartbeat = asyncio.create_task(_heartbeat_forever())
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=req.max_wait_seconds, return_when=asyncio.FIRST_COMPLETED)
+            if done:
+                await asyncio.wait(tasks, timeout=req.linger_seconds)
+            return [RunOutcome(run_key=tasks[t].run_key, status=t.result()) for t in tasks if t.done() and not t.cancelled()]
+        finally:
+            heartbeat.cancel()
+            for t in tasks:
+                t.cancel()
+
+    async def _outcome(self, run: WatchedRun) -> str:
+        handle = self._client.get_workflow_handle(run.run_key, run_id=run.run_id)
+        try:
+            await handle.result(follow_runs=True)
+            return "completed"
+        except WorkflowFailureError:
+            desc = await self._client.get_workflow_handle(run.run_key).describe()
+            return _STATUS.get(desc.status, "failed") if desc.status else "failed"
+
+    @activity.defn(name="wfi.control_run")
+    async def control_run(self, req: ControlRequest) -> str:
+        handle = self._client.get_workflow_handle(req.run_key)
+        try:
+            if req.action == "terminate":
+                await handle.terminate(reason=req.reason)
+            else:
+                await handle.cancel()
+        except Exception as exc:  # an already-closed run needs no control; report, don't retry forever
+            return f"not applied: {exc}"
+        return "applied"
+
+    def all(self) -> list[Any]:
+        return [self.start_runs, self.watch_runs, self.control_run]
+
+
+async def _heartbeat_forever() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(10)
+
+

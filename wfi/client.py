@@ -1,0 +1,159 @@
+"""Client API: activate Workfiles, deliver events, read state, steer activations.
+
+    wfi = WfiClient(await Client.connect("localhost:7233", data_converter=pydantic_data_converter))
+    await wfi.activate(spec)
+    result = await wfi.deliver("support-triage", {"message_id": "m-1", ...}, entry="message")
+
+Deliveries by update return the disposition once it is durable (EXT-8). The server admits only a
+few updates in flight per workflow; a refused caller is retried with the *same* update id, so a
+retry can never be applied twice, and callers never see the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import pathlib
+import random
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    RPCError,
+    WithStartWorkflowOperation,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCStatusCode
+
+from workfile._capabilities import classify
+from workfile._catalog import Catalog
+from workfile._diagnostics import DiagnosticError
+from workfile._expr import canonical_key
+from workfile._validate import load_workfile
+from workfile.activation import ActivationSpec, resolve_activation
+from workfile.deployment import Deployment, load_deployment
+from workfile.engine import DeliveryResult
+from workflows._wire import (
+    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+)
+from workflows.activation import ActivationWorkflow, workflow_id_for
+
+_RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
+              RPCStatusCode.ABORTED}
+
+
+class DeliveryTooLarge(ValueError):
+    pass
+
+
+def build_spec(workfile_path: str | pathlib.Path, deployment: Deployment, catalog: Catalog | None = None) -> ActivationSpec:
+    """Validate a Workfile, check the deployment claims its capabilities (CAP-7), resolve bindings."""
+    catalog = catalog or Catalog.default()
+    result = load_workfile(pathlib.Path(workfile_path), catalog=catalog)
+    if result.workfile is None:
+        raise DiagnosticError(result.diagnostics)
+    unsupported = classify(result.workfile, catalog, deployment.capabilities)
+    if unsupported:
+        raise DiagnosticError(unsupported)
+    return resolve_activation(result.workfile, deployment, catalog)
+
+
+def spec_from_files(workfile_path: str | pathlib.Path, deployment_path: str | pathlib.Path) -> tuple[ActivationSpec, Deployment]:
+    deployment = load_deployment(deployment_path)
+    return build_spec(workfile_path, deployment), deployment
+
+
+def update_id_for(entry: str | None, payload: Any) -> str:
+    """Same delivery, same id: a retried delivery is deduplicated by the server within one run."""
+    try:
+        body = canonical_key(payload)
+    except Exception:
+        body = repr(payload)
+    return "dlv-" + hashlib.sha256(f"{entry}\x1f{body}".encode()).hexdigest()[:32]
+
+
+def _check_size(payload: Any) -> None:
+    size = len(json.dumps(payload, default=str).encode())
+    if size > MAX_DELIVERY_BYTES:
+        raise DeliveryTooLarge(
+            f"payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES} (Temporal payload limits): "
+            "send a reference (URL, object key) instead of the content"
+        )
+
+
+class WfiClient:
+    """Thin, typed wrapper over a Temporal client for wf-initiation operations."""
+
+    def __init__(self, client: Client, *, task_queue: str = "wfi-activations", max_attempts: int = 60):
+        self.client = client
+        self.task_queue = task_queue
+        self.max_attempts = max_attempts
+
+    def handle(self, workflow: str):
+        return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
+
+    async def activate(self, spec: ActivationSpec) -> ActivateResult:
+        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4)."""
+        start = WithStartWorkflowOperation(
+            ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"wf-initiation activation of {spec.workflow}",
+        )
+        return await self._retry(lambda: self.client.execute_update_with_start_workflow(
+            ActivationWorkflow.activate, spec, start_workflow_operation=start, id=f"activate-{spec.activation_id}",
+        ))
+
+    async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
+        _check_size(payload)
+        uid = update_id or update_id_for(entry, payload)
+        handle = self.handle(workflow)
+        return await self._retry(lambda: handle.execute_update(
+            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid))
+
+    async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
+        """Many deliveries in as few updates as possible (each update carries up to MAX_BULK)."""
+        out: list[DeliveryResult] = []
+        handle = self.handle(workflow)
+        for i in range(0, len(deliveries), MAX_BULK):
+            chunk = [DeliveryRequest(entry=e, payload=p) for e, p in deliveries[i : i + MAX_BULK]]
+            for r in chunk:
+                _check_size(r.payload)
+            uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
+            out.extend(await self._retry(lambda: handle.execute_update(ActivationWorkflow.deliver_many, chunk, id=uid)))
+        return out
+
+    async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
+        """Fire-and-forget delivery; durable when this returns; disposition via :meth:`delivery`."""
+        _check_size(payload)
+        await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, DeliveryRequest(entry=entry, payload=payload)))
+
+    async def operate(self, workflow: str, request: OperatorRequest) -> OperatorResult:
+        uid = f"op-{request.action_id}" if request.action_id else None
+        return await self._retry(lambda: self.handle(workflow).execute_update(ActivationWorkflow.operate, request, id=uid))
+
+    async def state(self, workflow: str) -> dict[str, Any]:
+        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))
+
+    async def summary(self, workflow: str) -> dict[str, Any]:
+        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+
+    async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
+
+    async def _retry(self, call):
+        delay = 0.05
+        for attempt in range(self.max_attempts):
+            try:
+                return await call()
+            except RPCError as exc:
+                if exc.status not in _RETRYABLE or attempt == self.max_attempts - 1:
+                    raise
+            except WorkflowUpdateFailedError as exc:
+                cause = getattr(exc.cause, "type", None)
+                if cause != "Rebinding" or attempt == self.max_attempts - 1:
+                    raise
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")

@@ -1,0 +1,555 @@
+"""The activation engine: pure, deterministic initiation rules.
+
+State in, event in, new state and commands out. Time is always an argument (``now``); nothing
+here reads a clock, does I/O or imports Temporal. The Temporal shell (``workflows/activation.py``)
+feeds it deliveries, timer wake-ups, activity results and operator actions, and executes the
+commands it leaves in :attr:`Engine.outbox` (start a run, cancel/terminate one, signal one).
+
+Pipeline of one event (external delivery, poll item, scheduled occurrence):
+validate payload -> dedup by identity -> cycle guard -> ``when`` -> ``queue_by``/``partition_by``
+-> ``into`` -> overlap -> batch or queue -> start. Every step's outcome is a :class:`Disposition`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from datetime import datetime, timedelta
+from typing import Any
+
+import jsonschema
+
+from .._expr import Evaluator, ExpressionFault, canonical_key
+from ..activation import ActivationSpec, EntrySpec
+from .. import schedule as seq
+from ..runinput import Causation, Initiation, RunInput, TriggerInfo
+from . import _poll, _schedule
+from ._types import (
+    RELEASED_AT_ACCEPTANCE,
+    TERMINAL,
+    BatchEvent,
+    Command,
+    ControlRun,
+    DeliveryResult,
+    Disposition,
+    EngineState,
+    ErrorRecord,
+    EventRecord,
+    OpenBatch,
+    RunRecord,
+    StartRun,
+)
+
+MAX_ERRORS = 200
+MAX_RECENT_RUNS = 100
+IN_FLIGHT = frozenset({"starting", "running"})
+
+
+def payload_digest(payload: Any) -> str:
+    """Digest of a payload under JSON-value equality (key order irrelevant, 1 == 1.0)."""
+    return hashlib.sha256(canonical_key(payload).encode()).hexdigest()[:16]
+
+
+def identity_text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical_key(value)
+
+
+def event_key(entry: str, ident: str) -> str:
+    return f"{entry}\x1f{ident}"
+
+
+def _run_ident(ident: str) -> str:
+    safe = ident.replace("/", "_")
+    if len(safe) <= 80 and safe.isprintable() and " " not in safe:
+        return safe
+    return "h" + hashlib.sha256(ident.encode()).hexdigest()[:24]
+
+
+class Engine:
+    """Wraps one :class:`EngineState`; methods mutate it and append commands to ``outbox``."""
+
+    def __init__(self, spec: ActivationSpec, state: EngineState):
+        self.spec = spec
+        self.state = state
+        self.outbox: list[Command] = []
+        self.recent_runs: deque[RunRecord] = deque(maxlen=MAX_RECENT_RUNS)
+        self._eval = Evaluator()
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._schedules: dict[str, seq.ScheduleSpec] = {}
+        self._release_queue: deque[tuple[datetime, str]] = deque(
+            sorted((r.released_at, k) for k, r in state.events.items() if r.released_at is not None)
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def entry(self, name: str) -> EntrySpec:
+        found = self.spec.entry(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def take_commands(self) -> list[Command]:
+        out, self.outbox = self.outbox, []
+        return out
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.state.counters[name] = self.state.counters.get(name, 0) + n
+
+    def _next_seq(self) -> int:
+        self.state.seq += 1
+        return self.state.seq
+
+    def record_error(self, now: datetime, kind: str, message: str, entry: str | None = None, delivery_id: str | None = None) -> None:
+        self.state.errors.append(ErrorRecord(at=now, kind=kind, entry=entry, delivery_id=delivery_id, message=message))
+        self.state.error_counts[kind] = self.state.error_counts.get(kind, 0) + 1
+        if len(self.state.errors) > MAX_ERRORS:
+            del self.state.errors[: len(self.state.errors) - MAX_ERRORS]
+
+    def validate_payload(self, entry: EntrySpec, payload: Any) -> str | None:
+        """None when the payload satisfies the manifest's schema, else a message (EXT-2)."""
+        validator = self._validators.get(entry.name)
+        if validator is None:
+            validator = jsonschema.Draft202012Validator(entry.payload_schema, format_checker=jsonschema.FormatChecker())
+            self._validators[entry.name] = validator
+        errors = sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.absolute_path)))
+        if not errors:
+            return None
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "payload"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{where}: {first.message}{more}"
+
+    def _scope(self, entry: EntrySpec, value: Any) -> dict[str, Any]:
+        return {entry.name: value, "inputs": self.spec.inputs}
+
+    # ------------------------------------------------------------------ external delivery
+    def resolve_entry(self, name: str | None, kinds: tuple[str, ...] = ("external",)) -> EntrySpec | str:
+        """The entry a delivery targets, or a message naming the choices."""
+        candidates = [e for e in self.spec.entries if e.kind in kinds]
+        if name is None:
+            if len(candidates) == 1:
+                return candidates[0]
+            names = ", ".join(e.name for e in candidates) or "none"
+            return f"name the trigger entry: this activation's external entries are {names}"
+        found = self.spec.entry(name)
+        if found is None or found.kind not in kinds:
+            names = ", ".join(e.name for e in candidates) or "none"
+            return f"no external trigger entry {name!r}; this activation's external entries are {names}"
+        return found
+
+    def deliver(self, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult:
+        """One external delivery (EXT-1..13). The result is durable once the workflow task ends."""
+        self._count("deliveries")
+        entry = self.resolve_entry(entry_name)
+        if isinstance(entry, str):
+            self._count("refused_unknown_entry")
+            return DeliveryResult(entry=entry_name, delivery_id=None, disposition=Disposition.INVALID,
+                                  message=entry, activation_id=self.spec.activation_id)
+        return self.deliver_event(entry, payload, now)
+
+    def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime) -> DeliveryResult:
+        raw_id = entry_delivery_id(entry, payload)
+        delivery_id = identity_text(raw_id) if raw_id is not None else None
+        problem = self.validate_payload(entry, payload)
+        if problem is not None:
+            return self._invalid(entry, delivery_id, problem, now)
+        assert delivery_id is not None  # the schema requires it (manifest contract)
+        key = event_key(entry.name, delivery_id)
+        digest = payload_digest(payload)
+        existing = self.state.events.get(key)
+        if existing is not None:
+            return self._repeat(entry, existing, delivery_id, digest, now)
+        disposition, run_key, message = self._accept(entry, payload, key, digest, now, delivery_id=delivery_id)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=disposition, run_key=run_key,
+                              message=message, activation_id=self.spec.activation_id)
+
+    def _invalid(self, entry: EntrySpec, delivery_id: str | None, problem: str, now: datetime) -> DeliveryResult:
+        # EXT-9/10: no run, not suppression, identity left unconsumed; recorded when identifiable.
+        self._count("invalid")
+        ident = f"delivery {delivery_id!r}" if delivery_id else "a delivery without a usable delivery id"
+        self.record_error(now, "invalid", f"{ident} failed validation: {problem}", entry.name, delivery_id)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.INVALID,
+                              message=problem, activation_id=self.spec.activation_id)
+
+    def _repeat(self, entry: EntrySpec, existing: EventRecord, delivery_id: str, digest: str, now: datetime) -> DeliveryResult:
+        if existing.digest == digest:
+            self._count("duplicates")
+            return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
+                                  run_key=existing.run_key, retained=existing.disposition,
+                                  activation_id=self.spec.activation_id)
+        self._count("conflicts")
+        message = (f"delivery {delivery_id!r} was accepted with a different payload at "
+                   f"{existing.accepted_at.isoformat()}; the first payload stands (EXT-3, EXT-4)")
+        self.record_error(now, "conflict", message, entry.name, delivery_id)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.CONFLICT,
+                              run_key=existing.run_key, retained=existing.disposition, message=message,
+                              activation_id=self.spec.activation_id)
+
+    def _accept(
+        self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
+        delivery_id: str | None = None, scheduled_at: str | None = None, ident: str | None = None,
+    ) -> tuple[Disposition, str | None, str | None]:
+        """Admit a validated, new event: guard, key, projection, overlap, batch/queue (INIT-6)."""
+        causation, refused = self._causation(entry, payload)
+        if refused:
+            return self._retain(entry, key, digest, delivery_id, Disposition.REFUSED, now, refused, kind="refused")
+        scope = self._scope(entry, payload)
+        if entry.when:
+            try:
+                if not self._eval.guard(entry.when, scope):
+                    self._count("suppressed")
+                    return self._retain(entry, key, digest, delivery_id, Disposition.SUPPRESSED, now, None)
+            except ExpressionFault as exc:
+                return self._retain(entry, key, digest, delivery_id, Disposition.GUARD_FAULT, now, str(exc), kind="guard_fault")
+        queue_key = partition = None
+        try:
+            if entry.queue_by:
+                queue_key = self._eval.key(entry.queue_by, scope)
+            if entry.batch and entry.batch.partition_by:
+                partition = self._eval.key(entry.batch.partition_by, scope)
+        except ExpressionFault as exc:
+            return self._retain(entry, key, digest, delivery_id, Disposition.KEY_FAULT, now, str(exc), kind="key_fault")
+        try:
+            into = self._eval.render_tree(entry.into, scope) if entry.into else {}
+        except ExpressionFault as exc:
+            return self._retain(entry, key, digest, delivery_id, Disposition.PROJECTION_FAULT, now, str(exc), kind="projection_fault")
+        if entry.batch:
+            return self._batch_add(entry, payload, key, digest, now, partition or "", delivery_id, scheduled_at)
+        if self._overlap_skips():
+            self._count("skipped")
+            return self._retain(entry, key, digest, delivery_id, Disposition.SKIPPED, now, None)
+        run_key = f"{self.spec.activation_id}/{entry.name}/{_run_ident(ident or delivery_id or key)}"
+        run_input = self._run_input(entry, payload, into, run_key, [delivery_id] if delivery_id else [], scheduled_at, now, causation)
+        run = RunRecord(run_key=run_key, entry=entry.name, queue_key=queue_key, input=run_input, event_keys=[key],
+                        accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at)
+        disposition = self._admit(run, now)
+        self._retain(entry, key, digest, delivery_id, disposition, now, None, run_key=run_key)
+        return disposition, run_key, None
+
+    def _retain(
+        self, entry: EntrySpec, key: str, digest: str, delivery_id: str | None, disposition: Disposition,
+        now: datetime, detail: str | None, *, run_key: str | None = None, kind: str | None = None,
+    ) -> tuple[Disposition, str | None, str | None]:
+        record = EventRecord(entry=entry.name, delivery_id=delivery_id or key.split("\x1f", 1)[1], digest=digest,
+                             disposition=disposition, run_key=run_key, accepted_at=now,
+                             activation_id=self.spec.activation_id, detail=detail)
+        self.state.events[key] = record
+        if disposition in RELEASED_AT_ACCEPTANCE:
+            self._release(key, now)
+        if kind:
+            self._count(kind)
+            self.record_error(now, kind, detail or kind, entry.name, delivery_id)
+        return disposition, run_key, detail
+
+    def _release(self, key: str, now: datetime) -> None:
+        record = self.state.events.get(key)
+        if record is not None and record.released_at is None:
+            record.released_at = now
+            self._release_queue.append((now, key))
+
+    def _causation(self, entry: EntrySpec, payload: Any) -> tuple[Causation, str | None]:
+        if not entry.connector.startswith("workflow."):
+            return Causation(), None
+        upstream = payload.get("causation", {}) if isinstance(payload, dict) else {}
+        depth = int(upstream.get("depth", 0)) + 1
+        chain = [*upstream.get("chain", []), str(payload.get("workflow_id", "?"))]
+        bound = self.spec.policies.max_causation_depth
+        if depth > bound:
+            return Causation(depth=depth, chain=chain), (
+                f"cycle guard: causation depth {depth} exceeds the bound {bound} (COMP-6); chain: {' -> '.join(chain)}"
+            )
+        return Causation(depth=depth, chain=chain), None
+
+    def _run_input(
+        self, entry: EntrySpec, value: Any, into: dict[str, Any], run_key: str, delivery_ids: list[str],
+        scheduled_at: str | None, now: datetime, causation: Causation, batched: bool = False,
+    ) -> RunInput:
+        bindings: dict[str, Any] = {e.name: None for e in self.spec.entries}
+        bindings[entry.name] = value
+        return RunInput(
+            trigger=TriggerInfo(name=entry.name, connector=entry.connector, kind=entry.kind, batched=batched),
+            bindings=bindings, into=into, inputs=self.spec.inputs,
+            initiation=Initiation(activation_id=self.spec.activation_id, workflow=self.spec.workflow, run_key=run_key,
+                                  delivery_ids=delivery_ids, scheduled_at=scheduled_at, accepted_at=now,
+                                  causation=causation),
+        )
+
+    # ------------------------------------------------------------------ overlap and admission
+    def in_flight(self) -> list[RunRecord]:
+        return [r for r in self.state.runs.values() if r.status in IN_FLIGHT]
+
+    def _overlap_skips(self) -> bool:
+        policy = self.spec.policies.overlap
+        busy = any(r.status in IN_FLIGHT or r.status == "pending" for r in self.state.runs.values())
+        if policy == "skip":
+            return busy
+        if policy == "buffer_one":
+            return busy and any(self.state.runs[k].status == "pending" for k in self.state.waiting)
+        return False
+
+    def _admit(self, run: RunRecord, now: datetime) -> Disposition:
+        """Place a new run: behind its queue key, behind the overlap policy, or start it."""
+        self.state.runs[run.run_key] = run
+        if run.queue_key is not None:
+            queue = self.state.queues.setdefault(run.queue_key, [])
+            queue.append(run.run_key)
+            if len(queue) > 1:
+                run.waiting_for = "queue_by key held by an earlier run (TRIG-11)"
+                return Disposition.QUEUED
+        return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
+
+    def _try_start(self, run: RunRecord, now: datetime) -> bool:
+        policies = self.spec.policies
+        others = [r for r in self.in_flight() if r.run_key != run.run_key]
+        blocked_by_overlap = policies.overlap != "allow" and bool(others)
+        capped = policies.max_concurrent_runs is not None and len(others) >= policies.max_concurrent_runs
+        if blocked_by_overlap or capped or (self.state.waiting and run.run_key not in self.state.waiting[:1]):
+            if policies.overlap in ("cancel_other", "terminate_other") and not capped:
+                self._control_others(others, policies.overlap, run.run_key)
+            if run.run_key not in self.state.waiting:
+                self.state.waiting.append(run.run_key)
+            run.waiting_for = "concurrency limit" if capped else f"overlap policy {policies.overlap}"
+            return False
+        if run.run_key in self.state.waiting:
+            self.state.waiting.remove(run.run_key)
+        self._start(run, now)
+        return True
+
+    def _control_others(self, others: list[RunRecord], policy: str, by: str) -> None:
+        action = "cancel" if policy == "cancel_other" else "terminate"
+        for other in others:
+            if not other.cancel_requested:
+                other.cancel_requested = True
+                self.outbox.append(ControlRun(run_key=other.run_key, action=action, reason=f"overlap {policy}: superseded by {by}"))
+
+    def _start(self, run: RunRecord, now: datetime) -> None:
+        run.status = "starting"
+        run.waiting_for = None
+        assert run.input is not None
+        self.outbox.append(StartRun(run_key=run.run_key, input=run.input))
+        self._count("runs_started")
+
+    def pending_starts(self) -> list[StartRun]:
+        """Runs admitted but not confirmed started: re-issue after continue-as-new (idempotent)."""
+        return [StartRun(run_key=r.run_key, input=r.input) for r in self.state.runs.values()
+                if r.status == "starting" and r.input is not None]
+
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> None:
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "starting":
+            return
+        run.status = "running"
+        run.started_at = now
+        run.temporal_run_id = temporal_run_id
+        run.input = None  # the run has its input now; the state need not carry it
+
+    def run_finished(self, run_key: str, status: str, now: datetime) -> None:
+        """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status in TERMINAL:
+            return
+        run.status = status  # type: ignore[assignment]
+        run.ended_at = now
+        run.input = None
+        self._count(f"runs_{status}")
+        for key in run.event_keys:
+            self._release(key, now)
+        del self.state.runs[run_key]
+        self.recent_runs.append(run)
+        if run_key in self.state.waiting:
+            self.state.waiting.remove(run_key)
+        self._advance_queue(run, now)
+        self._drain_waiting(now)
+
+    def _advance_queue(self, run: RunRecord, now: datetime) -> None:
+        if run.queue_key is None:
+            return
+        queue = self.state.queues.get(run.queue_key, [])
+        if run.run_key in queue:
+            queue.remove(run.run_key)
+        if not queue:
+            self.state.queues.pop(run.queue_key, None)
+            return
+        head = self.state.runs[queue[0]]
+        if head.status == "pending" and head.run_key not in self.state.waiting:
+            self._try_start(head, now)
+
+    def _drain_waiting(self, now: datetime) -> None:
+        while self.state.waiting:
+            head = self.state.runs[self.state.waiting[0]]
+            if not self._try_start(head, now):
+                return
+
+    def drop_pending(self, run_key: str, now: datetime, note: str | None) -> str:
+        """Operator disposition of a pending run or closed batch (BATCH-5)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "pending":
+            return f"no pending run {run_key!r}"
+        self.run_finished(run_key, "dropped", now)
+        for key in run.event_keys:
+            if key in self.state.events:
+                self.state.events[key].disposition = Disposition.DROPPED
+        return "dropped"
+
+    def admit_pending(self, run_key: str, now: datetime) -> str:
+        """Operator: start a pending run now, bypassing overlap and concurrency (not queue keys)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "pending":
+            return f"no pending run {run_key!r}"
+        if run.queue_key is not None and self.state.queues.get(run.queue_key, [run_key])[0] != run_key:
+            return f"run {run_key!r} waits behind its queue key; admitting it would break TRIG-11"
+        if run_key in self.state.waiting:
+            self.state.waiting.remove(run_key)
+        self._start(run, now)
+        return "admitted"
+
+    # ------------------------------------------------------------------ batches
+    def _batch_add(
+        self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, partition: str,
+        delivery_id: str | None, scheduled_at: str | None,
+    ) -> tuple[Disposition, str | None, str | None]:
+        assert entry.batch is not None
+        bkey = f"{entry.name}\x1f{partition}"
+        batch = self.state.batches.get(bkey)
+        if batch is None:
+            deadline = now + timedelta(seconds=entry.batch.max_wait_seconds) if entry.batch.max_wait_seconds is not None else None
+            batch = OpenBatch(batch_id=f"b{self._next_seq()}-{hashlib.sha256(key.encode()).hexdigest()[:12]}",
+                              entry=entry.name, partition=partition, opened_at=now, deadline=deadline)
+            self.state.batches[bkey] = batch
+        batch.events.append(BatchEvent(event_key=key, payload=payload, accepted_at=now, delivery_id=delivery_id,
+                                        scheduled_at=scheduled_at))
+        run_key = f"{self.spec.activation_id}/{entry.name}/{batch.batch_id}"
+        self._retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=run_key)
+        if entry.batch.size is not None and len(batch.events) >= entry.batch.size:
+            self._close_batch(bkey, now)
+        return Disposition.BATCHED, run_key, None
+
+    def _close_batch(self, bkey: str, now: datetime) -> None:
+        batch = self.state.batches.pop(bkey)
+        entry = self.entry(batch.entry)
+        run_key = f"{self.spec.activation_id}/{entry.name}/{batch.batch_id}"
+        payloads = [e.payload for e in batch.events]
+        into: dict[str, Any] = {}
+        if entry.into:
+            into = {"events": [self._eval.render_tree(entry.into, self._scope(entry, p)) for p in payloads]}
+        run_input = self._run_input(
+            entry, payloads, into, run_key, [e.delivery_id for e in batch.events if e.delivery_id],
+            batch.events[0].scheduled_at, batch.opened_at, Causation(), batched=True,
+        )
+        run = RunRecord(run_key=run_key, entry=entry.name, input=run_input, event_keys=[e.event_key for e in batch.events],
+                        accepted_at=batch.opened_at, activation_id=self.spec.activation_id)
+        self._count("batches_closed")
+        self._admit(run, now)
+
+    def close_due_batches(self, now: datetime) -> None:
+        """Close batches whose max_wait elapsed, never earlier (BATCH-3)."""
+        for bkey in [k for k, b in self.state.batches.items() if b.deadline is not None and b.deadline <= now]:
+            self._close_batch(bkey, now)
+
+    # ------------------------------------------------------------------ time
+    def expire(self, now: datetime) -> int:
+        """Drop dedup entries whose retention elapsed (EXT-5, EXT-7); later deliveries count as new."""
+        retention = self.spec.policies.dedup_retention
+        expired = 0
+        while self._release_queue and self._release_queue[0][0] + retention <= now:
+            _, key = self._release_queue.popleft()
+            record = self.state.events.get(key)
+            if record is not None and record.released_at is not None and record.released_at + retention <= now:
+                del self.state.events[key]
+                expired += 1
+        self._count("dedup_expired", expired) if expired else None
+        return expired
+
+    def next_expiry(self) -> datetime | None:
+        if not self._release_queue:
+            return None
+        return self._release_queue[0][0] + self.spec.policies.dedup_retention
+
+    def next_batch_deadline(self) -> datetime | None:
+        deadlines = [b.deadline for b in self.state.batches.values() if b.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+
+    def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
+        parsed = self._schedules.get(name)
+        if parsed is None:
+            parsed = seq.parse_schedule(self.entry(name).config)
+            self._schedules[name] = parsed
+        return parsed
+
+    def tick(self, now: datetime) -> None:
+        """Everything time-driven: dedup expiry, batch deadlines, due occurrences."""
+        self.expire(now)
+        self.close_due_batches(now)
+        _schedule.schedule_tick(self, now)
+
+    def next_wakeup(self) -> datetime | None:
+        candidates = [self.next_expiry(), self.next_batch_deadline(), _poll.next_poll_wakeup(self)]
+        candidates += [st.next_instant for st in self.state.schedules.values() if st.active and not st.paused]
+        present = [c for c in candidates if c is not None]
+        return min(present) if present else None
+
+    def polls_due(self, now: datetime) -> list[_poll.PollCall]:
+        return _poll.polls_due(self, now)
+
+    def poll_succeeded(self, entry: str, seq_no: int, version: int, result: _poll.PollResultIn, now: datetime) -> None:
+        _poll.poll_succeeded(self, entry, seq_no, version, result, now)
+
+    def poll_failed(self, entry: str, seq_no: int, error: str, now: datetime) -> None:
+        _poll.poll_failed(self, entry, seq_no, error, now)
+
+    def rebind(self, spec: ActivationSpec, now: datetime) -> None:
+        """Take over with a new activation; what was accepted stays as accepted (INIT-4, INIT-5)."""
+        old = self.spec
+        self.state.previous_activations.append(old.activation_id)
+        self.state.activation_id = spec.activation_id
+        for bkey in [k for k, b in self.state.batches.items() if spec.entry(b.entry) is None]:
+            self._close_batch(bkey, now)  # accepted events of a removed entry still get their run
+        self.spec = spec
+        self._validators.clear()
+        self._schedules.clear()
+        sync_sources(self, now, previous=old)
+
+
+def initial_state(spec: ActivationSpec, now: datetime) -> EngineState:
+    state = EngineState(activation_id=spec.activation_id)
+    sync_sources(Engine(spec, state), now, previous=None)
+    return state
+
+
+def sync_sources(engine: Engine, now: datetime, previous: ActivationSpec | None) -> None:
+    """Schedule and poll state per entry: kept across rebinding when the entry keeps its connector."""
+    state, spec = engine.state, engine.spec
+    old_entries = {e.name: e for e in previous.entries} if previous else {}
+    for name in list(state.schedules):
+        if spec.entry(name) is None or spec.entry(name).kind != "schedule":  # type: ignore[union-attr]
+            del state.schedules[name]
+    for name in list(state.polls):
+        keep = spec.entry(name)
+        if keep is None or keep.kind != "poll" or old_entries.get(name, keep).connector != keep.connector:
+            del state.polls[name]
+    for entry in spec.entries:
+        if entry.kind == "schedule":
+            current = state.schedules.get(entry.name)
+            fresh = _schedule.new_schedule_state(entry, spec, now)
+            if current is not None:
+                fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow = (
+                    current.last_instant, current.occurrences, current.counts, current.overflow)
+                fresh.paused = current.paused
+                _schedule.refresh_next(fresh, engine.parsed_schedule(entry.name))
+            state.schedules[entry.name] = fresh
+        elif entry.kind == "poll" and entry.name not in state.polls:
+            state.polls[entry.name] = _poll.new_poll_state(entry, spec, now)
+
+
+def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
+    value: Any = payload
+    for part in (entry.delivery_id_path or "").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def dumps_state(state: EngineState) -> bytes:
+    return json.dumps(state.model_dump(mode="json"), separators=(",", ":")).encode()

@@ -1,0 +1,180 @@
+"""Polling initiation inside the engine (POLL-1..13).
+
+Cursor advancement is atomic with dispositions (POLL-8): a poll response is processed inside one
+workflow task, item by item; each item is validated, deduplicated and disposed, and only then
+does the cursor move past it. A crash before the task completes replays the same decisions; a
+crash before the response is recorded repeats the fetch, and dedup absorbs what repeats (POLL-9).
+A cursor set by an operator bumps ``cursor_version``; a response of a poll started under an older
+version is discarded whole, so an in-flight poll never overwrites the operator's cursor (POLL-4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..activation import ActivationSpec, EntrySpec
+from ._types import CursorChange, Disposition, HeldItem, PollState
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+MAX_CURSOR_LOG = 100
+
+
+@dataclass(frozen=True)
+class PollCall:
+    """A poll the shell must run now (as the connector's poll activity)."""
+
+    entry: str
+    connector: str
+    seq: int
+    version: int
+    cursor: str | None
+    config: dict[str, Any]
+    connection: dict[str, Any]
+    limit: int
+
+
+@dataclass
+class PollItemIn:
+    payload: Any
+    cursor_after: str | None
+
+
+@dataclass
+class PollResultIn:
+    items: list[PollItemIn] = field(default_factory=list)
+    cursor: str | None = None
+    more: bool = False
+    stable_order: bool = True
+
+
+def new_poll_state(entry: EntrySpec, spec: ActivationSpec, now: datetime) -> PollState:
+    return PollState(entry=entry.name, next_poll_at=now)
+
+
+def polls_due(engine: "Engine", now: datetime) -> list[PollCall]:
+    calls = []
+    for entry in engine.spec.entries:
+        st = engine.state.polls.get(entry.name)
+        if st is None or st.paused or st.held is not None or st.in_flight is not None:
+            continue
+        if st.next_poll_at is not None and st.next_poll_at > now:
+            continue
+        st.poll_seq += 1
+        st.in_flight = st.poll_seq
+        calls.append(PollCall(entry=entry.name, connector=entry.connector, seq=st.poll_seq, version=st.cursor_version,
+                              cursor=st.cursor, config=entry.config, connection=entry.connection_settings,
+                              limit=engine.spec.policies.poll.limit))
+    return calls
+
+
+def next_poll_wakeup(engine: "Engine") -> datetime | None:
+    times = [st.next_poll_at for st in engine.state.polls.values()
+             if st.next_poll_at is not None and not st.paused and st.held is None and st.in_flight is None]
+    return min(times) if times else None
+
+
+def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, result: PollResultIn, now: datetime) -> None:
+    st = engine.state.polls.get(entry_name)
+    if st is None or st.in_flight != seq:
+        return
+    st.in_flight = None
+    settings = engine.spec.policies.poll
+    if version != st.cursor_version:
+        # POLL-4: the cursor changed while this poll was in flight; its items are discarded whole.
+        engine._count("polls_discarded")
+        st.next_poll_at = now
+        return
+    st.failures, st.last_error, st.last_success_at = 0, None, now
+    entry = engine.entry(entry_name)
+    for item in result.items:
+        if not _dispose(engine, entry, st, item, now):
+            return  # held: the cursor stays at this item (POLL-11)
+        st.cursor = item.cursor_after if item.cursor_after is not None else st.cursor
+    st.cursor = result.cursor if result.cursor is not None else st.cursor
+    st.next_poll_at = now if result.more else now + settings.interval
+
+
+def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> bool:
+    """Dispose one item; False when the cursor must hold at it."""
+    st.items_seen += 1
+    engine._count("poll_items")
+    result = engine.deliver_event(entry, item.payload, now)
+    if result.disposition != Disposition.INVALID:
+        return True
+    if engine.spec.policies.invalid_items == "hold":
+        st.held = HeldItem(payload=item.payload, cursor_before=st.cursor, cursor_after=item.cursor_after,
+                           reason=result.message or "invalid", since=now)
+        return False
+    quarantine(engine, entry, item.payload, result.delivery_id, result.message or "invalid", now)
+    return True
+
+
+def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
+    """Retain an explicit quarantine disposition before the cursor moves past an invalid item."""
+    from ._engine import event_key, payload_digest
+
+    digest = payload_digest(payload) if _jsonable(payload) else "unhashable"
+    ident = delivery_id or f"quarantine:{digest}"
+    key = event_key(entry.name, ident)
+    if key not in engine.state.events:
+        engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, reason, kind="quarantined")
+
+
+def _jsonable(payload: Any) -> bool:
+    try:
+        from .._expr import canonical_key
+
+        canonical_key(payload)
+        return True
+    except Exception:
+        return False
+
+
+def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: datetime) -> None:
+    """POLL-10: a failed poll starts nothing and moves nothing; back off exponentially."""
+    st = engine.state.polls.get(entry_name)
+    if st is None or st.in_flight != seq:
+        return
+    st.in_flight = None
+    st.failures += 1
+    st.last_error = error
+    settings = engine.spec.policies.poll
+    delay = backoff_for(st.failures, settings.backoff_initial, settings.backoff_max)
+    st.next_poll_at = now + delay
+    engine.record_error(now, "poll_failed", f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}: {error}", entry_name)
+
+
+def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
+    st = engine.state.polls.get(entry_name)
+    if st is None:
+        return f"no poll entry {entry_name!r}"
+    st.cursor_changes.append(CursorChange(at=now, old=st.cursor, new=cursor, note=note))
+    del st.cursor_changes[:-MAX_CURSOR_LOG]
+    st.cursor, st.cursor_version, st.held = cursor, st.cursor_version + 1, None
+    st.next_poll_at = now
+    return f"cursor set; applies to polls started from now on (version {st.cursor_version})"
+
+
+def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, note: str | None) -> str:
+    st = engine.state.polls.get(entry_name)
+    if st is None or st.held is None:
+        return f"no held item on {entry_name!r}"
+    held = st.held
+    if choice == "quarantine":
+        quarantine(engine, engine.entry(entry_name), held.payload, None, held.reason + (f" ({note})" if note else ""), now)
+        old = st.cursor
+        st.cursor = held.cursor_after
+        st.cursor_changes.append(CursorChange(at=now, old=old, new=st.cursor, note=f"past quarantined item: {note or ''}", by="quarantine"))
+    elif choice != "retry":
+        return "choice must be quarantine or retry"
+    st.held = None
+    st.next_poll_at = now
+    return f"held item {choice}d"
+
+
+def backoff_for(failures: int, initial: timedelta, cap: timedelta) -> timedelta:
+    return min(initial * (2 ** max(failures - 1, 0)), cap)

@@ -1,0 +1,249 @@
+"""State, inputs and commands of the activation engine (pure data, carried across continue-as-new)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..runinput import RunInput
+
+
+class Disposition(str, Enum):
+    """What happened to one delivery, poll item or scheduled occurrence."""
+
+    ACCEPTED = "accepted"  # admitted; its run is being started or runs
+    QUEUED = "queued"  # admitted; waits behind an equal queue_by key or the overlap policy
+    BATCHED = "batched"  # admitted into an open batch
+    DUPLICATE = "duplicate"  # same identity, same payload as a retained event: nothing new
+    CONFLICT = "conflict"  # same identity, different payload: initiation error (EXT-4)
+    SUPPRESSED = "suppressed"  # `when` was false (TRIG-8)
+    GUARD_FAULT = "guard_fault"  # `when` faulted (TRIG-9)
+    KEY_FAULT = "key_fault"  # `queue_by`/`partition_by` faulted or was null (TRIG-13)
+    PROJECTION_FAULT = "projection_fault"  # `into` faulted (BATCH-6)
+    SKIPPED = "skipped"  # overlap: skip (EXT-13)
+    INVALID = "invalid"  # payload failed manifest validation (EXT-9)
+    QUARANTINED = "quarantined"  # invalid poll item retained as quarantined (POLL-11)
+    DELIVERED = "delivered"  # delivered to a waiting run's subscription (INIT-8)
+    UNMATCHED = "unmatched"  # subscription-only trigger: no active subscription matched (INIT-9)
+    REFUSED = "refused"  # cycle guard (COMP-6)
+    DROPPED = "dropped"  # operator dropped a pending run/batch (BATCH-5)
+
+
+# Dispositions that consume the delivery identity with no run to wait for: retention starts now.
+RELEASED_AT_ACCEPTANCE = frozenset({
+    Disposition.SUPPRESSED, Disposition.GUARD_FAULT, Disposition.KEY_FAULT, Disposition.PROJECTION_FAULT,
+    Disposition.SKIPPED, Disposition.QUARANTINED, Disposition.DELIVERED, Disposition.UNMATCHED,
+    Disposition.REFUSED,
+})
+# Dispositions that are not acceptance and leave the identity unconsumed.
+NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID})
+
+RunStatus = Literal[
+    "pending", "starting", "running", "completed", "failed", "cancelled", "terminated", "timed_out", "dropped"
+]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "terminated", "timed_out", "dropped"})
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EventRecord(_M):
+    """Dedup entry of one delivery identity (EXT-3, EXT-5)."""
+
+    entry: str
+    delivery_id: str
+    digest: str = Field(description="Payload digest fixed by the first acceptance.")
+    disposition: Disposition
+    run_key: str | None = None
+    accepted_at: datetime
+    released_at: datetime | None = Field(default=None, description="Suppression or run terminal: retention starts.")
+    activation_id: str
+    detail: str | None = None
+
+
+class RunRecord(_M):
+    run_key: str
+    entry: str
+    queue_key: str | None = None
+    status: RunStatus = "pending"
+    waiting_for: str | None = Field(default=None, description="Why a pending run is not started yet.")
+    input: RunInput | None = Field(default=None, description="Kept until started, then dropped to save state.")
+    event_keys: list[str] = Field(default_factory=list)
+    accepted_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    temporal_run_id: str | None = None
+    activation_id: str
+    scheduled_at: str | None = None
+    cancel_requested: bool = False
+
+
+class ErrorRecord(_M):
+    at: datetime
+    kind: str = Field(description="conflict | invalid | guard_fault | key_fault | projection_fault | start_failed | ...")
+    entry: str | None = None
+    delivery_id: str | None = None
+    message: str
+
+
+class BatchEvent(_M):
+    event_key: str
+    payload: Any
+    accepted_at: datetime
+    delivery_id: str | None = None
+    scheduled_at: str | None = None
+
+
+class OpenBatch(_M):
+    batch_id: str
+    entry: str
+    partition: str
+    opened_at: datetime
+    deadline: datetime | None
+    events: list[BatchEvent] = Field(default_factory=list)
+
+
+class OccurrenceRecord(_M):
+    scheduled_at: str
+    utc: datetime
+    disposition: str = Field(description="admitted | caught_up | skipped_missed | suppressed | guard_fault | ...")
+    fired_at: datetime | None = None
+    run_key: str | None = None
+    tzdata_version: str
+
+
+class OverflowRange(_M):
+    range_id: str
+    entry: str
+    first: datetime
+    last: datetime
+    count: int
+    status: Literal["awaiting_operator", "admitted", "skipped", "partially_admitted"] = "awaiting_operator"
+    decided_at: datetime | None = None
+    note: str | None = None
+
+
+class ScheduleState(_M):
+    entry: str
+    policy: str
+    bound: int | None = None
+    tzdata_version: str
+    last_instant: datetime | None = Field(default=None, description="Latest intended instant disposed.")
+    next_instant: datetime | None = None
+    active: bool = True
+    inactive_reason: str | None = None
+    paused: bool = False
+    paused_at: datetime | None = None
+    occurrences: list[OccurrenceRecord] = Field(default_factory=list, description="Most recent records (bounded).")
+    counts: dict[str, int] = Field(default_factory=dict)
+    overflow: list[OverflowRange] = Field(default_factory=list)
+
+
+class CursorChange(_M):
+    at: datetime
+    old: str | None
+    new: str | None
+    note: str | None = None
+    by: str = "operator"
+
+
+class HeldItem(_M):
+    payload: Any
+    cursor_before: str | None
+    cursor_after: str | None
+    reason: str
+    since: datetime
+
+
+class PollState(_M):
+    entry: str
+    cursor: str | None = None
+    cursor_version: int = 0
+    cursor_changes: list[CursorChange] = Field(default_factory=list)
+    next_poll_at: datetime | None = None
+    in_flight: int | None = Field(default=None, description="Sequence number of the poll in flight.")
+    poll_seq: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_success_at: datetime | None = None
+    paused: bool = False
+    held: HeldItem | None = None
+    items_seen: int = 0
+
+
+class Subscription(_M):
+    sub_id: str
+    entry: str
+    run_workflow_id: str
+    match: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    expires_at: datetime | None = None
+    seq: int
+
+
+class OperatorAction(_M):
+    at: datetime
+    action: str
+    detail: str
+    action_id: str | None = None
+
+
+class EngineState(_M):
+    """Everything the activation owns; carried whole across continue-as-new."""
+
+    activation_id: str
+    previous_activations: list[str] = Field(default_factory=list)
+    events: dict[str, EventRecord] = Field(default_factory=dict, description="Live dedup entries by event key.")
+    runs: dict[str, RunRecord] = Field(default_factory=dict, description="Runs not yet terminal (+ recent terminal).")
+    queues: dict[str, list[str]] = Field(default_factory=dict, description="queue key -> run keys, head holds the key.")
+    waiting: list[str] = Field(default_factory=list, description="Pending runs blocked by overlap/concurrency, FIFO.")
+    batches: dict[str, OpenBatch] = Field(default_factory=dict)
+    schedules: dict[str, ScheduleState] = Field(default_factory=dict)
+    polls: dict[str, PollState] = Field(default_factory=dict)
+    subscriptions: dict[str, Subscription] = Field(default_factory=dict)
+    errors: list[ErrorRecord] = Field(default_factory=list, description="Most recent initiation errors (bounded).")
+    error_counts: dict[str, int] = Field(default_factory=dict)
+    operator_log: list[OperatorAction] = Field(default_factory=list)
+    seen_action_ids: list[str] = Field(default_factory=list)
+    counters: dict[str, int] = Field(default_factory=dict)
+    seq: int = 0
+    compact_events: bytes = Field(default=b"", description="Released dedup entries, packed (see _codec).")
+
+
+class StartRun(_M):
+    kind: Literal["start_run"] = "start_run"
+    run_key: str
+    input: RunInput
+
+
+class ControlRun(_M):
+    kind: Literal["control_run"] = "control_run"
+    run_key: str
+    action: Literal["cancel", "terminate"]
+    reason: str
+
+
+class SignalRun(_M):
+    kind: Literal["signal_run"] = "signal_run"
+    workflow_id: str
+    signal: str
+    payload: Any
+
+
+Command = StartRun | ControlRun | SignalRun
+
+
+class DeliveryResult(_M):
+    """Disposition of one delivery, returned to the caller once it is durable (EXT-8)."""
+
+    entry: str | None
+    delivery_id: str | None
+    disposition: Disposition
+    run_key: str | None = None
+    retained: Disposition | None = Field(default=None, description="For a duplicate: the retained disposition.")
+    message: str | None = None
+    activation_id: str

@@ -1,0 +1,85 @@
+"""Operator views of the engine state: full state, short summary, one delivery, UI markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._engine import Engine, event_key
+
+
+def status(engine: Engine) -> str:
+    """One word for the `WfiState` search attribute."""
+    st = engine.state
+    if any(p.held is not None for p in st.polls.values()) or any(
+        r.status == "awaiting_operator" for s in st.schedules.values() for r in s.overflow
+    ):
+        return "needs_operator"
+    sources = [*st.schedules.values(), *st.polls.values()]
+    if sources and all(getattr(s, "paused", False) for s in sources):
+        return "paused"
+    if st.schedules and not any(s.active for s in st.schedules.values()) and not any(
+        e.kind != "schedule" for e in engine.spec.entries
+    ):
+        return "inactive"
+    return "active"
+
+
+def short(engine: Engine) -> dict[str, Any]:
+    st = engine.state
+    runs = list(st.runs.values())
+    return {
+        "workflow": engine.spec.workflow,
+        "activation_id": engine.spec.activation_id,
+        "previous_activations": st.previous_activations,
+        "status": status(engine),
+        "entries": [{"name": e.name, "connector": e.connector, "kind": e.kind} for e in engine.spec.entries],
+        "counters": dict(st.counters),
+        "error_counts": dict(st.error_counts),
+        "dedup_entries": len(st.events),
+        "runs_pending": sum(r.status == "pending" for r in runs),
+        "runs_starting": sum(r.status == "starting" for r in runs),
+        "runs_running": sum(r.status == "running" for r in runs),
+        "queues": {k: len(v) for k, v in st.queues.items()},
+        "open_batches": len(st.batches),
+        "schedules": {n: {"active": s.active, "paused": s.paused, "next": s.next_instant.isoformat() if s.next_instant else None,
+                          "policy": s.policy, "bound": s.bound, "inactive_reason": s.inactive_reason,
+                          "counts": s.counts} for n, s in st.schedules.items()},
+        "polls": {n: {"cursor": p.cursor, "paused": p.paused, "held": p.held is not None, "failures": p.failures,
+                      "last_error": p.last_error} for n, p in st.polls.items()},
+    }
+
+
+def full_state(engine: Engine) -> dict[str, Any]:
+    data = engine.state.model_dump(mode="json", exclude={"compact_events"})
+    data["spec"] = engine.spec.model_dump(mode="json")
+    data["recent_runs"] = [r.model_dump(mode="json") for r in engine.recent_runs]
+    data["summary"] = short(engine)
+    return data
+
+
+def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | None:
+    record = engine.state.events.get(event_key(entry, delivery_id))
+    if record is None:
+        return None
+    out = record.model_dump(mode="json")
+    run = engine.state.runs.get(record.run_key or "")
+    out["run_status"] = run.status if run else ("terminal" if record.run_key else None)
+    return out
+
+
+def markdown(engine: Engine) -> str:
+    s = short(engine)
+    c = s["counters"]
+    lines = [
+        f"**{s['workflow']}** · activation `{s['activation_id']}` · **{s['status']}**",
+        f"deliveries {c.get('deliveries', 0)} · runs started {c.get('runs_started', 0)} · running {s['runs_running']} "
+        f"· pending {s['runs_pending']} · duplicates {c.get('duplicates', 0)} · suppressed {c.get('suppressed', 0)} "
+        f"· errors {sum(s['error_counts'].values())} · dedup ids {s['dedup_entries']}",
+    ]
+    for name, sch in s["schedules"].items():
+        lines.append(f"schedule `{name}`: next {sch['next'] or '—'} · policy {sch['policy']}"
+                     + (" · paused" if sch["paused"] else "") + ("" if sch["active"] else f" · inactive: {sch['inactive_reason']}"))
+    for name, p in s["polls"].items():
+        lines.append(f"poll `{name}`: cursor `{p['cursor']}`" + (" · **held item: operator action needed**" if p["held"] else "")
+                     + (f" · failing ({p['failures']}): {p['last_error']}" if p["failures"] else ""))
+    return "\n\n".join(lines)

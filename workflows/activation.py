@@ -1,0 +1,293 @@
+"""The activation workflow: a thin Temporal shell around the pure engine.
+
+One long-lived workflow per workflow identity (id ``wfi-activation:<workflow>``), so webhook
+bridges address a stable id; each (re)activation with a different binding hash becomes a new
+*activation id* inside it (INIT-4), and everything the previous activation accepted is carried on
+untouched (INIT-5, TRIG-12). Deliveries arrive as updates (disposition returned once durable,
+EXT-8) or signals (disposition queryable); run starts, outcome watching and polls are activities.
+State is restored in ``@workflow.init`` so deliveries in the first task after continue-as-new are
+not lost (TEMPORAL-NOTES).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
+    from workfile.activation import ActivationSpec
+    from activities.poll import PollRequest, PollResponse, activity_name_for
+    from workfile.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
+    from workfile.engine._types import ControlRun, DeliveryResult, SignalRun, StartRun
+
+    from . import search_attributes as sa
+    from ._wire import (
+        MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+    )
+
+START_BATCH = 100
+MAX_START_ACTIVITIES = 4
+WATCH_BATCH = 200
+MAX_WATCHERS = 8
+MAX_POLLS = 4
+
+
+def workflow_id_for(workflow_name: str) -> str:
+    return f"wfi-activation:{workflow_name}"
+
+
+def encode_state(state: EngineState) -> bytes:
+    return zlib.compress(state.model_dump_json().encode(), 6)
+
+
+def decode_state(blob: bytes) -> EngineState:
+    return EngineState.model_validate_json(zlib.decompress(blob))
+
+
+@workflow.defn(name="wfi.Activation")
+class ActivationWorkflow:
+    @workflow.init
+    def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
+        now = workflow.now()
+        restored = decode_state(state) if state else initial_state(spec, now)
+        self._engine = Engine(spec, restored)
+        self._pending_spec: ActivationSpec | None = None
+        self._wake = False
+        self._starting: set[str] = set()
+        self._watched: set[str] = set()
+        self._watchers = 0
+        self._start_tasks = 0
+        self._polls_in_flight = 0
+        self._engine.outbox.extend(self._engine.pending_starts())
+
+    # ------------------------------------------------------------------ main loop
+    @workflow.run
+    async def run(self, spec: ActivationSpec, state: bytes | None = None) -> None:
+        self._publish(initial=True)
+        while True:
+            now = workflow.now()
+            self._engine.tick(now)
+            self._dispatch()
+            self._publish()
+            if self._should_continue_as_new():
+                await self._continue_as_new()
+            self._wake = False
+            timeout = self._timeout(workflow.now())
+            try:
+                await workflow.wait_condition(lambda: self._wake, timeout=timeout, timeout_summary="next deadline")
+            except asyncio.TimeoutError:
+                pass
+
+    def _timeout(self, now: datetime) -> timedelta | None:
+        wake = self._engine.next_wakeup()
+        if wake is None:
+            return None
+        return max(wake - now, timedelta(milliseconds=1))
+
+    def _poke(self) -> None:
+        self._wake = True
+
+    # ------------------------------------------------------------------ commands
+    def _dispatch(self) -> None:
+        commands = self._engine.take_commands()
+        starts = [c for c in commands if isinstance(c, StartRun) and c.run_key not in self._starting]
+        for i in range(0, len(starts), START_BATCH):
+            chunk = starts[i : i + START_BATCH]
+            self._starting.update(c.run_key for c in chunk)
+            asyncio.create_task(self._start_runs(chunk), name="start runs")
+        for c in commands:
+            if isinstance(c, ControlRun):
+                asyncio.create_task(self._control(c), name="control run")
+            elif isinstance(c, SignalRun):
+                asyncio.create_task(self._signal(c), name="signal run")
+        self._ensure_watchers()
+        for request in self._engine.polls_due(workflow.now()):
+            asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
+
+    async def _start_runs(self, chunk: list[StartRun]) -> None:
+        while self._start_tasks >= MAX_START_ACTIVITIES:
+            await workflow.wait_condition(lambda: self._start_tasks < MAX_START_ACTIVITIES)
+        self._start_tasks += 1
+        run = self._engine.spec.run
+        try:
+            results: list[StartedRun] = await workflow.execute_activity(
+                "wfi.start_runs",
+                StartRunsRequest(
+                    workflow_type=run.workflow_type, task_queue=run.task_queue,
+                    execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
+                    runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
+                ),
+                result_type=list[StartedRun],
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"start {len(chunk)} run(s)",
+            )
+        finally:
+            self._start_tasks -= 1
+            self._starting.difference_update(c.run_key for c in chunk)
+        now = workflow.now()
+        for r in results:
+            self._engine.run_started(r.run_key, r.run_id, now)
+            if r.terminal_status:
+                self._engine.run_finished(r.run_key, r.terminal_status, now)
+        self._poke()
+
+    def _ensure_watchers(self) -> None:
+        unwatched = [r for r in self._engine.state.runs.values() if r.status == "running" and r.run_key not in self._watched]
+        while unwatched and self._watchers < MAX_WATCHERS:
+            chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
+            self._watched.update(r.run_key for r in chunk)
+            self._watchers += 1
+            asyncio.create_task(self._watch([WatchedRun(run_key=r.run_key, run_id=r.temporal_run_id) for r in chunk]))
+
+    async def _watch(self, runs: list[WatchedRun]) -> None:
+        try:
+            outcomes: list[RunOutcome] = await workflow.execute_activity(
+                "wfi.watch_runs", WatchRequest(runs=runs), result_type=list[RunOutcome],
+                start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"watch {len(runs)} run(s)",
+            )
+        finally:
+            self._watchers -= 1
+            self._watched.difference_update(r.run_key for r in runs)
+        now = workflow.now()
+        for o in outcomes:
+            self._engine.run_finished(o.run_key, o.status, now)
+        self._poke()
+
+    async def _control(self, command: ControlRun) -> None:
+        await workflow.execute_activity(
+            "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+            result_type=str, start_to_close_timeout=timedelta(seconds=30),
+        )
+
+    async def _signal(self, command: SignalRun) -> None:
+        handle = workflow.get_external_workflow_handle(command.workflow_id)
+        try:
+            await handle.signal(command.signal, command.payload)
+        except ApplicationError as exc:
+            self._engine.record_error(workflow.now(), "signal_failed", f"{command.workflow_id}: {exc}")
+
+    async def _poll(self, call: PollCall) -> None:
+        request = PollRequest(connector=call.connector, config=call.config, connection=call.connection,
+                              cursor=call.cursor, limit=call.limit)
+        try:
+            response: PollResponse = await workflow.execute_activity(
+                activity_name_for(call.connector), request, result_type=PollResponse,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
+                summary=f"poll {call.entry} from cursor {call.cursor}",
+            )
+        except ActivityError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            self._engine.poll_failed(call.entry, call.seq, str(cause), workflow.now())
+        else:
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+                                  cursor=response.cursor, more=response.more, stable_order=response.stable_order)
+            self._engine.poll_succeeded(call.entry, call.seq, call.version, result, workflow.now())
+        self._poke()
+
+    # ------------------------------------------------------------------ continue-as-new
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        budget = self._engine.spec.policies.max_history_events
+        return self._pending_spec is not None or info.is_continue_as_new_suggested() or info.get_current_history_length() > budget
+
+    async def _continue_as_new(self) -> None:
+        # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
+        await workflow.wait_condition(lambda: self._start_tasks == 0 and not self._starting)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        spec = self._pending_spec or self._engine.spec
+        workflow.continue_as_new(args=[spec, encode_state(self._engine.state)])
+
+    # ------------------------------------------------------------------ deliveries
+    @workflow.update(name="deliver")
+    def deliver(self, request: DeliveryRequest) -> DeliveryResult:
+        result = self._engine.deliver(request.entry, request.payload, workflow.now())
+        self._poke()
+        return result
+
+    @deliver.validator
+    def _validate_deliver(self, request: DeliveryRequest) -> None:
+        self._refuse_while_rebinding()
+
+    @workflow.update(name="deliver_many")
+    def deliver_many(self, requests: list[DeliveryRequest]) -> list[DeliveryResult]:
+        now = workflow.now()
+        results = [self._engine.deliver(r.entry, r.payload, now) for r in requests]
+        self._poke()
+        return results
+
+    @deliver_many.validator
+    def _validate_deliver_many(self, requests: list[DeliveryRequest]) -> None:
+        self._refuse_while_rebinding()
+        if len(requests) > MAX_BULK:
+            raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
+
+    @workflow.signal(name="deliver_signal")
+    def deliver_signal(self, request: DeliveryRequest) -> None:
+        self._engine.deliver(request.entry, request.payload, workflow.now())
+        self._poke()
+
+    def _refuse_while_rebinding(self) -> None:
+        if self._pending_spec is not None:
+            raise ApplicationError("activation is being replaced; retry the delivery", type="Rebinding")
+
+    # ------------------------------------------------------------------ activation and operators
+    @workflow.update(name="activate")
+    def activate(self, spec: ActivationSpec) -> ActivateResult:
+        """Idempotent (re)activation: same binding hash -> current; new hash -> rebound (INIT-4)."""
+        current = self._engine.spec
+        if spec.activation_id == current.activation_id:
+            return ActivateResult(activation_id=current.activation_id, outcome="current",
+                                  previous=list(self._engine.state.previous_activations))
+        self._pending_spec = spec
+        self._engine.rebind(spec, workflow.now())
+        self._poke()
+        return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
+                              previous=list(self._engine.state.previous_activations))
+
+    @activate.validator
+    def _validate_activate(self, spec: ActivationSpec) -> None:
+        if spec.workflow != self._engine.spec.workflow:
+            raise ValueError(f"this activation serves workflow {self._engine.spec.workflow!r}, not {spec.workflow!r}")
+
+    @workflow.update(name="operate")
+    def operate(self, request: OperatorRequest) -> OperatorResult:
+        ok, message = operator.apply(self._engine, request, workflow.now())
+        self._poke()
+        return OperatorResult(ok=ok, message=message, action_id=request.action_id)
+
+    # ------------------------------------------------------------------ queries and visibility
+    @workflow.query(name="state")
+    def state(self) -> dict[str, Any]:
+        return summary.full_state(self._engine)
+
+    @workflow.query(name="summary")
+    def summary_query(self) -> dict[str, Any]:
+        return summary.short(self._engine)
+
+    @workflow.query(name="delivery")
+    def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        return summary.delivery(self._engine, entry, delivery_id)
+
+    def _publish(self, initial: bool = False) -> None:
+        workflow.set_current_details(summary.markdown(self._engine))
+        status = summary.status(self._engine)
+        if initial or status != getattr(self, "_published_status", None):
+            self._published_status = status
+            spec = self._engine.spec
+            workflow.upsert_search_attributes(TypedSearchAttributes([
+                SearchAttributePair(sa.WFI_WORKFLOW, spec.workflow),
+                SearchAttributePair(sa.WFI_ACTIVATION, spec.activation_id),
+                SearchAttributePair(sa.WFI_STATE, status),
+                SearchAttributePair(sa.WFI_TRIGGERS, [e.connector for e in spec.entries]),
+            ]))
