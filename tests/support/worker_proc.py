@@ -1,0 +1,124 @@
+"""A real worker in a subprocess, for crash tests: SIGKILL it, start it again.
+
+    async with WorkerProcess(address, task_queue) as proc:
+        ...
+        proc.kill()          # SIGKILL, no cleanup: the crash under test
+        proc.start()         # a fresh worker process picks up from history
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SCRIPT = r"""
+import asyncio, os, sys
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+from wfi.plugin import WfiPlugin
+
+async def main():
+    client = await Client.connect(sys.argv[1], data_converter=pydantic_data_converter)
+    extra = int(os.environ.get("WFI_TEST_MAX_CACHED", "-1"))
+    kwargs = {"max_cached_workflows": extra} if extra >= 0 else {}
+    async with Worker(client, task_queue=sys.argv[2], plugins=[WfiPlugin()], **kwargs):
+        print("worker-ready", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+class WorkerProcess:
+    def __init__(self, address: str, task_queue: str, *, max_cached_workflows: int | None = None):
+        self.address = address
+        self.task_queue = task_queue
+        self.proc: subprocess.Popen[str] | None = None
+        self.env = dict(os.environ, PYTHONTZPATH="")
+        if max_cached_workflows is not None:
+            self.env["WFI_TEST_MAX_CACHED"] = str(max_cached_workflows)
+        self.starts = 0
+
+    def start(self, timeout: float = 30.0) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "worker already running"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SCRIPT, self.address, self.task_queue],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env,
+        )
+        self.starts += 1
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if "worker-ready" in line:
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode} before it was ready")
+        raise TimeoutError("worker did not become ready")
+
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to clean up or finish anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    async def __aenter__(self) -> "WorkerProcess":
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class DevServerProcess:
+    """A Temporal dev server on a SQLite file that a test can stop and restart (same data)."""
+
+    def __init__(self, binary: str, db_file: str, port: int, extra_args: list[str] | None = None):
+        self.binary, self.db_file, self.port = binary, db_file, port
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from workflows.search_attributes import ALL
+
+        args = [self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
+                "--db-filename", self.db_file, "--log-level", "error", *self.extra_args]
+        for key in ALL:
+            args += ["--search-attribute", f"{key.name}={_sa_type(key)}"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+def _sa_type(key) -> str:
+    from temporalio.common import SearchAttributeIndexedValueType as T
+
+    return {T.KEYWORD: "Keyword", T.KEYWORD_LIST: "KeywordList", T.TEXT: "Text", T.INT: "Int",
+            T.DOUBLE: "Double", T.BOOL: "Bool", T.DATETIME: "Datetime"}[key.indexed_value_type]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
