@@ -61,3 +61,7 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from wfi.cli import main
+
+sys.exit(main())
