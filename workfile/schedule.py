@@ -589,3 +589,21 @@ def _cron_unit(expr: str, minutes: frozenset[int], hours: frozenset[int]) -> _Un
     if not minutes <= _field(expr, 0, 60):
         return "minute"
     return "day" if hours <= _field(expr, 1, 24) else "hour"
+
+
+__all__ = [
+    "ALIASES",
+    "HORIZON_YEARS",
+    "MAX_EXCLUDED_IN_A_ROW",
+    "TZDATA_VERSION",
+    "ScheduleConfigError",
+    "ScheduleSpec",
+    "count_between",
+    "has_future",
+    "next_occurrences",
+    "occurrence_record",
+    "occurrences_between",
+    "parse_instant",
+    "parse_schedule",
+    "to_local_iso",
+]
