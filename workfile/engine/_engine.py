@@ -232,7 +232,7 @@ class Engine:
     ) -> tuple[Disposition, str | None, str | None]:
         record = EventRecord(entry=entry.name, delivery_id=delivery_id or key.split("\x1f", 1)[1], digest=digest,
                              disposition=disposition, run_key=run_key, accepted_at=now,
-                             activation_id=self.spec.activation_id, detail=detail)
+                             activation_id=self.spec.activation_id, detail=detail, seq=self._next_seq())
         self.state.events[key] = record
         if disposition in RELEASED_AT_ACCEPTANCE:
             self._release(key, now)

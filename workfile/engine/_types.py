@@ -63,6 +63,7 @@ class EventRecord(_M):
     released_at: datetime | None = Field(default=None, description="Suppression or run terminal: retention starts.")
     activation_id: str
     detail: str | None = None
+    seq: int = Field(default=0, description="Acceptance order within the workflow identity (EXT-11).")
 
 
 class RunRecord(_M):
