@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workfile.activation import ActivationSpec
     from activities.poll import PollRequest, PollResponse, activity_name_for
     from workfile.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
+    from workfile.engine._poll import abandon_in_flight
     from workfile.engine._types import ControlRun, DeliveryResult, SignalRun, StartRun
 
     from . import search_attributes as sa
@@ -57,6 +58,7 @@ class ActivationWorkflow:
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
         restored = decode_state(state) if state else initial_state(spec, now)
+        abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
         self._engine = Engine(spec, restored)
         self._pending_spec: ActivationSpec | None = None
         self._wake = False

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..activation import ActivationSpec, EntrySpec
-from ._types import CursorChange, Disposition, HeldItem, PollState
+from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -114,14 +114,24 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
 
 
 def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
-    """Retain an explicit quarantine disposition before the cursor moves past an invalid item."""
+    """Retain an explicit quarantine disposition before the cursor moves past an invalid item.
+
+    The record is keyed by the payload digest, not the delivery id: an invalid item leaves its
+    identity unconsumed (EXT-10), so a corrected item with the same id is still accepted, while a
+    repeated fetch of the same invalid item finds its quarantine record and adds nothing (POLL-9).
+    """
     from ._engine import event_key, payload_digest
 
     digest = payload_digest(payload) if _jsonable(payload) else "unhashable"
-    ident = delivery_id or f"quarantine:{digest}"
-    key = event_key(entry.name, ident)
+    key = event_key(entry.name, quarantine_ident(digest))
     if key not in engine.state.events:
-        engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, reason, kind="quarantined")
+        engine._retain(entry, key, digest, delivery_id or quarantine_ident(digest), Disposition.QUARANTINED, now,
+                       reason, kind="quarantined")
+
+
+def quarantine_ident(digest: str) -> str:
+    """The dedup identity of a quarantine record: ``quarantine:<payload digest>``."""
+    return f"quarantine:{digest}"
 
 
 def _jsonable(payload: Any) -> bool:
@@ -165,7 +175,12 @@ def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, 
         return f"no held item on {entry_name!r}"
     held = st.held
     if choice == "quarantine":
-        quarantine(engine, engine.entry(entry_name), held.payload, None, held.reason + (f" ({note})" if note else ""), now)
+        from ._engine import entry_delivery_id, identity_text
+
+        entry = engine.entry(entry_name)
+        raw = entry_delivery_id(entry, held.payload)
+        ident = identity_text(raw) if raw not in (None, "") else None
+        quarantine(engine, entry, held.payload, ident, held.reason + (f" ({note})" if note else ""), now)
         old = st.cursor
         st.cursor = held.cursor_after
         st.cursor_changes.append(CursorChange(at=now, old=old, new=st.cursor, note=f"past quarantined item: {note or ''}", by="quarantine"))
@@ -174,6 +189,17 @@ def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, 
     st.held = None
     st.next_poll_at = now
     return f"held item {choice}d"
+
+
+def abandon_in_flight(state: EngineState) -> None:
+    """Forget polls in flight when the state is carried into a new workflow run.
+
+    A poll's result is delivered only to the run that started it; after continue-as-new nothing
+    would ever clear ``in_flight``, and the entry would never poll again. The abandoned poll moved
+    nothing (POLL-10), so the next run simply polls again from the same cursor.
+    """
+    for st in state.polls.values():
+        st.in_flight = None
 
 
 def backoff_for(failures: int, initial: timedelta, cap: timedelta) -> timedelta:
