@@ -142,6 +142,13 @@ class ScheduleState(_M):
     occurrences: list[OccurrenceRecord] = Field(default_factory=list, description="Most recent records (bounded).")
     counts: dict[str, int] = Field(default_factory=dict)
     overflow: list[OverflowRange] = Field(default_factory=list)
+    missed_ranges: list[OverflowRange] = Field(
+        default_factory=list, description="Missed occurrences skipped under policy skip, one range per gap (SCHED-9)."
+    )
+    missed_through: datetime | None = Field(
+        default=None, description="Open gap: instants up to here are missed whatever their lateness (resume; long gaps)."
+    )
+    gap_admitted: int = Field(default=0, description="Missed occurrences caught up so far in the open gap (one bound per gap).")
 
 
 class CursorChange(_M):
