@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import jsonschema
@@ -24,11 +24,10 @@ from .._expr import Evaluator, ExpressionFault, canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from .. import schedule as seq
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
-from . import _poll, _schedule
+from . import _batch, _poll, _schedule
 from ._types import (
     RELEASED_AT_ACCEPTANCE,
     TERMINAL,
-    BatchEvent,
     Command,
     ControlRun,
     DeliveryResult,
@@ -36,7 +35,6 @@ from ._types import (
     EngineState,
     ErrorRecord,
     EventRecord,
-    OpenBatch,
     RunRecord,
     StartRun,
 )
@@ -214,7 +212,8 @@ class Engine:
         except ExpressionFault as exc:
             return self._retain(entry, key, digest, delivery_id, Disposition.PROJECTION_FAULT, now, str(exc), kind="projection_fault")
         if entry.batch:
-            return self._batch_add(entry, payload, key, digest, now, partition or "", delivery_id, scheduled_at)
+            return _batch.add(self, entry, payload, key, digest, now, partition=partition or "",
+                              into=into, delivery_id=delivery_id, scheduled_at=scheduled_at)
         if self._overlap_skips():
             self._count("skipped")
             return self._retain(entry, key, digest, delivery_id, Disposition.SKIPPED, now, None)
@@ -403,48 +402,10 @@ class Engine:
         self._start(run, now)
         return "admitted"
 
-    # ------------------------------------------------------------------ batches
-    def _batch_add(
-        self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, partition: str,
-        delivery_id: str | None, scheduled_at: str | None,
-    ) -> tuple[Disposition, str | None, str | None]:
-        assert entry.batch is not None
-        bkey = f"{entry.name}\x1f{partition}"
-        batch = self.state.batches.get(bkey)
-        if batch is None:
-            deadline = now + timedelta(seconds=entry.batch.max_wait_seconds) if entry.batch.max_wait_seconds is not None else None
-            batch = OpenBatch(batch_id=f"b{self._next_seq()}-{hashlib.sha256(key.encode()).hexdigest()[:12]}",
-                              entry=entry.name, partition=partition, opened_at=now, deadline=deadline)
-            self.state.batches[bkey] = batch
-        batch.events.append(BatchEvent(event_key=key, payload=payload, accepted_at=now, delivery_id=delivery_id,
-                                        scheduled_at=scheduled_at))
-        run_key = f"{self.spec.activation_id}/{entry.name}/{batch.batch_id}"
-        self._retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=run_key)
-        if entry.batch.size is not None and len(batch.events) >= entry.batch.size:
-            self._close_batch(bkey, now)
-        return Disposition.BATCHED, run_key, None
-
-    def _close_batch(self, bkey: str, now: datetime) -> None:
-        batch = self.state.batches.pop(bkey)
-        entry = self.entry(batch.entry)
-        run_key = f"{self.spec.activation_id}/{entry.name}/{batch.batch_id}"
-        payloads = [e.payload for e in batch.events]
-        into: dict[str, Any] = {}
-        if entry.into:
-            into = {"events": [self._eval.render_tree(entry.into, self._scope(entry, p)) for p in payloads]}
-        run_input = self._run_input(
-            entry, payloads, into, run_key, [e.delivery_id for e in batch.events if e.delivery_id],
-            batch.events[0].scheduled_at, batch.opened_at, Causation(), batched=True,
-        )
-        run = RunRecord(run_key=run_key, entry=entry.name, input=run_input, event_keys=[e.event_key for e in batch.events],
-                        accepted_at=batch.opened_at, activation_id=self.spec.activation_id)
-        self._count("batches_closed")
-        self._admit(run, now)
-
+    # ------------------------------------------------------------------ batches (see _batch)
     def close_due_batches(self, now: datetime) -> None:
         """Close batches whose max_wait elapsed, never earlier (BATCH-3)."""
-        for bkey in [k for k, b in self.state.batches.items() if b.deadline is not None and b.deadline <= now]:
-            self._close_batch(bkey, now)
+        _batch.close_due(self, now)
 
     # ------------------------------------------------------------------ time
     def expire(self, now: datetime) -> int:
@@ -466,8 +427,7 @@ class Engine:
         return self._release_queue[0][0] + self.spec.policies.dedup_retention
 
     def next_batch_deadline(self) -> datetime | None:
-        deadlines = [b.deadline for b in self.state.batches.values() if b.deadline is not None]
-        return min(deadlines) if deadlines else None
+        return _batch.next_deadline(self)
 
 
     def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
@@ -503,8 +463,7 @@ class Engine:
         old = self.spec
         self.state.previous_activations.append(old.activation_id)
         self.state.activation_id = spec.activation_id
-        for bkey in [k for k, b in self.state.batches.items() if spec.entry(b.entry) is None]:
-            self._close_batch(bkey, now)  # accepted events of a removed entry still get their run
+        _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.spec = spec
         self._validators.clear()
         self._schedules.clear()

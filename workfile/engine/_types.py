@@ -97,6 +97,7 @@ class BatchEvent(_M):
     accepted_at: datetime
     delivery_id: str | None = None
     scheduled_at: str | None = None
+    into: dict[str, Any] | None = Field(default=None, description="This event's `into` projection, taken at acceptance.")
 
 
 class OpenBatch(_M):
@@ -106,6 +107,7 @@ class OpenBatch(_M):
     opened_at: datetime
     deadline: datetime | None
     events: list[BatchEvent] = Field(default_factory=list)
+    run_key: str = Field(default="", description="Key of the batch's one run, fixed when the batch opens (EXT-6).")
 
 
 class OccurrenceRecord(_M):

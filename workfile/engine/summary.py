@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _batch
 from ._engine import Engine, event_key
 
 
@@ -41,6 +42,8 @@ def short(engine: Engine) -> dict[str, Any]:
         "runs_running": sum(r.status == "running" for r in runs),
         "queues": {k: len(v) for k, v in st.queues.items()},
         "open_batches": len(st.batches),
+        "batches": _batch.open_batches(engine),
+        "pending_batches": _batch.pending_batches(engine),
         "schedules": {n: {"active": s.active, "paused": s.paused, "next": s.next_instant.isoformat() if s.next_instant else None,
                           "policy": s.policy, "bound": s.bound, "inactive_reason": s.inactive_reason,
                           "counts": s.counts} for n, s in st.schedules.items()},

@@ -1,0 +1,141 @@
+"""Batch closure and admission inside the engine (BATCH-1..7, TRIG-15, TRIG-16, EXT-6, EXT-11).
+
+An event reaches a batch after the per-event steps of the pipeline (``when``, ``partition_by`` and
+``into``, each evaluated over that single event, TRIG-16); a fault in any of them has already
+disposed the event, so it never enters a batch (BATCH-6, BATCH-7). A batch is one per (entry,
+partition) and closes at ``size`` events or at ``max_wait`` after the acceptance of its first
+event, whichever comes first (BATCH-1); it never holds more than ``size`` (BATCH-2) and is never
+closed before its deadline (BATCH-3): the deadline is an instant in the carried state, compared
+with the ``now`` the shell passes in, so an early wake-up, a worker restart or a continue-as-new
+cannot close it early, and the shell recomputes its timer from :func:`next_deadline` (POLL-13).
+
+A closed batch becomes exactly one run (BATCH-4) whose binding holds the events' payloads in
+acceptance order (EXT-11, SCHED-15). It goes through ordinary admission but never through
+``overlap: skip``: when it cannot start (overlap, concurrency cap) it stays pending, listed by
+:func:`pending_batches`, until it is admitted or an operator drops it (BATCH-5). Every batched
+event's dedup entry points at that run and is released when the run is terminal (EXT-6).
+
+``into`` on a batched entry: each event's projection is evaluated at its acceptance (a fault is
+that event's disposition, BATCH-6) and kept with the event; the run then receives, under each
+name ``into`` binds, the list of that name's per-event values in acceptance order. The bound names
+are the same as for an unbatched run; like the trigger binding itself, each holds a list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..activation import EntrySpec
+from ..runinput import Causation
+from ._types import BatchEvent, Disposition, OpenBatch, RunRecord
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+Outcome = tuple[Disposition, "str | None", "str | None"]
+
+
+def batch_key(entry: str, partition: str) -> str:
+    """Key of the open batch of one entry and partition in ``EngineState.batches``."""
+    return f"{entry}\x1f{partition}"
+
+
+def add(
+    engine: "Engine", entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
+    partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None,
+) -> Outcome:
+    """Put one accepted event into its partition's open batch; close the batch when it is full."""
+    assert entry.batch is not None
+    size = entry.batch.size
+    bkey = batch_key(entry.name, partition)
+    batch = engine.state.batches.get(bkey)
+    if batch is not None and size is not None and len(batch.events) >= size:
+        close(engine, bkey, now)  # only after a rebind lowered `size`: never exceed the current bound
+        batch = None
+    if batch is None:
+        batch = _open(engine, entry, partition, key, now)
+        engine.state.batches[bkey] = batch
+    batch.events.append(BatchEvent(event_key=key, payload=payload, accepted_at=now, delivery_id=delivery_id,
+                                   scheduled_at=scheduled_at, into=into if entry.into else None))
+    engine._retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=batch.run_key)
+    engine._count("batched")
+    if size is not None and len(batch.events) >= size:
+        close(engine, bkey, now)
+    return Disposition.BATCHED, batch.run_key, None
+
+
+def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, now: datetime) -> OpenBatch:
+    assert entry.batch is not None
+    wait = entry.batch.max_wait_seconds
+    batch_id = f"b{engine._next_seq()}-{hashlib.sha256(first_key.encode()).hexdigest()[:12]}"
+    return OpenBatch(
+        batch_id=batch_id, entry=entry.name, partition=partition, opened_at=now,
+        deadline=now + timedelta(seconds=wait) if wait is not None else None,
+        run_key=f"{engine.spec.activation_id}/{entry.name}/{batch_id}",
+    )
+
+
+def close(engine: "Engine", bkey: str, now: datetime) -> None:
+    """Close one open batch: build its single run and admit it (BATCH-4, BATCH-5)."""
+    batch = engine.state.batches.pop(bkey)
+    entry = engine.entry(batch.entry)
+    run_key = batch.run_key or f"{engine.spec.activation_id}/{entry.name}/{batch.batch_id}"
+    run_input = engine._run_input(
+        entry, [e.payload for e in batch.events], batch_into(entry, batch.events), run_key,
+        [e.delivery_id for e in batch.events if e.delivery_id], batch.events[0].scheduled_at, batch.opened_at,
+        Causation(), batched=True,
+    )
+    run = RunRecord(run_key=run_key, entry=entry.name, input=run_input, event_keys=[e.event_key for e in batch.events],
+                    accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
+                    scheduled_at=batch.events[0].scheduled_at)
+    engine._count("batches_closed")
+    engine._admit(run, now)
+
+
+def batch_into(entry: EntrySpec, events: list[BatchEvent]) -> dict[str, Any]:
+    """Each name ``into`` binds -> the list of its per-event values, in acceptance order."""
+    if not entry.into:
+        return {}
+    return {name: [(e.into or {}).get(name) for e in events] for name in entry.into}
+
+
+def close_due(engine: "Engine", now: datetime) -> None:
+    """Close every batch whose deadline has passed; a deadline still ahead is left alone (BATCH-3)."""
+    due = [k for k, b in engine.state.batches.items() if b.deadline is not None and b.deadline <= now]
+    for bkey in sorted(due, key=lambda k: (engine.state.batches[k].deadline, k)):
+        close(engine, bkey, now)
+
+
+def next_deadline(engine: "Engine") -> datetime | None:
+    """The earliest open batch deadline: the shell's timer (recomputed from state after any restart)."""
+    deadlines = [b.deadline for b in engine.state.batches.values() if b.deadline is not None]
+    return min(deadlines) if deadlines else None
+
+
+def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> None:
+    """On rebind: close the batches of entries the new activation no longer has.
+
+    Their events were accepted and must still get their run (INIT-5); with no binding left to
+    fill them, closing now is the only closure that can come.
+    """
+    for bkey in [k for k, b in engine.state.batches.items() if b.entry not in new_entries]:
+        close(engine, bkey, now)
+
+
+def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
+    """Closed batches awaiting admission (BATCH-5): what an operator may admit or drop by run key."""
+    out = []
+    for run in engine.state.runs.values():
+        if run.status == "pending" and run.input is not None and run.input.trigger.batched:
+            out.append({"run_key": run.run_key, "entry": run.entry, "events": len(run.event_keys),
+                        "accepted_at": run.accepted_at.isoformat(), "waiting_for": run.waiting_for})
+    return out
+
+
+def open_batches(engine: "Engine") -> list[dict[str, Any]]:
+    """Open batches: entry, partition, size so far, first acceptance and closing deadline."""
+    return [{"entry": b.entry, "partition": b.partition, "events": len(b.events), "opened_at": b.opened_at.isoformat(),
+             "deadline": b.deadline.isoformat() if b.deadline else None, "run_key": b.run_key}
+            for b in engine.state.batches.values()]
