@@ -203,4 +203,14 @@ def abandon_in_flight(state: EngineState) -> None:
 
 
 def backoff_for(failures: int, initial: timedelta, cap: timedelta) -> timedelta:
-    return min(initial * (2 ** max(failures - 1, 0)), cap)
+    """``initial * 2**(failures-1)``, at most ``cap`` (POLL-2).
+
+    Doubles step by step and stops at the cap, so a source that stays down for days never
+    overflows ``timedelta`` (which would fail the activation's workflow task on every retry).
+    """
+    delay = initial
+    for _ in range(max(failures - 1, 0)):
+        if delay >= cap:
+            break
+        delay *= 2
+    return min(delay, cap)
