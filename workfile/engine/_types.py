@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..runinput import RunInput
+from ..runinput import Causation, RunInput
 
 
 class Disposition(str, Enum):
@@ -81,6 +81,7 @@ class RunRecord(_M):
     activation_id: str
     scheduled_at: str | None = None
     cancel_requested: bool = False
+    causation: Causation | None = Field(default=None, description="Kept from the input for lifecycle events (COMP-6).")
 
 
 class ErrorRecord(_M):
@@ -221,6 +222,9 @@ class EngineState(_M):
     seen_action_ids: list[str] = Field(default_factory=list)
     counters: dict[str, int] = Field(default_factory=dict)
     seq: int = 0
+    unacked: dict[str, SignalRun | PublishEvent] = Field(
+        default_factory=dict, description="Subscription deliveries and lifecycle events kept until the shell confirms them."
+    )
     compact_events: bytes = Field(default=b"", description="Released dedup entries, packed (see _codec).")
 
 
@@ -242,9 +246,19 @@ class SignalRun(_M):
     workflow_id: str
     signal: str
     payload: Any
+    key: str | None = Field(default=None, description="Set when kept in `EngineState.unacked` until it succeeds.")
 
 
-Command = StartRun | ControlRun | SignalRun
+class PublishEvent(_M):
+    """Publish a lifecycle event (COMP-3) to the activations that trigger on it; kept until published."""
+
+    kind: Literal["publish_event"] = "publish_event"
+    key: str
+    connector: str
+    payload: dict[str, Any]
+
+
+Command = StartRun | ControlRun | SignalRun | PublishEvent
 
 
 class DeliveryResult(_M):
