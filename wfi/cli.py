@@ -3,13 +3,19 @@
 Each command group lives in its own module with a ``register(subparsers)`` function; the chosen
 sub-parser's ``handler(args) -> int`` runs. Exit codes: 0 ok, 1 invalid input / failure,
 2 usage error, 3 unsupported (validate). User errors print a message, never a traceback.
+
+A sub-parser that talks to Temporal sets ``exit_hard=True``: after its handler, :func:`main` ends
+the process with :func:`exit_process`, because a process that used the Temporal runtime can abort
+at interpreter exit (sdk-python#300, exit 134) and the exit status must be the command's.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import NoReturn
 
 _GROUPS = (
     "wfi._cli_validate",
@@ -46,6 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return 2
+    code = _dispatch(args)
+    if getattr(args, "exit_hard", False):
+        exit_process(code)
+    return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
@@ -53,6 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"wfi {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def exit_process(code: int) -> NoReturn:
+    """Flush stdout/stderr and end the process now with ``code``, skipping interpreter finalisation.
+
+    After the Temporal runtime was used the interpreter may abort at exit (sdk-python#300, exit
+    134); this keeps the exit status the command's. Only for commands run as a process.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe must not change the exit status
+            pass
+    os._exit(code)
 
 
 class UserError(Exception):
