@@ -1,0 +1,277 @@
+"""The activation CLI (`wfi activate`, `deliver`, `state`, `operate`) as subprocesses against the
+dev server with an in-process worker, and `wfi up` end to end with its own embedded server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import signal
+import sys
+import textwrap
+import urllib.request
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
+
+from tests.support.activation import unique
+from tests.support.worker_proc import free_port
+from wfi.plugin import WfiPlugin
+from workflows.activation import workflow_id_for
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WFI = (sys.executable, "-m", "wfi")
+MAIL_WORKFILE = """
+name: {name}
+inputs:
+  region: eu
+on:
+  mail.received:
+    inbox: support@acme.com
+  as: message
+  queue_by: "{{{{ message.thread_id }}}}"
+"""
+
+
+@dataclass
+class Cli:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+async def wfi(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> Cli:
+    """Run ``python -m wfi ARGS`` without blocking the event loop (the in-process worker keeps serving)."""
+    proc = await asyncio.create_subprocess_exec(
+        *WFI, *args, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env or _env(),
+    )
+    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
+    return Cli(proc.returncode or 0, out.decode(), err.decode())
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
+    return {**env, "PYTHONTZPATH": "", **extra}
+
+
+@dataclass
+class Pair:
+    name: str
+    workfile: pathlib.Path
+    deployment: pathlib.Path
+
+    def write_deployment(self, address: str, task_queue: str, *, inputs: dict[str, Any] | None = None,
+                         capabilities: list[str] | None = None) -> None:
+        doc: dict[str, Any] = {
+            "temporal": {"address": address, "task_queue": task_queue},
+            "workflows": {self.name: {"workfile": str(self.workfile), "inputs": inputs or {},
+                                      "run": {"workflow_type": "wfi.EchoRun", "task_queue": task_queue}}},
+        }
+        if capabilities is not None:
+            doc["capabilities"] = capabilities
+        with self.deployment.open("w") as fh:
+            YAML(typ="safe", pure=True).dump(doc, fh)
+
+
+@pytest.fixture
+async def worker(dev_env, task_queue: str) -> AsyncIterator[None]:
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        yield
+
+
+@pytest.fixture
+def pair(dev_env, task_queue: str, tmp_path: pathlib.Path) -> Pair:
+    name = unique("cli")
+    workfile = tmp_path / f"{name}.yaml"
+    workfile.write_text(MAIL_WORKFILE.format(name=name))
+    made = Pair(name, workfile, tmp_path / "deployment.yaml")
+    made.write_deployment(dev_env.client.service_client.config.target_host, task_queue)
+    return made
+
+
+def mail(mid: str, thread: str = "t1", **extra: Any) -> str:
+    return json.dumps({"message_id": mid, "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi",
+                       "thread_id": thread, **extra})
+
+
+async def test_activating_twice_gives_the_same_id_and_a_changed_input_rebinds(worker, pair: Pair, dev_env, task_queue: str) -> None:
+    # proves: INIT-4
+    first = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+    assert first.code == 0, first.stderr
+    again = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+    assert again.code == 0, again.stderr
+    assert again.json()["activation_id"] == first.json()["activation_id"]
+    assert again.json()["outcome"] == "current"
+
+    pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue, inputs={"region": "us"})
+    changed = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
+    assert changed.code == 0, changed.stderr
+    new_id = changed.stdout.split(": ", 1)[1].split(" ", 1)[0]
+    assert new_id != first.json()["activation_id"] and "(rebound)" in changed.stdout
+    assert f"previous: {first.json()['activation_id']}" in changed.stdout
+
+
+async def test_deliver_reports_accepted_duplicate_and_conflict_with_their_exit_codes(worker, pair: Pair) -> None:
+    # proves: EXT-2, EXT-3, EXT-4
+    dep = ("--deployment", str(pair.deployment), "--workflow", pair.name)
+    assert (await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))).code == 0
+
+    accepted = await wfi("deliver", *dep, "--payload", mail("m1"), "--json")
+    assert (accepted.code, accepted.json()["disposition"]) == (0, "accepted"), accepted.stderr
+    assert accepted.json()["run_key"]
+    duplicate = await wfi("deliver", *dep, "--update-id", "resend-m1", "--json", input=mail("m1"))
+    assert (duplicate.code, duplicate.json()["disposition"]) == (0, "duplicate")
+    assert duplicate.json()["run_key"] == accepted.json()["run_key"]
+    conflict = await wfi("deliver", *dep, "--payload", mail("m1", subject="changed"))
+    assert conflict.code == 1 and conflict.stdout.startswith("conflict"), conflict.stdout + conflict.stderr
+
+
+async def test_a_payload_that_is_not_json_is_a_usage_error(pair: Pair) -> None:
+    bad = await wfi("deliver", "--deployment", str(pair.deployment), "--workflow", pair.name, "--payload", "{nope")
+    assert bad.code == 2 and "not valid JSON" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_state_json_parses_and_a_signalled_delivery_shows_up_in_it(worker, pair: Pair) -> None:
+    dep = ("--deployment", str(pair.deployment), "--workflow", pair.name)
+    assert (await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))).code == 0
+    signalled = await wfi("deliver", *dep, "--signal", "--payload", mail("s1", thread="t7"))
+    assert signalled.code == 0 and "signalled" in signalled.stdout, signalled.stderr
+
+    state = await wfi("state", *dep, "--json")
+    assert state.code == 0, state.stderr
+    assert state.json()["summary"]["workflow"] == pair.name
+    assert f"message\x1fs1" in state.json()["events"], "a signal is in history before the call returns"
+    summary = await wfi("state", *dep, "--summary")
+    assert summary.code == 0 and pair.name in summary.stdout and "deliveries 1" in summary.stdout
+
+
+async def test_operate_with_an_unknown_action_is_a_usage_error(pair: Pair) -> None:
+    bad = await wfi("operate", "--deployment", str(pair.deployment), "--workflow", pair.name, "explode")
+    assert bad.code == 2 and "invalid choice" in bad.stderr
+
+
+async def test_operate_applies_an_action_and_reports_a_refused_one(worker, pair: Pair) -> None:
+    dep = ("--deployment", str(pair.deployment), "--workflow", pair.name)
+    assert (await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))).code == 0
+    refused = await wfi("operate", *dep, "drop_pending", "--run-key", "no-such-run", "--json")
+    assert refused.code == 1 and refused.json()["ok"] is False, refused.stdout + refused.stderr
+
+
+async def test_an_unsupported_workfile_is_refused_with_exit_3_and_no_activation_starts(pair: Pair, dev_env, task_queue: str) -> None:
+    # proves: CAP-7
+    pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue,
+                          capabilities=["wf.scheduled-initiation"])
+    refused = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+    assert refused.code == 3, refused.stderr
+    assert refused.json()["status"] == "unsupported"
+    assert [d["code"] for d in refused.json()["diagnostics"]] == ["CAP-UNSUPPORTED"]
+    assert "wf.external-event-initiation" in refused.stderr and "[entry message]" in refused.stderr
+    with pytest.raises(RPCError) as err:
+        await dev_env.client.get_workflow_handle(workflow_id_for(pair.name)).describe()
+    assert err.value.status == RPCStatusCode.NOT_FOUND
+
+
+async def test_an_invalid_workfile_is_refused_with_exit_1_and_its_diagnostics(pair: Pair) -> None:
+    pair.workfile.write_text(textwrap.dedent(f"""
+        name: {pair.name}
+        on:
+          - mail.received: {{inbox: a@b.c}}
+          - mail.received: {{inbox: c@d.e}}
+    """))
+    refused = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
+    assert refused.code == 1 and "TRIG-" in refused.stderr and "Traceback" not in refused.stderr
+
+
+async def test_an_unreachable_temporal_is_one_line_naming_the_address_and_the_fix(pair: Pair) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = await wfi("state", "--deployment", str(pair.deployment), "--workflow", pair.name, "--address", address)
+    assert result.code == 1
+    assert result.stderr.count("\n") == 1 and address in result.stderr and "wfi up" in result.stderr
+
+
+async def test_wfi_up_serves_the_ui_runs_the_worker_and_stops_its_server_on_sigint(tmp_path: pathlib.Path) -> None:
+    port, ui_port, db_file = free_port(), free_port(), tmp_path / "up.db"
+    name = unique("up")
+    workfile = tmp_path / "wf.yaml"
+    workfile.write_text(MAIL_WORKFILE.format(name=name))
+    pair = Pair(name, workfile, tmp_path / "deployment.yaml")
+    pair.write_deployment("ignored-by-up:1", "wfi-up-test")
+    log = tmp_path / "up.stderr"
+    with log.open("wb") as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            *WFI, "up", "--deployment", str(pair.deployment), "--port", str(port), "--ui-port", str(ui_port),
+            "--db-file", str(db_file), "--activate", stdout=asyncio.subprocess.PIPE, stderr=stderr, env=_env(),
+        )
+    try:
+        seen = await asyncio.wait_for(_read_until(proc, f"activated {name}", log), 90)
+        assert any(line.startswith("worker ready") for line in seen), seen
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/", timeout=10) as response:
+            assert response.status == 200
+        assert _processes_using(db_file), "the embedded dev server runs on the db file"
+        delivered = await wfi("deliver", "--deployment", str(pair.deployment), "--address", f"127.0.0.1:{port}",
+                              "--workflow", name, "--payload", mail("u1"), "--json")
+        assert delivered.json()["disposition"] == "accepted", delivered.stderr
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert _processes_using(db_file) == [], "the dev server stops with `wfi up`"
+
+
+async def _read_until(proc: asyncio.subprocess.Process, marker: str, log: pathlib.Path) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while True:
+        raw = await proc.stdout.readline()
+        if not raw:
+            pytest.fail(f"wfi up ended before {marker!r}: {lines} {log.read_text()[-2000:]}")
+        lines.append(raw.decode().rstrip())
+        if marker in lines[-1]:
+            return lines
+
+
+def _processes_using(path: pathlib.Path) -> list[int]:
+    """Pids whose command line names ``path`` (the dev server is started with --db-filename PATH)."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(path).encode() in cmdline and b"start-dev" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, tmp_path: pathlib.Path) -> None:
+    queue = unique("tq-worker")
+    pair.write_deployment(dev_env.client.service_client.config.target_host, queue)
+    log = tmp_path / "worker.stderr"
+    with log.open("wb") as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(ROOT / "worker.py"), "--deployment", str(pair.deployment),
+            stdout=asyncio.subprocess.PIPE, stderr=stderr, env=_env(),
+        )
+    try:
+        seen = await asyncio.wait_for(_read_until(proc, "worker ready", log), 60)
+        assert repr(queue) in seen[-1]
+        activated = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+        assert activated.code == 0 and activated.json()["outcome"] == "current", activated.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
