@@ -65,7 +65,7 @@ async def test_every_disposition_of_a_delivery(wfi: WfiClient, task_queue: str, 
     fixed = await wfi.deliver(name, mail("m5", thread="t9"))
     assert fixed.disposition == Disposition.ACCEPTED, "an invalid delivery does not consume its identity"
 
-    state = await wfi.state(name)
+    state = await wfi.state(name, include_events=True)
     kinds = [e["kind"] for e in state["errors"]]
     assert kinds.count("conflict") == 1 and kinds.count("invalid") == 1 and kinds.count("key_fault") == 1
     assert state["events"]["message\x1fm3"]["disposition"] == "suppressed"
@@ -116,12 +116,12 @@ async def test_queue_key_is_held_while_suspended_and_released_by_termination(
 
     await assert_eventually(lambda: running(a.run_key))
     # a is suspended (waiting on a signal): it keeps the key, b does not start.
-    state = await wfi.state(name)
+    state = await wfi.state(name, include_events=True)
     assert state["runs"][b.run_key]["status"] == "pending"
     await client.get_workflow_handle(a.run_key).signal("release")
 
     async def b_running() -> None:
-        assert (await wfi.state(name))["runs"][b.run_key]["status"] == "running"
+        assert (await wfi.state(name, include_events=True))["runs"][b.run_key]["status"] == "running"
 
     await assert_eventually(b_running)
     await client.get_workflow_handle(b.run_key).terminate("test: a terminated run releases its key")
@@ -136,7 +136,7 @@ async def test_queue_key_is_held_while_suspended_and_released_by_termination(
     await assert_eventually(c_done)
     order = [(await client.get_workflow_handle(k).describe()).start_time for k in (a.run_key, b.run_key, c.run_key)]
     assert order == sorted(order), "equal keys run in acceptance order"
-    events = (await wfi.state(name))["events"]
+    events = (await wfi.state(name, include_events=True))["events"]
     assert events["message\x1fb"]["released_at"] is not None, "retention clock starts at the terminal outcome"
 
 

@@ -133,8 +133,23 @@ class WfiClient:
         uid = f"op-{request.action_id}" if request.action_id else None
         return await self._retry(lambda: self.handle(workflow).execute_update(ActivationWorkflow.operate, request, id=uid))
 
-    async def state(self, workflow: str) -> dict[str, Any]:
-        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))
+    async def state(self, workflow: str, *, include_events: bool = False) -> dict[str, Any]:
+        """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``."""
+        state = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))
+        if include_events:
+            state["events"] = {e["key"]: e async for e in self.events(workflow)}
+        return state
+
+    async def events(self, workflow: str, *, page: int = 500):
+        """Every dedup entry in acceptance order, fetched in pages."""
+        after = 0
+        while True:
+            chunk = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.events, args=[after, page]))
+            for event in chunk:
+                yield event
+            if len(chunk) < page:
+                return
+            after = chunk[-1]["seq"]
 
     async def summary(self, workflow: str) -> dict[str, Any]:
         return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))

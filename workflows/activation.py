@@ -277,6 +277,10 @@ class ActivationWorkflow:
     def summary_query(self) -> dict[str, Any]:
         return summary.short(self._engine)
 
+    @workflow.query(name="events")
+    def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:
+        return summary.events(self._engine, after_seq, limit)
+
     @workflow.query(name="delivery")
     def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
         return summary.delivery(self._engine, entry, delivery_id)

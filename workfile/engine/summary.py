@@ -52,12 +52,24 @@ def short(engine: Engine) -> dict[str, Any]:
     }
 
 
+MAX_EVENTS_IN_STATE = 500
+
+
 def full_state(engine: Engine) -> dict[str, Any]:
-    data = engine.state.model_dump(mode="json", exclude={"compact_events"})
+    """Everything but the dedup entries, which can be many: see :func:`events` for those (paged)."""
+    data = engine.state.model_dump(mode="json", exclude={"compact_events", "events"})
+    data["events_total"] = len(engine.state.events)
     data["spec"] = engine.spec.model_dump(mode="json")
     data["recent_runs"] = [r.model_dump(mode="json") for r in engine.recent_runs]
     data["summary"] = short(engine)
     return data
+
+
+def events(engine: Engine, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
+    """Dedup entries in acceptance order, ``seq > after_seq``, at most ``limit`` (<= 500) per page."""
+    chosen = sorted((r for r in engine.state.events.values() if r.seq > after_seq), key=lambda r: r.seq)
+    return [{"key": f"{r.entry}\x1f{r.delivery_id}", **r.model_dump(mode="json")}
+            for r in chosen[: max(1, min(limit, MAX_EVENTS_IN_STATE))]]
 
 
 def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | None:
