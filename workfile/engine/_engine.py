@@ -24,7 +24,7 @@ from .._expr import Evaluator, ExpressionFault, canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from .. import schedule as seq
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
-from . import _batch, _poll, _schedule
+from . import _batch, _poll, _schedule, _subscriptions
 from ._types import (
     RELEASED_AT_ACCEPTANCE,
     TERMINAL,
@@ -191,6 +191,9 @@ class Engine:
         causation, refused = self._causation(entry, payload)
         if refused:
             return self._retain(entry, key, digest, delivery_id, Disposition.REFUSED, now, refused, kind="refused")
+        delivered = _subscriptions.offer(self, entry, payload, key, digest, delivery_id, now)
+        if delivered is not None:
+            return delivered
         scope = self._scope(entry, payload)
         if entry.when:
             try:
@@ -340,6 +343,7 @@ class Engine:
         run.status = "running"
         run.started_at = now
         run.temporal_run_id = temporal_run_id
+        _subscriptions.on_run_started(self, run, now)
         run.input = None  # the run has its input now; the state need not carry it
 
     def run_finished(self, run_key: str, status: str, now: datetime) -> None:
@@ -350,6 +354,7 @@ class Engine:
         run.status = status  # type: ignore[assignment]
         run.ended_at = now
         run.input = None
+        _subscriptions.on_run_finished(self, run, now)
         self._count(f"runs_{status}")
         for key in run.event_keys:
             self._release(key, now)
@@ -442,9 +447,11 @@ class Engine:
         self.expire(now)
         self.close_due_batches(now)
         _schedule.schedule_tick(self, now)
+        _subscriptions.expire(self, now)
 
     def next_wakeup(self) -> datetime | None:
-        candidates = [self.next_expiry(), self.next_batch_deadline(), _poll.next_poll_wakeup(self)]
+        candidates = [self.next_expiry(), self.next_batch_deadline(), _poll.next_poll_wakeup(self),
+                      _subscriptions.next_expiry(self)]
         candidates += [st.next_instant for st in self.state.schedules.values() if st.active and not st.paused]
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
