@@ -1,0 +1,71 @@
+"""Publishing lifecycle events (COMP-3, COMP-5): hand each one to the activations that trigger on it.
+
+The activation that started a run keeps ``workflow.started|completed|failed`` events in its state
+until this activity returns. The activity finds the subscribers in Temporal visibility, as the
+running activations whose ``WfiTriggers`` search attribute lists the event's connector, and
+signals each ``lifecycle_event``; the receiving activation routes it by ``config.workflow`` and
+runs it through its ordinary pipeline. The new run is its own execution; the originating run is
+never signalled or re-entered (COMP-5).
+
+Visibility is eventually consistent: an activation started moments before the event may not be
+listed yet and then does not receive it. A republish (retry, restart) is a duplicate at the
+receiver, because the delivery id is the run's workflow id plus the transition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from workfile.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent
+from workflows._wire import ACTIVATION_WORKFLOW
+from workflows.search_attributes import WFI_TRIGGERS
+
+
+class PublishRequest(BaseModel):
+    events: list[LifecycleEvent]
+
+
+class PublishResult(BaseModel):
+    signals: int = Field(description="Signals sent (events x subscribing activations).")
+    activations: list[str] = Field(default_factory=list, description="Workflow ids of the activations signalled.")
+
+
+def subscribers_query(connector: str) -> str:
+    """Visibility query of the running activations that trigger on ``connector``."""
+    return (f"WorkflowType = '{ACTIVATION_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND {WFI_TRIGGERS.name} = '{connector}'")
+
+
+class LifecycleActivities:
+    """The publish activity, bound to the worker's client (the plugin constructs it)."""
+
+    def __init__(self, client: Client):
+        self._client = client
+
+    @activity.defn(name="wfi.publish_lifecycle")
+    async def publish(self, request: PublishRequest) -> PublishResult:
+        """Signal every event to every subscribing activation; a closed activation is skipped."""
+        subscribers = {c: await self._subscribers(c) for c in {e.connector for e in request.events}}
+        sends = [self._signal(wid, event) for event in request.events for wid in subscribers[event.connector]]
+        await asyncio.gather(*sends)
+        return PublishResult(signals=len(sends), activations=sorted({w for ws in subscribers.values() for w in ws}))
+
+    async def _subscribers(self, connector: str) -> list[str]:
+        return [wf.id async for wf in self._client.list_workflows(subscribers_query(connector))]
+
+    async def _signal(self, workflow_id: str, event: LifecycleEvent) -> None:
+        try:
+            await self._client.get_workflow_handle(workflow_id).signal(LIFECYCLE_SIGNAL, event)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # closed since the query: nobody left to trigger
+                raise
+
+    def all(self) -> Sequence[Any]:
+        return [self.publish]
