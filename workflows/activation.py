@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
@@ -26,7 +26,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.poll import PollRequest, PollResponse, activity_name_for
     from workfile.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from workfile.engine._poll import abandon_in_flight
-    from workfile.engine._types import ControlRun, DeliveryResult, SignalRun, StartRun
+    from activities.lifecycle import PublishRequest
+    from workfile.engine import _subscriptions as subs
+    from workfile.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
+    from workfile.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
 
     from . import search_attributes as sa
     from ._wire import (
@@ -38,6 +41,7 @@ MAX_START_ACTIVITIES = 4
 WATCH_BATCH = 200
 MAX_WATCHERS = 8
 MAX_POLLS = 4
+PUBLISH_BATCH = 200
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -68,6 +72,8 @@ class ActivationWorkflow:
         self._start_tasks = 0
         self._polls_in_flight = 0
         self._engine.outbox.extend(self._engine.pending_starts())
+        self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
+        self._engine.outbox.extend(subs.unacked_commands(self._engine))
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -107,8 +113,13 @@ class ActivationWorkflow:
         for c in commands:
             if isinstance(c, ControlRun):
                 asyncio.create_task(self._control(c), name="control run")
-            elif isinstance(c, SignalRun):
+            elif isinstance(c, SignalRun) and c.key not in self._acking:
+                self._acking.add(c.key) if c.key else None
                 asyncio.create_task(self._signal(c), name="signal run")
+        publishes = [c for c in commands if isinstance(c, PublishEvent) and c.key not in self._acking]
+        for i in range(0, len(publishes), PUBLISH_BATCH):
+            self._acking.update(c.key for c in publishes[i : i + PUBLISH_BATCH])
+            asyncio.create_task(self._publish_events(publishes[i : i + PUBLISH_BATCH]), name="publish lifecycle")
         self._ensure_watchers()
         for request in self._engine.polls_due(workflow.now()):
             asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
@@ -173,10 +184,31 @@ class ActivationWorkflow:
 
     async def _signal(self, command: SignalRun) -> None:
         handle = workflow.get_external_workflow_handle(command.workflow_id)
+        error = None
         try:
             await handle.signal(command.signal, command.payload)
-        except ApplicationError as exc:
-            self._engine.record_error(workflow.now(), "signal_failed", f"{command.workflow_id}: {exc}")
+        except FailureError as exc:
+            error = f"{command.workflow_id}: {exc}"
+            if command.key is None:
+                self._engine.record_error(workflow.now(), "signal_failed", error)
+        if command.key is not None:
+            self._acking.discard(command.key)
+            subs.command_done(self._engine, command.key, error, workflow.now())
+            self._poke()
+
+    async def _publish_events(self, chunk: list[PublishEvent]) -> None:
+        events = [LifecycleEvent(connector=c.connector, payload=c.payload) for c in chunk]
+        try:
+            await workflow.execute_activity(
+                "wfi.publish_lifecycle", PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"publish {len(chunk)} lifecycle event(s)",
+            )
+        finally:
+            self._acking.difference_update(c.key for c in chunk)
+        for c in chunk:
+            subs.command_done(self._engine, c.key, None, workflow.now())
+        self._poke()
 
     async def _poll(self, call: PollCall) -> None:
         request = PollRequest(connector=call.connector, config=call.config, connection=call.connection,
@@ -237,6 +269,23 @@ class ActivationWorkflow:
     @workflow.signal(name="deliver_signal")
     def deliver_signal(self, request: DeliveryRequest) -> None:
         self._engine.deliver(request.entry, request.payload, workflow.now())
+        self._poke()
+
+    @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
+    def subscribe(self, request: SubscribeRequest) -> None:
+        """A run waits for an event of one of this activation's entries (INIT-8)."""
+        subs.subscribe(self._engine, request, workflow.now())
+        self._poke()
+
+    @workflow.signal(name=subs.UNSUBSCRIBE_SIGNAL)
+    def unsubscribe(self, request: UnsubscribeRequest) -> None:
+        subs.unsubscribe(self._engine, request, workflow.now())
+        self._poke()
+
+    @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
+    def lifecycle_event(self, event: LifecycleEvent) -> None:
+        """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
+        subs.route_lifecycle(self._engine, event, workflow.now())
         self._poke()
 
     def _refuse_while_rebinding(self) -> None:
