@@ -16,9 +16,11 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.lifecycle import LifecycleActivities
 from activities.poll import POLL_ACTIVITIES
 from activities.runs import RunActivities
 from workflows.activation import ActivationWorkflow
+from workflows.runapi import WaitForExample
 from workflows.sample_runs import EchoRun
 
 
@@ -41,12 +43,12 @@ class WfiPlugin(SimplePlugin):
     """Worker and client wiring of wf-initiation.
 
     Args:
-        sample_runs: Also register ``wfi.EchoRun`` (handy for trying things out).
+        sample_runs: Also register ``wfi.EchoRun`` and ``wfi.WaitForExample`` (handy for trying things out).
         poll_activities: Extra poll connector activities of third-party connectors.
     """
 
     def __init__(self, *, sample_runs: bool = True, poll_activities: Sequence[Callable[..., Any]] = ()) -> None:
-        workflows: list[type] = [ActivationWorkflow, *([EchoRun] if sample_runs else [])]
+        workflows: list[type] = [ActivationWorkflow, *([EchoRun, WaitForExample] if sample_runs else [])]
         super().__init__(
             "wf-initiation",
             data_converter=pydantic_data_converter,
@@ -57,5 +59,6 @@ class WfiPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
-        config["activities"] = [*config.get("activities", []), *RunActivities(config["client"]).all()]
+        config["activities"] = [*config.get("activities", []), *RunActivities(config["client"]).all(),
+                                *LifecycleActivities(config["client"]).all()]
         return config
