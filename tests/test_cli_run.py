@@ -275,3 +275,23 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_temporal_address(tmp_path: pathlib.Path) -> None:
+    from wfi._temporal import connect_options
+    from workfile.deployment import TemporalTarget
+
+    config = tmp_path / "temporal.toml"
+    config.write_text('[profile.prod]\naddress = "prod.example:7233"\nnamespace = "prod-ns"\napi_key = "k-123"\n')
+    env = {"TEMPORAL_ADDRESS": "env.example:7233", "TEMPORAL_CONFIG_FILE": str(config)}
+    bare, profiled = TemporalTarget(), TemporalTarget(profile="prod")
+
+    assert connect_options(bare, environ={})["target_host"] == "localhost:7233"
+    assert connect_options(bare, environ=env)["target_host"] == "env.example:7233"
+    assert connect_options(TemporalTarget(address="dep:1"), environ=env)["target_host"] == "dep:1"
+    assert connect_options(TemporalTarget(address="dep:1"), address="flag:2", environ=env)["target_host"] == "flag:2"
+    prod = connect_options(profiled, environ={"TEMPORAL_CONFIG_FILE": str(config)})
+    assert (prod["target_host"], prod["namespace"], prod["api_key"]) == ("prod.example:7233", "prod-ns", "k-123")
+    assert connect_options(profiled, environ=env)["target_host"] == "env.example:7233"
+    assert connect_options(TemporalTarget(profile="prod", namespace="mine"), environ=env)["namespace"] == "mine"
+    assert connect_options(profiled, namespace="flag-ns", environ=env)["namespace"] == "flag-ns"

