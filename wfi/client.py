@@ -44,6 +44,14 @@ _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCSt
               RPCStatusCode.ABORTED}
 
 
+def _retryable(exc: RPCError) -> bool:
+    # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
+    # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
+    if exc.status in _RETRYABLE:
+        return True
+    return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
+
+
 class DeliveryTooLarge(ValueError):
     pass
 
@@ -163,7 +171,7 @@ class WfiClient:
             try:
                 return await call()
             except RPCError as exc:
-                if exc.status not in _RETRYABLE or attempt == self.max_attempts - 1:
+                if not _retryable(exc) or attempt == self.max_attempts - 1:
                     raise
             except WorkflowUpdateFailedError as exc:
                 cause = getattr(exc.cause, "type", None)

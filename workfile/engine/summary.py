@@ -55,12 +55,24 @@ def short(engine: Engine) -> dict[str, Any]:
 MAX_EVENTS_IN_STATE = 500
 
 
+MAX_RUNS_IN_STATE = 500
+MAX_QUEUE_KEYS_IN_STATE = 200
+
+
 def full_state(engine: Engine) -> dict[str, Any]:
-    """Everything but the dedup entries, which can be many: see :func:`events` for those (paged)."""
-    data = engine.state.model_dump(mode="json", exclude={"compact_events", "events"})
-    data["events_total"] = len(engine.state.events)
+    """The operator's view, bounded in size: runs without their inputs (at most 500, oldest first),
+    queue heads, and no dedup entries (see :func:`events` for those, paged)."""
+    st = engine.state
+    data = st.model_dump(mode="json", exclude={"compact_events", "events", "runs", "queues"})
+    data["events_total"] = len(st.events)
+    data["runs_total"] = len(st.runs)
+    data["runs"] = {k: r.model_dump(mode="json", exclude={"input"})
+                    for k, r in list(st.runs.items())[:MAX_RUNS_IN_STATE]}
+    data["queues"] = {k: {"length": len(v), "head": v[0] if v else None, "next": v[1:4]}
+                      for k, v in list(st.queues.items())[:MAX_QUEUE_KEYS_IN_STATE]}
+    data["queues_total"] = len(st.queues)
     data["spec"] = engine.spec.model_dump(mode="json")
-    data["recent_runs"] = [r.model_dump(mode="json") for r in engine.recent_runs]
+    data["recent_runs"] = [r.model_dump(mode="json", exclude={"input"}) for r in engine.recent_runs]
     data["summary"] = short(engine)
     return data
 
