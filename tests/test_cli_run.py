@@ -147,12 +147,14 @@ async def test_state_json_parses_and_a_signalled_delivery_shows_up_in_it(worker,
     signalled = await wfi("deliver", *dep, "--signal", "--payload", mail("s1", thread="t7"))
     assert signalled.code == 0 and "signalled" in signalled.stdout, signalled.stderr
 
-    state = await wfi("state", *dep, "--json")
+    state = await wfi("state", *dep, "--json", "--events")
     assert state.code == 0, state.stderr
     assert state.json()["summary"]["workflow"] == pair.name
-    assert f"message\x1fs1" in state.json()["events"], "a signal is in history before the call returns"
+    assert state.json()["events"]["message\x1fs1"]["disposition"] == "accepted"
     summary = await wfi("state", *dep, "--summary")
     assert summary.code == 0 and pair.name in summary.stdout and "deliveries 1" in summary.stdout
+    human = await wfi("state", *dep, "--events")
+    assert human.code == 0 and "message/s1: accepted" in human.stdout, human.stdout + human.stderr
 
 
 async def test_operate_with_an_unknown_action_is_a_usage_error(pair: Pair) -> None:

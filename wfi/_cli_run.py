@@ -31,6 +31,17 @@ OK_DISPOSITIONS = frozenset({"accepted", "queued", "batched", "duplicate", "supp
 ACTIONS: tuple[str, ...] = get_args(OperatorRequest.model_fields["action"].annotation)
 DEFAULT_DEPLOYMENT = pathlib.Path("examples") / "deployment.yaml"
 DEFAULT_TIMEOUT = 60.0
+OPERATE_FLAGS = (
+    ("--entry", "entry", "Trigger entry; pause/resume/poll_now default to every schedule and poll entry."),
+    ("--cursor", "cursor", "set_cursor: the new cursor (omit to clear it: read from the beginning)."),
+    ("--note", "note", "Why: recorded in the operator log (set_cursor, release_held, drop_pending, ...)."),
+    ("--choice", "choice", "release_held: quarantine|retry; decide_overflow: admit_all|admit_first|skip."),
+    ("--range-id", "range_id", "decide_overflow: the held range (see `wfi state`)."),
+    ("--run-key", "run_key", "admit_pending / drop_pending: the pending run (see `wfi state`)."),
+    ("--start", "start", "backfill: first instant, ISO-8601 with offset."),
+    ("--end", "end", "backfill: last instant, ISO-8601 with offset."),
+    ("--action-id", "action_id", "Makes the action once-only, also across continue-as-new."),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,6 +115,8 @@ def _register_state(subparsers: argparse._SubParsersAction) -> None:
     _client_args(p)
     p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
     p.add_argument("--summary", action="store_true", help="Only the short summary.")
+    p.add_argument("--events", action="store_true",
+                   help="Also every live dedup entry (delivery id, disposition, run), fetched in pages.")
     p.set_defaults(handler=_state, exit_hard=True)
 
 
@@ -112,11 +125,9 @@ def _register_operate(subparsers: argparse._SubParsersAction) -> None:
     _client_args(p)
     p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
     p.add_argument("action", choices=ACTIONS, metavar="ACTION", help=f"One of: {', '.join(ACTIONS)}.")
-    for flag, field in (("--entry", "entry"), ("--cursor", "cursor"), ("--note", "note"), ("--choice", "choice"),
-                        ("--range-id", "range_id"), ("--run-key", "run_key"), ("--start", "start"),
-                        ("--end", "end"), ("--action-id", "action_id")):
-        p.add_argument(flag, dest=field, help=OperatorRequest.model_fields[field].description)
-    p.add_argument("--count", type=int, help="decide_overflow admit_first / backfill: how many.")
+    for flag, field, text in OPERATE_FLAGS:
+        p.add_argument(flag, dest=field, help=text)
+    p.add_argument("--count", type=int, help="decide_overflow with admit_first: how many occurrences to admit.")
     p.set_defaults(handler=_operate, exit_hard=True)
 
 
@@ -189,7 +200,10 @@ def _worker(args: argparse.Namespace) -> int:
     return _run_async(lambda: _serve(args, deployment, address=args.address, specs=[]))
 
 
-async def _serve(args: argparse.Namespace, deployment: Deployment, *, address: str | None, specs: list[Any]) -> int:
+async def _serve(
+    args: argparse.Namespace, deployment: Deployment, *, address: str | None, specs: list[Any],
+    server: _temporal.DevServer | None = None,
+) -> int:
     """Connect, register search attributes, run the worker until SIGINT/SIGTERM; activate ``specs`` once ready."""
     _temporal.configure_logging()
     try:
@@ -210,10 +224,26 @@ async def _serve(args: argparse.Namespace, deployment: Deployment, *, address: s
         worker.result()
     print(f"worker ready: task queue {queue!r}, namespace {client.namespace!r}, Temporal "
           f"{client.service_client.config.target_host} (Ctrl-C to stop)", flush=True)
+    watch = asyncio.create_task(_watch(server, stop)) if server is not None else None
     failed = await _activate_all(client, deployment, specs) if specs else 0
     await worker
     print("worker stopped", flush=True)
-    return EXIT_FAILED if failed else EXIT_OK
+    server_died = watch is not None and watch.done() and watch.result()
+    if watch is not None:
+        watch.cancel()
+    return EXIT_FAILED if failed or server_died else EXIT_OK
+
+
+async def _watch(server: _temporal.DevServer, stop: asyncio.Event) -> bool:
+    """Stop the worker if the embedded server exits under it; True when that happened."""
+    while not stop.is_set():
+        if server.proc is not None and server.proc.poll() is not None:
+            print(f"the Temporal dev server exited with status {server.proc.returncode} (log: {server.log_file}); "
+                  "stopping the worker", file=sys.stderr, flush=True)
+            stop.set()
+            return True
+        await asyncio.sleep(1.0)
+    return False
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -230,7 +260,7 @@ def _up(args: argparse.Namespace) -> int:
         server.start()
         _run_async(lambda: _wait_for_server(server))
         print(f"Temporal dev server at {server.address}, Web UI {server.ui_url}  (data: {args.db_file})", flush=True)
-        status = _run_async(lambda: _serve(args, deployment, address=server.address, specs=specs))
+        status = _run_async(lambda: _serve(args, deployment, address=server.address, specs=specs, server=server))
     except _temporal.TemporalUnavailable as exc:
         raise _user_error(str(exc)) from None
     finally:
@@ -378,7 +408,7 @@ def _deliver(args: argparse.Namespace) -> int:
     if args.signal:
         data = {"workflow": args.workflow, "entry": args.entry, "signalled": True}
         _emit(data, f"{args.workflow}: signalled (durable); see its disposition with "
-                    f"`wfi state --workflow {args.workflow} --deployment {args.deployment}`", args.json)
+                    f"`wfi state --events --workflow {args.workflow} --deployment {args.deployment}`", args.json)
         return EXIT_OK
     _emit(result.model_dump(mode="json"), render_delivery(result), args.json)
     return EXIT_OK if result.disposition.value in OK_DISPOSITIONS else EXIT_FAILED
@@ -401,7 +431,7 @@ def _state(args: argparse.Namespace) -> int:
 
     async def go() -> Any:
         wfi = _wfi_client(await _client(args, deployment), deployment)
-        call = wfi.summary(args.workflow) if args.summary else wfi.state(args.workflow)
+        call = wfi.summary(args.workflow) if args.summary else wfi.state(args.workflow, include_events=args.events)
         return await _guarded(call, args, deployment, args.workflow)
 
     data = _run_async(go)
@@ -433,12 +463,15 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
 
 
 def _full_lines(full: dict[str, Any]) -> list[str]:
-    lines = [f"  queue {key!r}: {' <- '.join(runs)}" for key, runs in full.get("queues", {}).items() if runs]
+    lines = [f"  queue {key!r}: {q['length']} run(s), head {q['head']}" for key, q in full.get("queues", {}).items()]
     for run in full.get("runs", {}).values():
         lines.append(f"  run {run['run_key']}: {run['status']}"
                      + (f" (waiting for {run['waiting_for']})" if run.get("waiting_for") else ""))
     for err in full.get("errors", [])[-10:]:
         lines.append(f"  error {err['kind']} [{err.get('entry')}] {err.get('delivery_id') or ''}: {err['message']}")
+    for event in full.get("events", {}).values():
+        lines.append(f"  event #{event['seq']} {event['entry']}/{event['delivery_id']}: {event['disposition']}"
+                     + (f" run {event['run_key']}" if event.get("run_key") else ""))
     return lines
 
 
