@@ -104,13 +104,15 @@ class WfiClient:
 
     async def activate(self, spec: ActivationSpec) -> ActivateResult:
         """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4)."""
-        start = WithStartWorkflowOperation(
-            ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"wf-initiation activation of {spec.workflow}",
-        )
+        def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
+            return WithStartWorkflowOperation(
+                ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                static_summary=f"wf-initiation activation of {spec.workflow}",
+            )
+
         return await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ActivationWorkflow.activate, spec, start_workflow_operation=start, id=f"activate-{spec.activation_id}",
+            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=f"activate-{spec.activation_id}",
         ))
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:

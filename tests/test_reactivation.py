@@ -1,0 +1,83 @@
+"""Re-activation: a changed binding is a new activation; what the old one accepted is kept as it was."""
+
+from __future__ import annotations
+
+import pathlib
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from tests.conftest import assert_eventually
+from tests.support.activation import make_spec, unique
+from wfi.client import WfiClient
+from wfi.plugin import WfiPlugin
+from workfile.engine import Disposition
+
+WORKFILE = """
+name: {name}
+inputs:
+  team: {{default: blue}}
+on:
+  mail.received:
+    inbox: support@acme.com
+    connection: {connection}
+  as: message
+  queue_by: "{{{{ message.thread_id }}}}"
+"""
+
+
+def mail(mid: str, **extra) -> dict:
+    return {"message_id": mid, "from": "a@b.c", "recipient": "help@acme.com", "subject": "s", "thread_id": "t", **extra}
+
+
+async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_the_old_one_accepted(
+    dev_env, task_queue: str, tmp_path: pathlib.Path
+) -> None:
+    # proves: INIT-3, INIT-4, INIT-5, TRIG-12, TRIG-6
+    name = unique("rebind")
+    conns = {"google-a": {"connector": "mail", "token_env": "A"}, "google-b": {"connector": "mail", "token_env": "B"}}
+    old = make_spec(tmp_path, WORKFILE.format(name=name, connection="google-a"), task_queue=task_queue, connections=conns)
+    same = make_spec(tmp_path, WORKFILE.format(name=name, connection="google-a"), task_queue=task_queue, connections=conns)
+    new_conn = make_spec(tmp_path, WORKFILE.format(name=name, connection="google-b"), task_queue=task_queue, connections=conns)
+    new_input = make_spec(tmp_path, WORKFILE.format(name=name, connection="google-b"), task_queue=task_queue,
+                          connections=conns, inputs={"team": "red"})
+    assert old.activation_id == same.activation_id, "same binding, same activation id"
+    assert len({old.activation_id, new_conn.activation_id, new_input.activation_id}) == 3, "any change, new id"
+    assert old.entries[0].connection == "google-a" and new_conn.entries[0].connection == "google-b"
+
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        wfi = WfiClient(dev_env.client, task_queue=task_queue)
+        assert (await wfi.activate(old)).outcome == "current"
+        assert (await wfi.activate(same)).outcome == "current", "activating the same thing twice is idempotent"
+        held = await wfi.deliver(name, mail("m1", hold=True))
+        waiting = await wfi.deliver(name, mail("m2"))
+        assert (held.disposition, waiting.disposition) == (Disposition.ACCEPTED, Disposition.QUEUED)
+
+        rebound = await wfi.activate(new_conn)
+        assert rebound.outcome == "rebound" and rebound.previous == [old.activation_id]
+        after = await wfi.deliver(name, mail("m3"))
+        assert after.disposition == Disposition.QUEUED, "the queue spans both activations (TRIG-12)"
+        assert after.run_key.startswith(new_conn.activation_id)
+        redelivered = await wfi.deliver(name, mail("m2"), update_id="m2-again")
+        assert redelivered.disposition == Disposition.DUPLICATE and redelivered.run_key == waiting.run_key
+        assert (await wfi.activate(new_input)).previous == [old.activation_id, new_conn.activation_id]
+
+        await dev_env.client.get_workflow_handle(held.run_key).signal("release")
+
+        async def all_done() -> None:
+            for key in (held.run_key, waiting.run_key, after.run_key):
+                try:
+                    desc = await dev_env.client.get_workflow_handle(key).describe()
+                except RPCError as exc:
+                    raise AssertionError(str(exc)) from exc
+                assert desc.status == WorkflowExecutionStatus.COMPLETED
+
+        await assert_eventually(all_done, timeout=60)
+        m2 = await dev_env.client.get_workflow_handle(waiting.run_key).result()
+        assert m2["input"]["initiation"]["activation_id"] == old.activation_id, "m2 keeps the old activation's binding"
+        m3 = await dev_env.client.get_workflow_handle(after.run_key).result()
+        assert m3["input"]["initiation"]["activation_id"] == new_conn.activation_id
+        summary = await wfi.summary(name)
+        assert summary["activation_id"] == new_input.activation_id
+        assert summary["counters"]["runs_started"] == 3, "nothing was re-run"
