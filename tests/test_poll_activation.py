@@ -119,10 +119,6 @@ def entries(n: int) -> list[Entry]:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-async def poll_state(wfi: WfiClient, name: str, entry: str) -> dict[str, Any]:
-    return (await wfi.state(name))["polls"][entry]
-
-
 def ids_by_disposition(state: dict[str, Any], entry: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for record in sorted(state["events"].values(), key=lambda r: r["seq"]):
@@ -156,7 +152,7 @@ async def test_rows_of_a_table_start_one_run_each_in_source_order(
     await wfi.activate(spec)
 
     async def all_accepted() -> dict[str, Any]:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         assert ids_by_disposition(state, "row").get("accepted") == [f"r{i}" for i in range(7)]
         return state
 
@@ -165,7 +161,7 @@ async def test_rows_of_a_table_start_one_run_each_in_source_order(
     table.insert(("r7", "plain", "g"), ("r1", "plain", "g"))  # a re-sent identity with another row: a conflict
 
     async def later_rows() -> None:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         assert ids_by_disposition(state, "row").get("accepted", [])[-1] == "r7"
         assert state["error_counts"].get("conflict") == 1 and state["polls"]["row"]["cursor"] == "9"
 
@@ -201,7 +197,7 @@ async def test_a_cursor_set_while_a_poll_is_in_flight_is_not_overwritten(
     gated_feed.open.set()  # the in-flight poll now returns all five posts
 
     async def new_cursor_applied() -> dict[str, Any]:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         assert state["counters"].get("polls_discarded") == 1
         assert ids_by_disposition(state, "post").get("accepted") == ["post-4", "post-5"]
         return state
@@ -229,7 +225,7 @@ async def test_an_http_500_backs_off_starts_nothing_and_recovers_every_item(
         await wfi.activate(spec)
 
         async def failing_with_backoff() -> dict[str, Any]:
-            state = await wfi.state(name)
+            state = await wfi.state(name, include_events=True)
             poll = state["polls"]["post"]
             assert poll["failures"] >= 3 and "500" in (poll["last_error"] or ""), poll
             return state
@@ -240,7 +236,7 @@ async def test_an_http_500_backs_off_starts_nothing_and_recovers_every_item(
         failing.body = rss_document(entries(4)).encode()
 
         async def recovered() -> None:
-            state = await wfi.state(name)
+            state = await wfi.state(name, include_events=True)
             assert ids_by_disposition(state, "post").get("accepted") == [f"post-{i}" for i in range(1, 5)]
             assert state["polls"]["post"]["failures"] == 0
 
@@ -301,7 +297,7 @@ async def test_an_unreachable_database_backs_off_starts_nothing_and_recovers_eve
     await wfi.activate(spec)
 
     async def first_rows() -> None:
-        assert ids_by_disposition(await wfi.state(name), "row").get("accepted") == ["a", "b"]
+        assert ids_by_disposition(await wfi.state(name, include_events=True), "row").get("accepted") == ["a", "b"]
 
     await assert_eventually(first_rows)
     hidden = tmp_path / "elsewhere.db"
@@ -310,7 +306,7 @@ async def test_an_unreachable_database_backs_off_starts_nothing_and_recovers_eve
     table.insert(("c", "plain", "g"), ("d", "plain", "g"))  # rows written while the database is unreachable
 
     async def failing() -> dict[str, Any]:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         poll = state["polls"]["row"]
         assert poll["failures"] >= 2 and "could not be read" in (poll["last_error"] or ""), poll
         return state
@@ -320,7 +316,7 @@ async def test_an_unreachable_database_backs_off_starts_nothing_and_recovers_eve
     hidden.rename(tmp_path / "src.db")
 
     async def recovered() -> None:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         assert ids_by_disposition(state, "row").get("accepted") == ["a", "b", "c", "d"]
         assert state["polls"]["row"]["failures"] == 0 and state["polls"]["row"]["cursor"] == "4"
 
@@ -338,16 +334,16 @@ async def test_invalid_rows_are_held_or_quarantined_as_configured(
     await wfi.activate(sql_spec(tmp_path, name, task_queue, table.path, invalid_items=policy))
     if policy == "quarantine":
         async def quarantined() -> None:
-            state = await wfi.state(name)
+            state = await wfi.state(name, include_events=True)
             seen = ids_by_disposition(state, "row")
             assert seen.get("accepted") == ["a", "c"] and len(seen.get("quarantined", [])) == 1, seen
             assert state["polls"]["row"]["cursor"] == "3" and state["summary"]["status"] == "active"
 
         await assert_eventually(quarantined)
-        assert (await wfi.state(name))["error_counts"].get("quarantined") == 1
+        assert (await wfi.state(name, include_events=True))["error_counts"].get("quarantined") == 1
     else:
         async def held() -> None:
-            state = await wfi.state(name)
+            state = await wfi.state(name, include_events=True)
             assert ids_by_disposition(state, "row").get("accepted") == ["a"]
             poll = state["polls"]["row"]
             assert poll["cursor"] == "1" and poll["held"] is not None and state["summary"]["status"] == "needs_operator"
@@ -356,7 +352,7 @@ async def test_invalid_rows_are_held_or_quarantined_as_configured(
         await operate(wfi, name, "release_held", entry="row", choice="quarantine", note="empty id")
 
         async def released() -> None:
-            state = await wfi.state(name)
+            state = await wfi.state(name, include_events=True)
             seen = ids_by_disposition(state, "row")
             assert seen.get("accepted") == ["a", "c"] and len(seen.get("quarantined", [])) == 1, seen
             assert state["polls"]["row"]["held"] is None and state["polls"]["row"]["cursor"] == "3"
@@ -375,7 +371,7 @@ async def test_suppressed_and_key_faulted_rows_are_retained_and_let_the_cursor_a
     await wfi.activate(sql_spec(tmp_path, name, task_queue, table.path, extra=extra, invalid_items="hold"))
 
     async def advanced() -> None:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         seen = ids_by_disposition(state, "row")
         assert seen.get("suppressed") == ["b"] and seen.get("key_fault") == ["c"], seen
         assert set(seen.get("accepted", [])) | set(seen.get("queued", [])) == {"a", "d"}
@@ -402,7 +398,7 @@ async def test_overlap_skip_lets_the_cursor_advance_past_skipped_rows(
     await wfi.activate(spec)
 
     async def skipped() -> None:
-        state = await wfi.state(name)
+        state = await wfi.state(name, include_events=True)
         seen = ids_by_disposition(state, "task")
         assert seen.get("accepted") == ["first"] and seen.get("skipped") == ["second", "third"], seen
         assert state["polls"]["task"]["cursor"] == "3"
@@ -429,7 +425,7 @@ async def test_polling_continues_across_continue_as_new(
     table.insert(*[(f"late-{i}", "plain", "g") for i in range(5)])
 
     async def polled_after() -> None:
-        seen = ids_by_disposition(await wfi.state(name), "row")
+        seen = ids_by_disposition(await wfi.state(name, include_events=True), "row")
         assert seen.get("accepted") == [f"late-{i}" for i in range(5)], seen
 
     await assert_eventually(polled_after)

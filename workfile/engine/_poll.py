@@ -123,10 +123,11 @@ def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: st
     from ._engine import event_key, payload_digest
 
     digest = payload_digest(payload) if _jsonable(payload) else "unhashable"
-    key = event_key(entry.name, quarantine_ident(digest))
+    ident = quarantine_ident(digest)
+    key = event_key(entry.name, ident)
     if key not in engine.state.events:
-        engine._retain(entry, key, digest, delivery_id or quarantine_ident(digest), Disposition.QUARANTINED, now,
-                       reason, kind="quarantined")
+        detail = f"delivery {delivery_id!r}: {reason}" if delivery_id else reason
+        engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
 
 
 def quarantine_ident(digest: str) -> str:
