@@ -2,4 +2,5 @@
 
 MODULES: tuple[str, ...] = (
     "conformance.cases.capabilities",
+    "conformance.cases.polling",
 )
