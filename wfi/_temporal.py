@@ -150,7 +150,8 @@ class _OneLineApplicationErrors(logging.Filter):
 def configure_logging(level: int = logging.INFO) -> None:
     """Timestamped log lines for the worker process; expected activity failures on one line."""
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("temporalio.worker._activity").addFilter(_OneLineApplicationErrors())
+    for name in ("temporalio.activity", "temporalio.worker._activity"):
+        logging.getLogger(name).addFilter(_OneLineApplicationErrors())
 
 
 def stop_on_signals(stop: asyncio.Event) -> None:
