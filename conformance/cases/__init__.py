@@ -3,4 +3,5 @@
 MODULES: tuple[str, ...] = (
     "conformance.cases.capabilities",
     "conformance.cases.polling",
+    "conformance.cases.composition",
 )
