@@ -79,7 +79,7 @@ class Session:
                   "WfiPlugin() (sample runs on) before running these cases")
 
         try:
-            await eventually(polled, "a worker", timeout=5.0)
+            await eventually(polled, "a worker", timeout=2.0)
         except CaseFailed:
             await polled()  # fail with the message that names the fix
 
