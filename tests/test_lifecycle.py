@@ -81,7 +81,7 @@ def runs_of(state: dict[str, Any]) -> dict[str, str]:
 async def test_lifecycle_events_of_a_start_one_run_of_b_per_transition(
     wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
-    # proves: COMP-3, COMP-5
+    # proves: COMP-1, COMP-3, COMP-5
     client: Client = dev_env.client
     a, b = unique("build"), unique("deploy")
     await wfi.activate(make_spec(tmp_path, DOWNSTREAM.format(name=b, upstream=a), task_queue=task_queue))
