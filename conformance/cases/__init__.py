@@ -2,6 +2,7 @@
 
 MODULES: tuple[str, ...] = (
     "conformance.cases.capabilities",
+    "conformance.cases.scheduled",
     "conformance.cases.polling",
     "conformance.cases.composition",
 )
