@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from tests.support.activation import make_spec
 from workfile.activation import ActivationSpec
 from workfile.engine import Disposition, Engine, EngineState, StartRun, initial_state, operator, summary
-from workflows.activation import decode_state, encode_state
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -149,7 +148,7 @@ def test_a_restart_through_the_carried_state_closes_the_same_batches_at_the_same
     spec = specs["size_and_wait"]
     straight = run_steps(spec, plan)
     resumed = run_steps(spec, plan[:cut])
-    carried = decode_state(encode_state(resumed.engine.state))  # what continue-as-new carries
+    carried = EngineState.model_validate_json(resumed.engine.state.model_dump_json())  # what continue-as-new carries
     resumed.engine = Engine(spec, carried)
     for i, (kind, arg) in enumerate(plan[cut:], start=cut):
         if kind == "event":
