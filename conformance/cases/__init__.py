@@ -5,4 +5,5 @@ MODULES: tuple[str, ...] = (
     "conformance.cases.scheduled",
     "conformance.cases.polling",
     "conformance.cases.composition",
+    "conformance.cases.batching",
 )
