@@ -107,6 +107,11 @@ class Policies(_Strict):
     poll: PollSettings = PollSettings()
     max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
     max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
+    lifecycle_events: bool = Field(
+        default=True,
+        description="Publish workflow.started/completed/failed of this workflow's runs (COMP-3); "
+        "false saves an activity per batch of run transitions when nothing listens.",
+    )
     max_history_events: int = Field(
         default=8000, ge=200, description="Continue-as-new once the activation's history passes this many events."
     )

@@ -12,6 +12,7 @@ not lost (TEMPORAL-NOTES).
 from __future__ import annotations
 
 import asyncio
+import struct
 import zlib
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,12 +49,24 @@ def workflow_id_for(workflow_name: str) -> str:
     return f"wfi-activation:{workflow_name}"
 
 
-def encode_state(state: EngineState) -> bytes:
-    return zlib.compress(state.model_dump_json().encode(), 6)
+_STATE_HEADER = struct.Struct("<4sI")
+
+
+def encode_state(engine: Engine) -> bytes:
+    """State for continue-as-new: zlib'd JSON plus the packed retired dedup entries (see _codec)."""
+    engine.retire_released()
+    body = zlib.compress(engine.state.model_dump_json().encode(), 6)
+    return _STATE_HEADER.pack(b"WFS1", len(body)) + body + engine.retired.pack()
 
 
 def decode_state(blob: bytes) -> EngineState:
-    return EngineState.model_validate_json(zlib.decompress(blob))
+    magic, size = _STATE_HEADER.unpack_from(blob)
+    if magic != b"WFS1":
+        raise ValueError("unknown activation state format")
+    start = _STATE_HEADER.size
+    state = EngineState.model_validate_json(zlib.decompress(blob[start : start + size]))
+    state.compact_events = blob[start + size :]
+    return state
 
 
 @workflow.defn(name="wfi.Activation")
@@ -240,7 +253,7 @@ class ActivationWorkflow:
         await workflow.wait_condition(lambda: self._start_tasks == 0 and not self._starting)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
-        workflow.continue_as_new(args=[spec, encode_state(self._engine.state)])
+        workflow.continue_as_new(args=[spec, encode_state(self._engine)])
 
     # ------------------------------------------------------------------ deliveries
     @workflow.update(name="deliver")

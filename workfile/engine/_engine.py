@@ -25,6 +25,7 @@ from ..activation import ActivationSpec, EntrySpec
 from .. import schedule as seq
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
 from . import _batch, _poll, _schedule, _subscriptions
+from ._codec import Retired
 from ._types import (
     RELEASED_AT_ACCEPTANCE,
     TERMINAL,
@@ -78,6 +79,9 @@ class Engine:
         self._release_queue: deque[tuple[datetime, str]] = deque(
             sorted((r.released_at, k) for k, r in state.events.items() if r.released_at is not None)
         )
+        self._in_flight: dict[str, RunRecord] = {k: r for k, r in state.runs.items() if r.status in IN_FLIGHT}
+        self.retired = Retired.unpack(state.compact_events)
+        state.compact_events = b""
 
     # ------------------------------------------------------------------ helpers
     def entry(self, name: str) -> EntrySpec:
@@ -154,12 +158,36 @@ class Engine:
         assert delivery_id is not None  # the schema requires it (manifest contract)
         key = event_key(entry.name, delivery_id)
         digest = payload_digest(payload)
-        existing = self.state.events.get(key)
+        existing = self.lookup(key)
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
         disposition, run_key, message = self._accept(entry, payload, key, digest, now, delivery_id=delivery_id)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=disposition, run_key=run_key,
                               message=message, activation_id=self.spec.activation_id)
+
+    def lookup(self, key: str) -> EventRecord | None:
+        """The retained dedup entry of an event key, live or retired (see _codec)."""
+        record = self.state.events.get(key)
+        if record is not None:
+            return record
+        retired = self.retired.get(key)
+        if retired is None:
+            return None
+        digest, disposition, released = retired
+        entry, _, ident = key.partition("\x1f")
+        return EventRecord(entry=entry, delivery_id=ident, digest=digest, disposition=disposition, accepted_at=released,
+                           released_at=released, activation_id=self.spec.activation_id, detail="retired")
+
+    def retire_released(self) -> int:
+        """Move every released dedup entry into the compact form (called before continue-as-new)."""
+        moved = 0
+        for released_at, key in self._release_queue:
+            record = self.state.events.pop(key, None)
+            if record is not None and record.released_at is not None:
+                self.retired.add(key, record.digest, record.disposition, record.released_at)
+                moved += 1
+        self._release_queue.clear()
+        return moved
 
     def _invalid(self, entry: EntrySpec, delivery_id: str | None, problem: str, now: datetime) -> DeliveryResult:
         # EXT-9/10: no run, not suppression, identity left unconsumed; recorded when identifiable.
@@ -170,7 +198,7 @@ class Engine:
                               message=problem, activation_id=self.spec.activation_id)
 
     def _repeat(self, entry: EntrySpec, existing: EventRecord, delivery_id: str, digest: str, now: datetime) -> DeliveryResult:
-        if existing.digest == digest:
+        if existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest)):
             self._count("duplicates")
             return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
                                   run_key=existing.run_key, retained=existing.disposition,
@@ -278,15 +306,14 @@ class Engine:
 
     # ------------------------------------------------------------------ overlap and admission
     def in_flight(self) -> list[RunRecord]:
-        return [r for r in self.state.runs.values() if r.status in IN_FLIGHT]
+        return list(self._in_flight.values())
 
     def _overlap_skips(self) -> bool:
         policy = self.spec.policies.overlap
-        busy = any(r.status in IN_FLIGHT or r.status == "pending" for r in self.state.runs.values())
         if policy == "skip":
-            return busy
+            return bool(self.state.runs)  # every run record is pending, starting or running
         if policy == "buffer_one":
-            return busy and any(self.state.runs[k].status == "pending" for k in self.state.waiting)
+            return bool(self.state.runs) and bool(self.state.waiting)
         return False
 
     def _admit(self, run: RunRecord, now: datetime) -> Disposition:
@@ -302,7 +329,10 @@ class Engine:
 
     def _try_start(self, run: RunRecord, now: datetime) -> bool:
         policies = self.spec.policies
-        others = [r for r in self.in_flight() if r.run_key != run.run_key]
+        if policies.overlap == "allow" and policies.max_concurrent_runs is None and not self.state.waiting:
+            self._start(run, now)  # the common case, kept O(1): nothing can block this run
+            return True
+        others = [r for r in self._in_flight.values() if r.run_key != run.run_key]
         blocked_by_overlap = policies.overlap != "allow" and bool(others)
         capped = policies.max_concurrent_runs is not None and len(others) >= policies.max_concurrent_runs
         if blocked_by_overlap or capped or (self.state.waiting and run.run_key not in self.state.waiting[:1]):
@@ -326,6 +356,7 @@ class Engine:
 
     def _start(self, run: RunRecord, now: datetime) -> None:
         run.status = "starting"
+        self._in_flight[run.run_key] = run
         run.waiting_for = None
         assert run.input is not None
         self.outbox.append(StartRun(run_key=run.run_key, input=run.input))
@@ -352,6 +383,7 @@ class Engine:
         if run is None or run.status in TERMINAL:
             return
         run.status = status  # type: ignore[assignment]
+        self._in_flight.pop(run_key, None)
         run.ended_at = now
         run.input = None
         _subscriptions.on_run_finished(self, run, now)
@@ -423,13 +455,16 @@ class Engine:
             if record is not None and record.released_at is not None and record.released_at + retention <= now:
                 del self.state.events[key]
                 expired += 1
-        self._count("dedup_expired", expired) if expired else None
+        oldest = self.retired.oldest()
+        if oldest is not None and oldest + retention <= now:
+            expired += self.retired.pop_expired(now - retention)
+        if expired:
+            self._count("dedup_expired", expired)
         return expired
 
     def next_expiry(self) -> datetime | None:
-        if not self._release_queue:
-            return None
-        return self._release_queue[0][0] + self.spec.policies.dedup_retention
+        fronts = [t for t in (self._release_queue[0][0] if self._release_queue else None, self.retired.oldest()) if t]
+        return min(fronts) + self.spec.policies.dedup_retention if fronts else None
 
     def next_batch_deadline(self) -> datetime | None:
         return _batch.next_deadline(self)

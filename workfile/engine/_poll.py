@@ -125,7 +125,7 @@ def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: st
     digest = payload_digest(payload) if _jsonable(payload) else "unhashable"
     ident = quarantine_ident(digest)
     key = event_key(entry.name, ident)
-    if key not in engine.state.events:
+    if engine.lookup(key) is None:
         detail = f"delivery {delivery_id!r}: {reason}" if delivery_id else reason
         engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
 

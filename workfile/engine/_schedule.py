@@ -177,8 +177,8 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
         "tzdata_version": st.tzdata_version,
     }
     key = occurrence_key(entry.name, instant)
-    if key in engine.state.events:
-        _log(st, engine, entry, instant, "duplicate", None, engine.state.events[key].run_key)
+    if engine.lookup(key) is not None:
+        _log(st, engine, entry, instant, "duplicate", None, engine.lookup(key).run_key)
         return "duplicate"
     problem = engine.validate_payload(entry, payload)
     if problem is not None:  # SCHED-11: validated before acceptance

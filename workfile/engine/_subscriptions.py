@@ -272,6 +272,8 @@ def on_run_finished(engine: Engine, run: RunRecord, now: datetime) -> None:
 
 
 def _publish(engine: Engine, connector: str, payload: dict[str, Any]) -> None:
+    if not engine.spec.policies.lifecycle_events:
+        return
     _keep(engine, PublishEvent(key=f"publish\x1f{payload['event_id']}", connector=connector, payload=payload))
 
 

@@ -36,7 +36,8 @@ def short(engine: Engine) -> dict[str, Any]:
         "entries": [{"name": e.name, "connector": e.connector, "kind": e.kind} for e in engine.spec.entries],
         "counters": dict(st.counters),
         "error_counts": dict(st.error_counts),
-        "dedup_entries": len(st.events),
+        "dedup_entries": len(st.events) + len(engine.retired),
+        "dedup_retired": len(engine.retired),
         "runs_pending": sum(r.status == "pending" for r in runs),
         "runs_starting": sum(r.status == "starting" for r in runs),
         "runs_running": sum(r.status == "running" for r in runs),
@@ -85,7 +86,7 @@ def events(engine: Engine, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE)
 
 
 def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | None:
-    record = engine.state.events.get(event_key(entry, delivery_id))
+    record = engine.lookup(event_key(entry, delivery_id))
     if record is None:
         return None
     out = record.model_dump(mode="json")
