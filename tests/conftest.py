@@ -58,8 +58,18 @@ async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=binary("temporal-test-server"),
         data_converter=_converter(),
     )
+    await _register_search_attributes(env)
     yield env
     await env.shutdown()
+
+
+async def _register_search_attributes(env: WorkflowEnvironment) -> None:
+    from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+
+    await env.client.operator_service.add_search_attributes(AddSearchAttributesRequest(
+        namespace=env.client.namespace,
+        search_attributes={k.name: k.indexed_value_type.value for k in SEARCH_ATTRIBUTES},
+    ))
 
 
 def _converter():

@@ -92,8 +92,9 @@ class PollSettings(_Strict):
     backoff_initial: timedelta = timedelta(seconds=1)
     backoff_max: timedelta = timedelta(minutes=5)
     limit: int = Field(default=500, ge=1, le=10000, description="Items per poll response.")
+    timeout: timedelta = Field(default=timedelta(seconds=60), description="A poll taking longer has failed.")
 
-    _d = field_validator("interval", "backoff_initial", "backoff_max", mode="before")(_duration)
+    _d = field_validator("interval", "backoff_initial", "backoff_max", "timeout", mode="before")(_duration)
 
 
 class Policies(_Strict):

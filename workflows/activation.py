@@ -79,6 +79,7 @@ class ActivationWorkflow:
         self._engine = Engine(spec, restored)
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
+        self._timers: set[datetime] = set()
         self._starting: set[str] = set()
         self._watched: set[str] = set()
         self._watchers = 0
@@ -100,17 +101,24 @@ class ActivationWorkflow:
             if self._should_continue_as_new():
                 await self._continue_as_new()
             self._wake = False
-            timeout = self._timeout(workflow.now())
-            try:
-                await workflow.wait_condition(lambda: self._wake, timeout=timeout, timeout_summary="next deadline")
-            except asyncio.TimeoutError:
-                pass
+            self._arm_timer(workflow.now())
+            await workflow.wait_condition(lambda: self._wake)
 
-    def _timeout(self, now: datetime) -> timedelta | None:
+    def _arm_timer(self, now: datetime) -> None:
+        """One timer per earlier deadline, never cancelled: a cancelled timer costs a history event
+        on every wake-up (and trips the time-skipping test server); a stale one just wakes us once."""
         wake = self._engine.next_wakeup()
-        if wake is None:
-            return None
-        return max(wake - now, timedelta(milliseconds=1))
+        if wake is None or (self._timers and min(self._timers) <= wake):
+            return
+        self._timers.add(wake)
+        asyncio.create_task(self._timer(wake, max(wake - now, timedelta(milliseconds=1))), name="deadline")
+
+    async def _timer(self, deadline: datetime, delay: timedelta) -> None:
+        try:
+            await workflow.sleep(delay, summary=f"next deadline {deadline.isoformat()}")
+        finally:
+            self._timers.discard(deadline)
+            self._poke()
 
     def _poke(self) -> None:
         self._wake = True
@@ -143,7 +151,9 @@ class ActivationWorkflow:
         self._start_tasks += 1
         run = self._engine.spec.run
         try:
-            results: list[StartedRun] = await workflow.execute_activity(
+            # A local activity: no task-queue round trip, one marker event; safe because a start is
+            # idempotent (the run key is the workflow id), so a re-execution after a crash is harmless.
+            results: list[StartedRun] = await workflow.execute_local_activity(
                 "wfi.start_runs",
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
@@ -151,8 +161,8 @@ class ActivationWorkflow:
                     runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
                 ),
                 result_type=list[StartedRun],
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
                 summary=f"start {len(chunk)} run(s)",
             )
         finally:
@@ -229,18 +239,21 @@ class ActivationWorkflow:
         try:
             response: PollResponse = await workflow.execute_activity(
                 activity_name_for(call.connector), request, result_type=PollResponse,
-                start_to_close_timeout=timedelta(minutes=2),
+                start_to_close_timeout=self._engine.spec.policies.poll.timeout,
                 retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
                 summary=f"poll {call.entry} from cursor {call.cursor}",
             )
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+                                  cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
             self._engine.poll_failed(call.entry, call.seq, str(cause), workflow.now())
+        except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
+            self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", workflow.now())
         else:
-            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
-                                  cursor=response.cursor, more=response.more, stable_order=response.stable_order)
             self._engine.poll_succeeded(call.entry, call.seq, call.version, result, workflow.now())
-        self._poke()
+        finally:
+            self._poke()
 
     # ------------------------------------------------------------------ continue-as-new
     def _should_continue_as_new(self) -> bool:
