@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 import pathlib
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 import conformance
+from tests.support.worker_proc import WorkerProcess
 from conformance import (
     CAPABILITIES,
     CORE,
@@ -249,11 +251,15 @@ async def test_the_capability_cases_pass_against_this_project(dev_env: WorkflowE
 async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_env: WorkflowEnvironment, tmp_path) -> None:
     address = dev_env.client.service_client.config.target_host
     out = tmp_path / "report"
-    proc = subprocess.run(
-        [*WFI, "conformance", "run", "--deployment", str(deployment_file(tmp_path, address)), "--out", str(out),
-         "--capability", EXTERNAL, "--json"],
-        capture_output=True, text=True, timeout=600,
-    )
+    queue = f"conformance-{uuid.uuid4().hex[:8]}"
+    deployment = deployment_file(tmp_path, address)
+    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {queue}}}\n")
+    with WorkerProcess(address, queue):  # the cases drive real activations: a real worker serves them
+        proc = await asyncio.to_thread(subprocess.run,
+            [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(out),
+             "--capability", EXTERNAL, "--json"],
+            capture_output=True, text=True, timeout=600,
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert Report.model_validate_json(proc.stdout).claims == [EXTERNAL]
     assert json.loads((out / "claims.json").read_text())["capabilities"] == [EXTERNAL]

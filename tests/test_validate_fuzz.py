@@ -16,7 +16,8 @@ from ruamel.yaml import YAML
 
 from workfile import Catalog, ValidationResult, load_workfile
 
-EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.yaml"))
+EXAMPLES = sorted(p for p in (pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.yaml")
+                  if p.name != "deployment.yaml")
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEYS = [
     "name",

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import pathlib
 import sys
 import tempfile
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from workfile._diagnostics import DiagnosticError
 
@@ -35,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="Per-case time limit.")
     run.add_argument("--json", action="store_true", help="Print the report as JSON instead of a summary.")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, exit_hard=True)
 
     listing = sub.add_parser("list", help="List the cases with their capability and clauses.")
     listing.add_argument("--json", action="store_true", help="Print a JSON array.")
@@ -89,18 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         print(report.model_dump_json(indent=2))
     else:
         print(_summary(report, paths["report.md"]))
-    status = 0 if report.ok else 1
-    if target.connected:
-        _exit_now(status)
-    return status
-
-
-def _exit_now(status: int) -> NoReturn:
-    # After the Temporal runtime was used the interpreter may abort at exit (sdk-python#300,
-    # exit 134); the exit status must be the verdict, so skip interpreter finalisation.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    return 0 if report.ok else 1
 
 
 def _summary(report: Report, markdown_path: pathlib.Path) -> str:
