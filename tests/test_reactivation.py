@@ -34,7 +34,7 @@ def mail(mid: str, **extra) -> dict:
 async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_the_old_one_accepted(
     dev_env, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
-    # proves: INIT-3, INIT-4, INIT-5, TRIG-12, TRIG-6
+    # proves: INIT-2, INIT-3, INIT-4, INIT-5, TRIG-12, TRIG-6
     name = unique("rebind")
     conns = {"google-a": {"connector": "mail", "token_env": "A"}, "google-b": {"connector": "mail", "token_env": "B"}}
     old = make_spec(tmp_path, WORKFILE.format(name=name, connection="google-a"), task_queue=task_queue, connections=conns)
@@ -80,4 +80,9 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
         assert m3["input"]["initiation"]["activation_id"] == new_conn.activation_id
         summary = await wfi.summary(name)
         assert summary["activation_id"] == new_input.activation_id
+        # One stable identity spans every activation and run that interact (INIT-2): the same
+        # activation workflow id, and every run, whichever activation accepted it, names the workflow.
+        assert (await wfi.handle(name).describe()).id == f"wfi-activation:{name}"
+        for run in (m2, m3):
+            assert run["input"]["initiation"]["workflow"] == name
         assert summary["counters"]["runs_started"] == 3, "nothing was re-run"
