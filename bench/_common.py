@@ -1,8 +1,8 @@
 """Shared pieces of the benchmarks: a dev server of their own, bare-Temporal baselines, the result table.
 
-    async with dev_server(in_memory=False) as env:
-        async with Worker(env.client, task_queue=q, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
-            rate = await bare_signal_rate(env.client, q, n=2000, concurrency=16)
+    async with dev_server(in_memory=False) as server:
+        async with Worker(server.client, task_queue=q, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
+            rate, events_per_signal = await bare_signal_rate(server.client, q, payload, n=2000, concurrency=16)
 
 Everything a bench compares with ("bare Temporal") lives here, so every bench measures the same
 baseline the same way, in the same run and on the same server as its own figures.
@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
 import random
 import shutil
+import socket
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timezone
@@ -29,13 +32,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, Field
-    from temporalio.client import (
-        Client,
-        Interceptor,
-        OutboundInterceptor,
-        StartWorkflowUpdateInput,
-        WorkflowUpdateHandle,
-    )
+    from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.service import RPCError, RPCStatusCode
     from temporalio.testing import WorkflowEnvironment
@@ -56,7 +53,7 @@ def temporal_binary() -> str:
 @contextlib.asynccontextmanager
 async def dev_server(
     *, in_memory: bool = False, extra_args: Sequence[str] = (), log_file: pathlib.Path | None = None,
-) -> AsyncIterator[WorkflowEnvironment]:
+) -> AsyncIterator[BenchServer]:
     """A dev server of the bench's own, on a SQLite file in a temp dir (like a deployment) or in memory.
 
     Args:
@@ -68,14 +65,15 @@ async def dev_server(
     from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="wfi-bench-"))
+    metrics = ServerMetrics(free_port())
     with _output_to(log_file):  # the server process inherits stdout/stderr at spawn
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=temporal_binary(), search_attributes=list(SEARCH_ATTRIBUTES),
             dev_server_database_filename=None if in_memory else str(workdir / "temporal.db"),
-            dev_server_extra_args=list(extra_args), data_converter=pydantic_data_converter,
+            dev_server_extra_args=["--metrics-port", str(metrics.port), *extra_args], data_converter=pydantic_data_converter,
         )
     try:
-        yield env
+        yield BenchServer(env, metrics)
     finally:
         await env.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -147,41 +145,71 @@ class BareCounter:
 BARE_WORKFLOWS: list[type] = [BareCounter]
 
 
-# ---------------------------------------------------------------------------------------- refusals
-class RefusalCounter(Interceptor):
-    """Counts updates the server refused on the in-flight limit (RESOURCE_EXHAUSTED), retried or not."""
+# ---------------------------------------------------------------------------------------- server metrics
+class UpdateRefusals(BaseModel):
+    """Update attempts the server turned away; the SDK's client retries both kinds transparently."""
 
-    def __init__(self) -> None:
-        self.refused = 0
+    limit: int = Field(description="RESOURCE_EXHAUSTED on the in-flight update limit (ConcurrentLimit).")
+    aborted: int = Field(description="UNAVAILABLE 'workflow update was aborted' (e.g. its workflow task was lost).")
 
-    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
-        return _CountingOutbound(next, self)
+    def __sub__(self, other: "UpdateRefusals") -> "UpdateRefusals":
+        return UpdateRefusals(limit=self.limit - other.limit, aborted=self.aborted - other.aborted)
 
-
-class _CountingOutbound(OutboundInterceptor):
-    def __init__(self, next: OutboundInterceptor, counter: RefusalCounter) -> None:
-        super().__init__(next)
-        self._counter = counter
-
-    async def start_workflow_update(self, input: StartWorkflowUpdateInput) -> WorkflowUpdateHandle[Any]:
-        try:
-            return await super().start_workflow_update(input)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.RESOURCE_EXHAUSTED:
-                self._counter.refused += 1
-            raise
+    def __str__(self) -> str:
+        return f"{self.limit} over the in-flight limit, {self.aborted} aborted"
 
 
-def counting_client(client: Client) -> tuple[Client, RefusalCounter]:
-    """The same connection, with a :class:`RefusalCounter` on it."""
-    counter = RefusalCounter()
-    config = client.config()
-    config["interceptors"] = [*config.get("interceptors", []), counter]
-    return Client(**config), counter
+@dataclasses.dataclass(frozen=True)
+class ServerMetrics:
+    """The dev server's Prometheus endpoint (``--metrics-port``): what a client cannot see."""
+
+    port: int
+
+    def series(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if name and not line.startswith("#"):
+                with contextlib.suppress(ValueError):  # a sample with a timestamp: not one we read
+                    found[name] = float(value)
+        return found
+
+    def update_refusals(self) -> UpdateRefusals:
+        limit = aborted = 0.0
+        for name, value in self.series().items():
+            if 'operation="UpdateWorkflowExecution"' not in name or 'service_name="frontend"' not in name:
+                continue
+            if name.startswith("service_errors_resource_exhausted{"):
+                limit += value
+            elif name.startswith("service_error_with_type{") and "serviceerror_Unavailable" in name:
+                aborted += value
+        return UpdateRefusals(limit=int(limit), aborted=int(aborted))
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchServer:
+    env: WorkflowEnvironment
+    metrics: ServerMetrics
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 async def retry_refused(call: Callable[[], Awaitable[Any]], attempts: int = 60) -> Any:
-    """Retry a call refused on the update limit, with the backoff ``WfiClient`` uses (same update id)."""
+    """Retry a call refused on the update limit, with the backoff ``WfiClient`` uses (same update id).
+
+    The SDK's core client already retries RESOURCE_EXHAUSTED itself; this covers a refusal that
+    outlasts its retries, as ``WfiClient`` does.
+    """
     delay = 0.05
     for attempt in range(attempts):
         try:

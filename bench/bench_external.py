@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import pathlib
 import subprocess
 import sys
@@ -44,12 +45,11 @@ from pydantic import BaseModel
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from temporalio.client import Client  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from bench._common import (  # noqa: E402
     BARE_WORKFLOWS, Figure, Target, bare_signal_rate, bare_start_rate, bare_update_latencies, count_workflows,
-    counting_client, dev_server, drain, fan_out, history_events, percentile, results_dir, server_label, table,
+    BenchServer, UpdateRefusals, dev_server, drain, fan_out, history_events, percentile, results_dir, server_label, table,
     wait_for, write_results,
 )
 from tests.support.activation import make_spec  # noqa: E402
@@ -93,13 +93,13 @@ def hook(i: int, *, keep: bool, ident: str | None = None) -> dict[str, Any]:
 class Bench:
     """One server, one worker, one task queue; each phase activates its own workflow identity."""
 
-    def __init__(self, client: Client, task_queue: str, workdir: pathlib.Path, concurrency: int):
-        self.client = client
+    def __init__(self, server: BenchServer, task_queue: str, workdir: pathlib.Path, concurrency: int):
+        self.client = server.client
+        self.metrics = server.metrics
         self.task_queue = task_queue
         self.workdir = workdir
         self.n = concurrency
-        self.counting, self.refusals = counting_client(client)
-        self.wfi = WfiClient(self.counting, task_queue=task_queue)
+        self.wfi = WfiClient(self.client, task_queue=task_queue)
 
     async def activate(self, prefix: str, **settings: Any) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
@@ -134,11 +134,11 @@ class Bench:
         return (await self.counters(name))["counters"].get("deliveries", 0) >= total
 
     # ------------------------------------------------------------------ 2: deliveries that start a run
-    async def start_rate(self, mode: str, n: int, *, lifecycle: bool) -> tuple[float, int]:
+    async def start_rate(self, mode: str, n: int, *, lifecycle: bool) -> tuple[float, UpdateRefusals]:
         """(accepted deliveries whose run start was acknowledged and whose run exists per second, refusals)."""
         name = await self.activate(f"bench-{mode}", lifecycle_events=lifecycle)
         payloads = [hook(i, keep=True) for i in range(n)]
-        refused = self.refusals.refused
+        refused = self.metrics.update_refusals()
         began = time.monotonic()
         if mode == "deliver":
             results = []
@@ -154,7 +154,7 @@ class Bench:
             raise AssertionError(f"{mode}: not every delivery was accepted: {[r.disposition for r in results][:5]}...")
         done = await self.started_all(name, n)
         await drain(self.client, RUN_TYPE)
-        return n / (done - began), self.refusals.refused - refused
+        return n / (done - began), self.metrics.update_refusals() - refused
 
     async def _deliver_into(self, name: str, payload: dict[str, Any], out: list) -> None:
         out.append(await self.wfi.deliver(name, payload))
@@ -180,7 +180,7 @@ class Bench:
         return rate
 
     # ------------------------------------------------------------------ 3: acknowledged latency
-    async def latencies(self, calls: int, concurrency: int, *, keep: bool = True) -> tuple[list[float], int, int]:
+    async def latencies(self, calls: int, concurrency: int, *, keep: bool = True) -> tuple[list[float], int, UpdateRefusals]:
         """(latencies of acknowledged deliveries, failed callers, refusals retried) through WfiClient.
 
         ``keep`` true: every delivery is accepted and starts a run; false: every one is suppressed.
@@ -195,19 +195,19 @@ class Bench:
             except Exception:  # counted, not hidden: a failed caller is a failed target
                 failures += 1
 
-        refused = self.refusals.refused
+        refused = self.metrics.update_refusals()
         latencies = await fan_out(calls, concurrency, one)
-        refused = self.refusals.refused - refused
+        refused = self.metrics.update_refusals() - refused
         if keep:
             await self.started_all(name, calls - failures)
             await drain(self.client, RUN_TYPE)
         return latencies, failures, refused
 
-    async def bare_latencies(self, calls: int, concurrency: int) -> tuple[list[float], int]:
-        refused = self.refusals.refused
-        latencies = await bare_update_latencies(self.counting, self.task_queue, lambda i: hook(i, keep=True),
+    async def bare_latencies(self, calls: int, concurrency: int) -> tuple[list[float], UpdateRefusals]:
+        refused = self.metrics.update_refusals()
+        latencies = await bare_update_latencies(self.client, self.task_queue, lambda i: hook(i, keep=True),
                                                 n=calls, concurrency=concurrency)
-        return latencies, self.refusals.refused - refused
+        return latencies, self.metrics.update_refusals() - refused
 
     # ------------------------------------------------------------------ 4: history per accepted delivery
     async def history_per_delivery(self, n: int, *, lifecycle: bool) -> tuple[float, float, int]:
@@ -286,7 +286,7 @@ async def start_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
     n = bench.n
     log(f"2/5 deliveries that start a run: {sizes.starts} each way, {n} callers")
     bare_before = await bench.bare_start_rate(sizes.starts)
-    rows: list[tuple[str, float, int]] = []
+    rows: list[tuple[str, float, UpdateRefusals]] = []
     for mode, how in (("deliver", "deliver update"), ("deliver_many", f"deliver_many ({BULK}/update)"), ("signal", "signal")):
         for lifecycle in (True, False):
             log(f"    {how}, lifecycle_events {'on' if lifecycle else 'off'}")
@@ -296,7 +296,7 @@ async def start_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
     bare = (bare_before + bare_after) / 2
     return [Figure(metric=metric, unit="/s", ours=rate, bare=bare, target=Target(op=">=", value=0.8),
                    note=f"{sizes.starts} deliveries, {n} callers, until every start acknowledged and visible; "
-                   f"update refusals retried: {refused}; bare: client.start_workflow of wfi.EchoRun, "
+                   f"update attempts refused and retried: {refused}; bare: client.start_workflow of wfi.EchoRun, "
                    f"mean of before/after ({bare_before:.1f}/{bare_after:.1f})")
             for metric, rate, refused in rows]
 
@@ -312,14 +312,14 @@ async def latency_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
         figures += [
             Figure(metric=f"ack latency p50, {concurrency} caller(s), accepted", unit="ms", ours=ms(ours_l, .5),
                    bare=ms(bare_l, .5), target=Target(op="<=", value=2.0),
-                   note=f"{calls} deliveries each starting a run; refusals retried: ours {refused}, bare {bare_refused}"),
+                   note=f"{calls} deliveries each starting a run; attempts refused and retried: ours {refused}; bare {bare_refused}"),
             Figure(metric=f"ack latency p99, {concurrency} caller(s), accepted", unit="ms", ours=ms(ours_l, .99),
                    bare=ms(bare_l, .99), note="informational"),
             Figure(metric=f"ack latency p50, {concurrency} caller(s), suppressed", unit="ms", ours=ms(quiet_l, .5),
                    bare=ms(bare_l, .5), note="informational: the update path alone, no run started"),
             Figure(metric=f"callers failed, {concurrency} caller(s)", unit="calls", ours=failures + quiet_failures,
                    target=Target(op="<=", value=0, on="ours"),
-                   note=f"in-flight limit refusals seen and retried (accepted phase): {refused}"),
+                   note="a caller failed = an exception reached it; refused attempts are retried with the same update id"),
         ]
     return figures
 
@@ -340,27 +340,30 @@ def git_state() -> str:
 
 async def main(args: argparse.Namespace) -> int:
     sizes = Sizes.quick() if args.quick else Sizes()
+    load_before = os.getloadavg()[0]
     extra = [a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]
     began = time.monotonic()
     log = lambda msg: print(f"[{time.monotonic() - began:6.1f}s] {msg}", flush=True)  # noqa: E731
     server_log = results_dir() / "external-server.log"
     server_log.unlink(missing_ok=True)
     log(f"starting {server_label(args.in_memory, extra)} (its log: {server_log.relative_to(ROOT)})")
-    async with dev_server(in_memory=args.in_memory, extra_args=extra, log_file=server_log) as env:
+    async with dev_server(in_memory=args.in_memory, extra_args=extra, log_file=server_log) as server:
         task_queue = f"bench-external-{uuid.uuid4().hex[:6]}"
         with tempfile.TemporaryDirectory() as tmp:
-            async with Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
-                figures = await measure(Bench(env.client, task_queue, pathlib.Path(tmp), args.concurrency), sizes, log)
+            async with Worker(server.client, task_queue=task_queue, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
+                figures = await measure(Bench(server, task_queue, pathlib.Path(tmp), args.concurrency), sizes, log)
     # after the worker stopped: the pure-engine loop would otherwise starve the worker's event loop
     log(f"5/5 dedup capacity: pure engine, {sizes.capacity_ids} retired UUID ids")
     figures.append(capacity_figure(sizes.capacity_ids))
     elapsed = time.monotonic() - began
+    load = f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"  # others' work on the machine skews both sides
     print(f"\nexternal-event delivery vs bare Temporal, {server_label(args.in_memory, extra)}, "
-          f"{args.concurrency} senders, {'quick' if args.quick else 'full'} sizes, {elapsed:.0f}s, code {git_state()}\n")
+          f"{args.concurrency} senders, {'quick' if args.quick else 'full'} sizes, {elapsed:.0f}s, code {git_state()}, "
+          f"load average {load} on {os.cpu_count()} cores\n")
     print(table(figures))
     path = write_results("external", figures, {
         "server": server_label(args.in_memory, extra), "concurrency": args.concurrency, "sizes": sizes.model_dump(),
-        "elapsed_seconds": round(elapsed, 1), "code": git_state(),
+        "elapsed_seconds": round(elapsed, 1), "code": git_state(), "load_average": load, "cores": os.cpu_count(),
     })
     print(f"\nwritten to {path.relative_to(ROOT)}")
     return 0 if all(f.passed is not False for f in figures) else 1
