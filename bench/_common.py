@@ -204,18 +204,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def retry_refused(call: Callable[[], Awaitable[Any]], attempts: int = 60) -> Any:
-    """Retry a call refused on the update limit, with the backoff ``WfiClient`` uses (same update id).
+# What WfiClient retries with the same update id (the SDK's core client retries these first).
+RETRIED = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
+           RPCStatusCode.ABORTED}
 
-    The SDK's core client already retries RESOURCE_EXHAUSTED itself; this covers a refusal that
-    outlasts its retries, as ``WfiClient`` does.
-    """
+
+async def retry_refused(call: Callable[[], Awaitable[Any]], attempts: int = 60) -> Any:
+    """Retry a refused or aborted update with the same id and the backoff ``WfiClient`` uses."""
     delay = 0.05
     for attempt in range(attempts):
         try:
             return await call()
         except RPCError as exc:
-            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or attempt == attempts - 1:
+            if exc.status not in RETRIED or attempt == attempts - 1:
                 raise
         await asyncio.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 2.0)
@@ -301,17 +302,25 @@ async def _reached(handle: Any, n: int) -> bool:
 
 async def bare_update_latencies(
     client: Client, task_queue: str, payload: Callable[[int], Any], *, n: int, concurrency: int,
-) -> list[float]:
-    """Latency of each acknowledged bare update (refused ones retried with the same id, like WfiClient)."""
+) -> tuple[list[float], int]:
+    """(latency of each bare update call, calls that failed after the retries) on a bare workflow.
+
+    Refused or aborted attempts are retried with the same id, as ``WfiClient`` retries deliveries.
+    """
     handle = await bare_counter(client, task_queue)
     prefix = uuid.uuid4().hex[:8]
+    failed = 0
 
     async def one(i: int) -> None:
-        await retry_refused(lambda: handle.execute_update(BareCounter.hit_update, payload(i), id=f"{prefix}-{i}"))
+        nonlocal failed
+        try:
+            await retry_refused(lambda: handle.execute_update(BareCounter.hit_update, payload(i), id=f"{prefix}-{i}"))
+        except RPCError:
+            failed += 1
 
     latencies = await fan_out(n, concurrency, one)
     await handle.signal(BareCounter.finish)
-    return latencies
+    return latencies, failed
 
 
 async def bare_start_rate(

@@ -75,9 +75,9 @@ class Sizes(BaseModel):
     """How much each phase sends; ``--quick`` scales it down."""
 
     no_run: int = 2000
-    starts: int = 400
-    latency_calls: dict[int, int] = {1: 40, 10: 200, 32: 320}
-    history: int = 400
+    starts: int = 300
+    latency_calls: dict[int, int] = {1: 40, 10: 150, 32: 192}
+    history: int = 300
     capacity_ids: int = 100_000
 
     @classmethod
@@ -203,11 +203,11 @@ class Bench:
             await drain(self.client, RUN_TYPE)
         return latencies, failures, refused
 
-    async def bare_latencies(self, calls: int, concurrency: int) -> tuple[list[float], UpdateRefusals]:
+    async def bare_latencies(self, calls: int, concurrency: int) -> tuple[list[float], int, UpdateRefusals]:
         refused = self.metrics.update_refusals()
-        latencies = await bare_update_latencies(self.client, self.task_queue, lambda i: hook(i, keep=True),
-                                                n=calls, concurrency=concurrency)
-        return latencies, self.metrics.update_refusals() - refused
+        latencies, failed = await bare_update_latencies(self.client, self.task_queue, lambda i: hook(i, keep=True),
+                                                        n=calls, concurrency=concurrency)
+        return latencies, failed, self.metrics.update_refusals() - refused
 
     # ------------------------------------------------------------------ 4: history per accepted delivery
     async def history_per_delivery(self, n: int, *, lifecycle: bool) -> tuple[float, float, int]:
@@ -287,11 +287,13 @@ async def start_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
     log(f"2/5 deliveries that start a run: {sizes.starts} each way, {n} callers")
     bare_before = await bench.bare_start_rate(sizes.starts)
     rows: list[tuple[str, float, UpdateRefusals]] = []
-    for mode, how in (("deliver", "deliver update"), ("deliver_many", f"deliver_many ({BULK}/update)"), ("signal", "signal")):
-        for lifecycle in (True, False):
-            log(f"    {how}, lifecycle_events {'on' if lifecycle else 'off'}")
-            rate, refused = await bench.start_rate(mode, sizes.starts, lifecycle=lifecycle)
-            rows.append((f"run-starting deliveries by {how}, lifecycle {'on' if lifecycle else 'off'}", rate, refused))
+    variants = [("deliver", "deliver update", True)] + [
+        (mode, how, lifecycle) for mode, how in (("deliver_many", f"deliver_many ({BULK}/update)"), ("signal", "signal"))
+        for lifecycle in (True, False)]  # updates are bound by the update path, not by lifecycle publishing
+    for mode, how, lifecycle in variants:
+        log(f"    {how}, lifecycle_events {'on' if lifecycle else 'off'}")
+        rate, refused = await bench.start_rate(mode, sizes.starts, lifecycle=lifecycle)
+        rows.append((f"run-starting deliveries by {how}, lifecycle {'on' if lifecycle else 'off'}", rate, refused))
     bare_after = await bench.bare_start_rate(sizes.starts)  # the baseline drifts as the server's database grows
     bare = (bare_before + bare_after) / 2
     return [Figure(metric=metric, unit="/s", ours=rate, bare=bare, target=Target(op=">=", value=0.8),
@@ -307,7 +309,7 @@ async def latency_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
     ms = lambda v, q: percentile(v, q) * 1000  # noqa: E731
     for concurrency, calls in sizes.latency_calls.items():
         ours_l, failures, refused = await bench.latencies(calls, concurrency)
-        bare_l, bare_refused = await bench.bare_latencies(calls, concurrency)
+        bare_l, bare_failed, bare_refused = await bench.bare_latencies(calls, concurrency)
         quiet_l, quiet_failures, _ = await bench.latencies(calls, concurrency, keep=False)
         figures += [
             Figure(metric=f"ack latency p50, {concurrency} caller(s), accepted", unit="ms", ours=ms(ours_l, .5),
@@ -318,7 +320,7 @@ async def latency_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
             Figure(metric=f"ack latency p50, {concurrency} caller(s), suppressed", unit="ms", ours=ms(quiet_l, .5),
                    bare=ms(bare_l, .5), note="informational: the update path alone, no run started"),
             Figure(metric=f"callers failed, {concurrency} caller(s)", unit="calls", ours=failures + quiet_failures,
-                   target=Target(op="<=", value=0, on="ours"),
+                   bare=bare_failed, target=Target(op="<=", value=0, on="ours"),
                    note="a caller failed = an exception reached it; refused attempts are retried with the same update id"),
         ]
     return figures
