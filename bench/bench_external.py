@@ -76,7 +76,7 @@ class Sizes(BaseModel):
 
     no_run: int = 2000
     starts: int = 300
-    latency_calls: dict[int, int] = {1: 40, 10: 150, 32: 192}
+    latency_calls: dict[int, int] = {1: 40, 10: 100, 32: 96}
     history: int = 300
     capacity_ids: int = 100_000
 
