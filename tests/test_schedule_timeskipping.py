@@ -145,7 +145,8 @@ async def worker_outage(env: WorkflowEnvironment, first_missed: datetime, until:
     The first timer to fire schedules a workflow task, whose time lock would stop the clock until a
     worker completes the task. One ``unlock`` lets the clock reach that timer; once it is there the
     task's lock stands in for this client's, ``sleep`` skips to ``until``, and ``lock`` takes this
-    client's lock back, so the task's lock is released by the next worker as usual.
+    client's lock back, so the task's lock is released by the next worker as usual. Call it with
+    no worker running and no workflow task or activity pending (see :func:`quiet`).
     """
     await env.client.test_service.unlock_time_skipping(UnlockTimeSkippingRequest())
 
@@ -264,6 +265,7 @@ async def test_thirty_days_with_a_ten_day_outage_give_exactly_the_runs_the_misse
 
         runs = await runs_by_instant(client, spec, grid)
         assert [t for t, r in runs.items() if r is not None] == sorted(on_time + caught), "exactly these runs"
+        assert state["summary"]["counters"]["runs_started"] == len(on_time + caught), "and no other"
         for t in on_time:
             assert check_run(runs[t], spec, t, BERLIN) - t <= LATE_AFTER, "on time: within late_after"
         for t in caught:
@@ -274,12 +276,14 @@ async def test_thirty_days_with_a_ten_day_outage_give_exactly_the_runs_the_misse
             decided = await wfi.operate(name, OperatorRequest(
                 action="decide_overflow", range_id=rng["range_id"], choice="admit_all", action_id=unique("op")))
             assert decided.ok and decided.message == f"{len(held)} admitted, 0 skipped", decided.message
-            after = (await quiet(wfi, name))["schedules"]["schedule"]
+            after_state = await quiet(wfi, name)
+            after = after_state["schedules"]["schedule"]
             assert after["overflow"][0]["status"] == "admitted"
             assert after["counts"]["caught_up"] == len(missed)
             late = await runs_by_instant(client, spec, held)
             assert all(check_run(late[t], spec, t, BERLIN) >= end for t in held), "admitted at the decision"
             assert [t for t, r in (await runs_by_instant(client, spec, grid)).items() if r is not None] == grid
+            assert after_state["summary"]["counters"]["runs_started"] == len(grid)
 
 
 # ------------------------------------------------------------------ DST days through the live activation
