@@ -50,6 +50,7 @@ def test_retired_ids_expire_after_the_retention_period_and_then_count_as_new(tmp
     (start,) = engine.take_commands()
     engine.run_started(start.run_key, "r", T0)
     engine.run_finished(start.run_key, "completed", T0 + timedelta(minutes=10))
+    engine.retire_released(keep_live=0)
     restored = Engine(engine.spec, decode_state(encode_state(engine)))
     assert restored.next_expiry() == T0 + timedelta(minutes=70)
     restored.tick(T0 + timedelta(minutes=69))

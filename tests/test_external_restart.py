@@ -85,12 +85,13 @@ async def test_no_accepted_event_is_lost_or_run_twice_across_worker_kills_and_a_
             worker.start(timeout=60)
 
     chaos_task = asyncio.create_task(chaos())
-    await asyncio.gather(*(sender(plan[c::CLIENTS]) for c in range(CLIENTS)))
-    done.set()
-    await chaos_task
-    if worker.proc is None or worker.proc.poll() is not None:
-        worker.start(timeout=60)
     try:
+        # Bounded: a caller whose update was lost in the server restart times out and retries.
+        await asyncio.wait_for(asyncio.gather(*(sender(plan[c::CLIENTS]) for c in range(CLIENTS))), timeout=420)
+        done.set()
+        await chaos_task
+        if worker.proc is None or worker.proc.poll() is not None:
+            worker.start(timeout=60)
         assert worker.starts >= 4, "the worker was killed and restarted at least three times"
         await _verify(wfi, client, name, acks, ack_runs)
     finally:

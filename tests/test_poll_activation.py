@@ -227,7 +227,7 @@ async def test_an_http_500_backs_off_starts_nothing_and_recovers_every_item(
         async def failing_with_backoff() -> dict[str, Any]:
             state = await wfi.state(name, include_events=True)
             poll = state["polls"]["post"]
-            assert poll["failures"] >= 3 and "500" in (poll["last_error"] or ""), poll
+            assert poll["failures"] >= 4 and "500" in (poll["last_error"] or ""), poll
             return state
 
         state = await assert_eventually(failing_with_backoff)

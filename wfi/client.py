@@ -16,11 +16,14 @@ import hashlib
 import json
 import pathlib
 import random
+import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
     Client,
     RPCError,
+    RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
     WorkflowUpdateFailedError,
 )
@@ -94,10 +97,16 @@ def _check_size(payload: Any) -> None:
 class WfiClient:
     """Thin, typed wrapper over a Temporal client for wf-initiation operations."""
 
-    def __init__(self, client: Client, *, task_queue: str = "wfi-activations", max_attempts: int = 60):
+    def __init__(
+        self, client: Client, *, task_queue: str = "wfi-activations", max_attempts: int = 60,
+        update_timeout: timedelta = timedelta(seconds=20),
+    ):
         self.client = client
         self.task_queue = task_queue
         self.max_attempts = max_attempts
+        # An update only admitted when the server restarted is lost: the caller must time out and
+        # retry with the same update id (TEMPORAL-NOTES, "Acknowledgement").
+        self.update_timeout = update_timeout
 
     def handle(self, workflow: str):
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
@@ -113,6 +122,7 @@ class WfiClient:
 
         return await self._retry(lambda: self.client.execute_update_with_start_workflow(
             ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=f"activate-{spec.activation_id}",
+            rpc_timeout=self.update_timeout,
         ))
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
@@ -120,7 +130,8 @@ class WfiClient:
         uid = update_id or update_id_for(entry, payload)
         handle = self.handle(workflow)
         return await self._retry(lambda: handle.execute_update(
-            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid))
+            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,
+            rpc_timeout=self.update_timeout))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
         """Many deliveries in as few updates as possible (each update carries up to MAX_BULK)."""
@@ -131,7 +142,8 @@ class WfiClient:
             for r in chunk:
                 _check_size(r.payload)
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-            out.extend(await self._retry(lambda: handle.execute_update(ActivationWorkflow.deliver_many, chunk, id=uid)))
+            out.extend(await self._retry(lambda: handle.execute_update(
+                ActivationWorkflow.deliver_many, chunk, id=uid, rpc_timeout=self.update_timeout)))
         return out
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
@@ -140,8 +152,11 @@ class WfiClient:
         await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, DeliveryRequest(entry=entry, payload=payload)))
 
     async def operate(self, workflow: str, request: OperatorRequest) -> OperatorResult:
-        uid = f"op-{request.action_id}" if request.action_id else None
-        return await self._retry(lambda: self.handle(workflow).execute_update(ActivationWorkflow.operate, request, id=uid))
+        # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
+        request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        uid = f"op-{request.action_id}"
+        return await self._retry(lambda: self.handle(workflow).execute_update(
+            ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 
     async def state(self, workflow: str, *, include_events: bool = False) -> dict[str, Any]:
         """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``."""
@@ -174,6 +189,9 @@ class WfiClient:
                 return await call()
             except RPCError as exc:
                 if not _retryable(exc) or attempt == self.max_attempts - 1:
+                    raise
+            except RPCTimeoutOrCancelledError:
+                if attempt == self.max_attempts - 1:
                     raise
             except WorkflowUpdateFailedError as exc:
                 cause = getattr(exc.cause, "type", None)

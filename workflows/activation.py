@@ -151,9 +151,10 @@ class ActivationWorkflow:
         self._start_tasks += 1
         run = self._engine.spec.run
         try:
-            # A local activity: no task-queue round trip, one marker event; safe because a start is
-            # idempotent (the run key is the workflow id), so a re-execution after a crash is harmless.
-            results: list[StartedRun] = await workflow.execute_local_activity(
+            # A regular activity, not a local one: a local activity would hold the workflow task (and
+            # so every update's acknowledgement) until start_workflow returns. Idempotent: the run
+            # key is the workflow id, so a retry after a crash cannot start a second run.
+            results: list[StartedRun] = await workflow.execute_activity(
                 "wfi.start_runs",
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
@@ -161,8 +162,8 @@ class ActivationWorkflow:
                     runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
                 ),
                 result_type=list[StartedRun],
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+                start_to_close_timeout=timedelta(seconds=15),
+                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
                 summary=f"start {len(chunk)} run(s)",
             )
         finally:

@@ -42,6 +42,7 @@ from ._types import (
 
 MAX_ERRORS = 200
 MAX_RECENT_RUNS = 100
+KEEP_LIVE_RELEASED = 2000
 IN_FLIGHT = frozenset({"starting", "running"})
 
 
@@ -178,15 +179,16 @@ class Engine:
         return EventRecord(entry=entry, delivery_id=ident, digest=digest, disposition=disposition, accepted_at=released,
                            released_at=released, activation_id=self.spec.activation_id, detail="retired")
 
-    def retire_released(self) -> int:
-        """Move every released dedup entry into the compact form (called before continue-as-new)."""
+    def retire_released(self, keep_live: int = KEEP_LIVE_RELEASED) -> int:
+        """Move released dedup entries, all but the ``keep_live`` most recent, into the compact form
+        (called before continue-as-new). Recent ones keep their full record for operators."""
         moved = 0
-        for released_at, key in self._release_queue:
+        while len(self._release_queue) > keep_live:
+            _, key = self._release_queue.popleft()
             record = self.state.events.pop(key, None)
             if record is not None and record.released_at is not None:
                 self.retired.add(key, record.digest, record.disposition, record.released_at)
                 moved += 1
-        self._release_queue.clear()
         return moved
 
     def _invalid(self, entry: EntrySpec, delivery_id: str | None, problem: str, now: datetime) -> DeliveryResult:

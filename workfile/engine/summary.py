@@ -27,7 +27,7 @@ def status(engine: Engine) -> str:
 
 def short(engine: Engine) -> dict[str, Any]:
     st = engine.state
-    runs = list(st.runs.values())
+    in_flight = engine.in_flight()  # O(runs in flight), not O(all runs): this runs on every workflow task
     return {
         "workflow": engine.spec.workflow,
         "activation_id": engine.spec.activation_id,
@@ -38,9 +38,9 @@ def short(engine: Engine) -> dict[str, Any]:
         "error_counts": dict(st.error_counts),
         "dedup_entries": len(st.events) + len(engine.retired),
         "dedup_retired": len(engine.retired),
-        "runs_pending": sum(r.status == "pending" for r in runs),
-        "runs_starting": sum(r.status == "starting" for r in runs),
-        "runs_running": sum(r.status == "running" for r in runs),
+        "runs_pending": len(st.runs) - len(in_flight),
+        "runs_starting": sum(r.status == "starting" for r in in_flight),
+        "runs_running": sum(r.status == "running" for r in in_flight),
         "queues": {k: len(v) for k, v in st.queues.items()},
         "open_batches": len(st.batches),
         "batches": _batch.open_batches(engine),
