@@ -18,6 +18,7 @@ from .kit import (
     case,
     check,
     collect,
+    eventually,
     run_cases,
     select,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "check",
     "claims_document",
     "collect",
+    "eventually",
     "run_cases",
     "select",
     "write_report",

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
@@ -38,6 +38,8 @@ from workfile.deployment import Deployment, load_deployment
 
 from .report import CLAIMABLE as CAPABILITIES
 from .report import CORE, CaseResult, Outcome, Report, build_report
+
+T = TypeVar("T")
 
 SCHEDULED, EXTERNAL, POLLING = CAPABILITIES
 # CORE is the pseudo-capability of cross-cutting cases (capability inference, the core validator).
@@ -247,6 +249,51 @@ class Target:
         with deployment.open("w") as fh:
             YAML(typ="safe", pure=True).dump(doc, fh)
         return WorkfilePair(workflow=workflow, workfile=workfile, deployment=deployment)
+
+
+    async def cli_json(self, *args: str) -> Any:
+        """``wfi ARGS... --json``; CaseFailed naming the command unless it exits 0."""
+        result = await self.wfi(*args, "--json")
+        check(result.code == 0, f"`wfi {' '.join(args[:2])}` failed:\n{result.describe()}")
+        return result.json()
+
+    async def activate(self, pair: WorkfilePair) -> Any:
+        return await self.cli_json("activate", str(pair.workfile), "--deployment", str(pair.deployment))
+
+    async def state(self, pair: WorkfilePair, *, events: bool = False) -> dict[str, Any]:
+        """The activation's full state through ``wfi state`` (with every dedup entry when ``events``)."""
+        extra = ("--events",) if events else ()
+        return await self.cli_json("state", "--workflow", pair.workflow, "--deployment", str(pair.deployment), *extra)
+
+    async def operate(self, pair: WorkfilePair, *args: str) -> Any:
+        return await self.cli_json("operate", *args, "--workflow", pair.workflow, "--deployment", str(pair.deployment))
+
+    async def run_started(self, run_key: str) -> tuple[Any, dict[str, Any]] | None:
+        """(start time, input) of a run, read from its first history event; None while it does not exist."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        handle = (await self.client()).get_workflow_handle(run_key)
+        try:
+            desc = await handle.describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        history = await handle.fetch_history()
+        attrs = history.events[0].workflow_execution_started_event_attributes
+        return desc.start_time, json.loads(attrs.input.payloads[0].data)
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, *,
+                     timeout: float, describe: Callable[[T], str] = lambda _: "") -> T:
+    """Probe until ``done(value)``; CaseFailed naming ``what`` (and the last value) after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        check(time.monotonic() < deadline, f"within {timeout:g}s: expected {what}; last: {describe(value)}")
+        await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
 
 
 async def _connect(deployment: Deployment) -> Any:

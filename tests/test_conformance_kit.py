@@ -224,7 +224,7 @@ def test_the_conformance_package_exports_exactly_its_public_surface() -> None:
     assert sorted(conformance.__all__) == sorted([
         "CAPABILITIES", "CORE", "EXTERNAL", "POLLING", "SCHEDULED", "CapabilityReport", "CaseFailed",
         "CaseInfo", "CaseResult", "CliResult", "Report", "Target", "WorkfilePair", "build_report", "case",
-        "check", "claims_document", "collect", "run_cases", "select", "write_report",
+        "check", "claims_document", "collect", "eventually", "run_cases", "select", "write_report",
     ])
 
 

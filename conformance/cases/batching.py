@@ -9,13 +9,11 @@ syntax rules (TRIG-17, TRIG-20, TRIG-21) are checked with ``wfi validate --json`
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check
+from conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
 
 WAIT_S = 60.0
 
@@ -53,28 +51,12 @@ async def _state(target: Target, pair: WorkfilePair) -> dict[str, Any]:
 
 async def _started(target: Target, run_key: str) -> tuple[datetime, dict[str, Any]] | None:
     """(start time, input) of a started run, or None when no such run exists yet."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    handle = (await target.client()).get_workflow_handle(run_key)
-    try:
-        desc = await handle.describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    history = await handle.fetch_history()
-    attrs = history.events[0].workflow_execution_started_event_attributes
-    return desc.start_time, json.loads(attrs.input.payloads[0].data)
+    return await target.run_started(run_key)
 
 
 async def _until_started(target: Target, run_key: str, what: str) -> tuple[datetime, dict[str, Any]]:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        found = await _started(target, run_key)
-        if found is not None:
-            return found
-        check(time.monotonic() < deadline, f"within {WAIT_S:g}s: expected {what} (run {run_key}) to start")
-        await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
+    return await eventually(lambda: target.run_started(run_key), lambda v: v is not None,
+                            f"{what} (run {run_key}) to start", timeout=WAIT_S)
 
 
 def _ids(run_input: dict[str, Any], binding: str) -> list[str]:

@@ -10,15 +10,13 @@ see the scratch directory (it reads the sheet), which holds for a local deployme
 
 from __future__ import annotations
 
-import asyncio
 import json
 import pathlib
-import time
 from typing import Any
 
 from ruamel.yaml import YAML
 
-from conformance.kit import POLLING, Target, WorkfilePair, case, check
+from conformance.kit import POLLING, Target, WorkfilePair, case, check, eventually
 
 POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 100}
 WAIT_S = 60.0
@@ -45,34 +43,21 @@ def _pair(target: Target, rows: list[str] | None, **settings: Any) -> tuple[Work
 
 
 async def _activate(target: Target, pair: WorkfilePair) -> dict[str, Any]:
-    result = await target.wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
-    check(result.code == 0, f"`wfi activate` failed:\n{result.describe()}")
-    return result.json()
+    return await target.activate(pair)
 
 
 async def _state(target: Target, pair: WorkfilePair) -> dict[str, Any]:
-    result = await target.wfi("state", "--workflow", pair.workflow, "--deployment", str(pair.deployment),
-                              "--events", "--json")
-    check(result.code == 0, f"`wfi state` failed:\n{result.describe()}")
-    return result.json()
+    return await target.state(pair, events=True)
 
 
 async def _operate(target: Target, pair: WorkfilePair, *args: str) -> None:
-    result = await target.wfi("operate", *args, "--workflow", pair.workflow, "--deployment", str(pair.deployment),
-                              "--entry", "task", "--json")
-    check(result.code == 0, f"`wfi operate {' '.join(args)}` failed:\n{result.describe()}")
+    await target.operate(pair, *args, "--entry", "task")
 
 
 async def _until(target: Target, pair: WorkfilePair, what: str, test) -> dict[str, Any]:
     """The first state for which ``test(state)`` holds, within WAIT_S; CaseFailed naming ``what``."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        state = await _state(target, pair)
-        if test(state):
-            return state
-        check(time.monotonic() < deadline, f"within {WAIT_S:g}s: expected {what}; last state of the poll: "
-              f"{json.dumps(state.get('polls'), default=str)[:800]}")
-        await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
+    return await eventually(lambda: _state(target, pair), test, what, timeout=WAIT_S,
+                            describe=lambda s: json.dumps(s.get("polls"), default=str)[:800])
 
 
 def _ids(state: dict[str, Any], *dispositions: str) -> list[str]:

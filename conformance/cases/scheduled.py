@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from conformance.kit import SCHEDULED, Target, WorkfilePair, case, check
+from conformance.kit import SCHEDULED, Target, WorkfilePair, case, check, eventually
 
 WAIT_S = 60.0
 
@@ -33,20 +32,15 @@ def _pair(target: Target, config: str, extra: str = "", **settings: Any) -> Work
 
 
 async def _activate(target: Target, pair: WorkfilePair) -> None:
-    result = await target.wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
-    check(result.code == 0, f"`wfi activate` failed:\n{result.describe()}")
+    await target.activate(pair)
 
 
 async def _state(target: Target, pair: WorkfilePair) -> dict[str, Any]:
-    result = await target.wfi("state", "--workflow", pair.workflow, "--deployment", str(pair.deployment), "--json")
-    check(result.code == 0, f"`wfi state` failed:\n{result.describe()}")
-    return result.json()
+    return await target.state(pair)
 
 
 async def _operate(target: Target, pair: WorkfilePair, *args: str) -> dict[str, Any]:
-    result = await target.wfi("operate", *args, "--workflow", pair.workflow, "--deployment", str(pair.deployment), "--json")
-    check(result.code == 0, f"`wfi operate {' '.join(args)}` failed:\n{result.describe()}")
-    return result.json()
+    return await target.operate(pair, *args)
 
 
 def _schedule(state: dict[str, Any]) -> dict[str, Any]:
@@ -60,24 +54,15 @@ def _log(state: dict[str, Any], *dispositions: str) -> list[dict[str, Any]]:
 
 async def _until(target: Target, pair: WorkfilePair, what: str, test) -> dict[str, Any]:
     """The first state for which ``test(state)`` holds, within WAIT_S; CaseFailed naming ``what``."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        state = await _state(target, pair)
-        if test(state):
-            return state
-        check(time.monotonic() < deadline, f"within {WAIT_S:g}s: expected {what}; last schedule state: "
-              f"{json.dumps(state.get('schedules'), default=str)[:800]}")
-        await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
+    return await eventually(lambda: target.state(pair), test, what, timeout=WAIT_S,
+                            describe=lambda s: json.dumps(s.get("schedules"), default=str)[:800])
 
 
 async def _run_input(target: Target, run_key: str) -> tuple[datetime, dict[str, Any]]:
     """(start time, input) of a started run, read from its first history event."""
-    client = await target.client()
-    handle = client.get_workflow_handle(run_key)
-    desc = await handle.describe()
-    history = await handle.fetch_history()
-    started = history.events[0].workflow_execution_started_event_attributes
-    return desc.start_time, json.loads(started.input.payloads[0].data)
+    found = await target.run_started(run_key)
+    check(found is not None, f"run {run_key} does not exist")
+    return found
 
 
 def _binding(run_input: dict[str, Any]) -> dict[str, Any]:
