@@ -26,6 +26,7 @@ from .. import schedule as seq
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
 from . import _batch, _poll, _schedule, _subscriptions
 from ._codec import Retired
+from ._types import OperatorRefused
 from ._types import (
     RELEASED_AT_ACCEPTANCE,
     TERMINAL,
@@ -422,7 +423,7 @@ class Engine:
         """Operator disposition of a pending run or closed batch (BATCH-5)."""
         run = self.state.runs.get(run_key)
         if run is None or run.status != "pending":
-            return f"no pending run {run_key!r}"
+            raise OperatorRefused(f"no pending run {run_key!r}")
         self.run_finished(run_key, "dropped", now)
         for key in run.event_keys:
             if key in self.state.events:
@@ -433,9 +434,9 @@ class Engine:
         """Operator: start a pending run now, bypassing overlap and concurrency (not queue keys)."""
         run = self.state.runs.get(run_key)
         if run is None or run.status != "pending":
-            return f"no pending run {run_key!r}"
+            raise OperatorRefused(f"no pending run {run_key!r}")
         if run.queue_key is not None and self.state.queues.get(run.queue_key, [run_key])[0] != run_key:
-            return f"run {run_key!r} waits behind its queue key; admitting it would break TRIG-11"
+            raise OperatorRefused(f"run {run_key!r} waits behind its queue key; admitting it would break TRIG-11")
         if run_key in self.state.waiting:
             self.state.waiting.remove(run_key)
         self._start(run, now)

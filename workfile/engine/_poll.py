@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..activation import ActivationSpec, EntrySpec
+from ._types import OperatorRefused
 from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: da
 def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None:
-        return f"no poll entry {entry_name!r}"
+        raise OperatorRefused(f"no poll entry {entry_name!r}")
     st.cursor_changes.append(CursorChange(at=now, old=st.cursor, new=cursor, note=note))
     del st.cursor_changes[:-MAX_CURSOR_LOG]
     st.cursor, st.cursor_version, st.held = cursor, st.cursor_version + 1, None
@@ -173,7 +174,7 @@ def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str 
 def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, note: str | None) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None or st.held is None:
-        return f"no held item on {entry_name!r}"
+        raise OperatorRefused(f"no held item on {entry_name!r}")
     held = st.held
     if choice == "quarantine":
         from ._engine import entry_delivery_id, identity_text
@@ -186,7 +187,7 @@ def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, 
         st.cursor = held.cursor_after
         st.cursor_changes.append(CursorChange(at=now, old=old, new=st.cursor, note=f"past quarantined item: {note or ''}", by="quarantine"))
     elif choice != "retry":
-        return "choice must be quarantine or retry"
+        raise OperatorRefused("choice must be quarantine or retry")
     st.held = None
     st.next_poll_at = now
     return f"held item {choice}d"

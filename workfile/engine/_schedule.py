@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
+from ._types import OperatorRefused
 from ._types import OccurrenceRecord, OverflowRange, ScheduleState
 
 if TYPE_CHECKING:
@@ -221,7 +222,7 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
             if rng.range_id != range_id:
                 continue
             if rng.status != "awaiting_operator":
-                return f"range {range_id} was already decided ({rng.status})"
+                raise OperatorRefused(f"range {range_id} was already decided ({rng.status})")
             entry = engine.entry(rng.entry)
             instants = seq.occurrences_between(engine.parsed_schedule(rng.entry), rng.first - TICK, rng.last, rng.count)
             if choice == "skip":
@@ -231,13 +232,13 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
             elif choice == "admit_first" and count and count > 0:
                 take = instants[:count]
             else:
-                return "choice must be admit_all, admit_first (with count >= 1) or skip"
+                raise OperatorRefused("choice must be admit_all, admit_first (with count >= 1) or skip")
             results = [admit_occurrence(engine, entry, st, instant, now, "caught_up") for instant in take]
             _log_many(st, engine, entry, instants[len(take):], "skipped_overflow")
             rng.status = "skipped" if not take else ("admitted" if len(take) == len(instants) else "partially_admitted")
             rng.decided_at, rng.note = now, note or rng.note
             return f"{results.count('caught_up')} admitted, {len(instants) - len(take)} skipped"
-    return f"no overflow range {range_id!r}"
+    raise OperatorRefused(f"no overflow range {range_id!r}")
 
 
 def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
@@ -245,14 +246,14 @@ def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, 
     entry = engine.spec.entry(entry_name)
     st = engine.state.schedules.get(entry_name)
     if entry is None or st is None:
-        return f"no schedule entry {entry_name!r}"
+        raise OperatorRefused(f"no schedule entry {entry_name!r}")
     if end > now:
-        return "backfill covers past instants only: end must not be in the future (SCHED-6)"
+        raise OperatorRefused("backfill covers past instants only: end must not be in the future (SCHED-6)")
     if end < start:
-        return "backfill range is empty: end is before start"
+        raise OperatorRefused("backfill range is empty: end is before start")
     instants = seq.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, CHUNK + 1)
     if len(instants) > CHUNK:
-        return f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges"
+        raise OperatorRefused(f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges")
     results = [admit_occurrence(engine, entry, st, t, now, "backfilled") for t in instants]
     return (f"{results.count('backfilled')} admitted, {results.count('duplicate')} already had a run or a disposition, "
             f"{len(results)} in range")

@@ -11,6 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..runinput import Causation, RunInput
 
 
+class OperatorRefused(ValueError):
+    """An operator action that cannot apply (unknown entry, nothing pending, bad choice): changes nothing."""
+
+
 class Disposition(str, Enum):
     """What happened to one delivery, poll item or scheduled occurrence."""
 

@@ -52,10 +52,9 @@ def _dispatch(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
     if handler is None:
         return False, f"unknown action {req.action!r}"
     try:
-        message = handler(engine, req, now)
-    except ValueError as exc:
+        return True, handler(engine, req, now)
+    except ValueError as exc:  # OperatorRefused, or a bad instant/argument: the action changed nothing
         return False, str(exc)
-    return not message.startswith(("no ", "choice ", "backfill covers", "backfill range", "run ", "range ")), message
 
 
 def _targets(engine: Engine, req: Request, kinds: tuple[str, ...]) -> list[str]:
