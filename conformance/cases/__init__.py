@@ -3,6 +3,7 @@
 MODULES: tuple[str, ...] = (
     "conformance.cases.capabilities",
     "conformance.cases.scheduled",
+    "conformance.cases.external",
     "conformance.cases.polling",
     "conformance.cases.composition",
     "conformance.cases.batching",
