@@ -81,6 +81,7 @@ class ActivationWorkflow:
         self._wake = False
         self._timers: set[datetime] = set()
         self._starting: set[str] = set()
+        self._start_backlog: list[StartRun] = []
         self._watched: set[str] = set()
         self._watchers = 0
         self._start_tasks = 0
@@ -126,10 +127,15 @@ class ActivationWorkflow:
     # ------------------------------------------------------------------ commands
     def _dispatch(self) -> None:
         commands = self._engine.take_commands()
-        starts = [c for c in commands if isinstance(c, StartRun) and c.run_key not in self._starting]
-        for i in range(0, len(starts), START_BATCH):
-            chunk = starts[i : i + START_BATCH]
-            self._starting.update(c.run_key for c in chunk)
+        for c in commands:
+            if isinstance(c, StartRun) and c.run_key not in self._starting:
+                self._starting.add(c.run_key)
+                self._start_backlog.append(c)
+        # Start activities are counted and created here, synchronously, in one place: which commands
+        # a workflow task emits must never depend on the order in which waiting coroutines resume.
+        while self._start_backlog and self._start_tasks < MAX_START_ACTIVITIES:
+            chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
+            self._start_tasks += 1
             asyncio.create_task(self._start_runs(chunk), name="start runs")
         for c in commands:
             if isinstance(c, ControlRun):
@@ -146,9 +152,6 @@ class ActivationWorkflow:
             asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
 
     async def _start_runs(self, chunk: list[StartRun]) -> None:
-        while self._start_tasks >= MAX_START_ACTIVITIES:
-            await workflow.wait_condition(lambda: self._start_tasks < MAX_START_ACTIVITIES)
-        self._start_tasks += 1
         run = self._engine.spec.run
         try:
             # A regular activity, not a local one: a local activity would hold the workflow task (and
@@ -264,7 +267,8 @@ class ActivationWorkflow:
 
     async def _continue_as_new(self) -> None:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
-        await workflow.wait_condition(lambda: self._start_tasks == 0 and not self._starting)
+        # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
+        await workflow.wait_condition(lambda: self._start_tasks == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
         workflow.continue_as_new(args=[spec, encode_state(self._engine)])
