@@ -127,7 +127,9 @@ def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> Non
 def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
     """Closed batches awaiting admission (BATCH-5): what an operator may admit or drop by run key."""
     out = []
-    for run in engine.state.runs.values():
+    # A closed batch never has a queue key (batch + queue_by is invalid), so when pending it waits in
+    # `waiting` (overlap / concurrency): scan that, not every run (this runs on every workflow task).
+    for run in (engine.state.runs[k] for k in engine.state.waiting if k in engine.state.runs):
         if run.status == "pending" and run.input is not None and run.input.trigger.batched:
             out.append({"run_key": run.run_key, "entry": run.entry, "events": len(run.event_keys),
                         "accepted_at": run.accepted_at.isoformat(), "waiting_for": run.waiting_for})
