@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.runs import describe_or_none
 from wfi.client import WfiClient
 from wfi.plugin import WfiPlugin
 from workfile import schedule as seq
@@ -36,14 +36,10 @@ def workfile(name: str, config: str) -> str:
 
 async def run_of(client: Client, run_key: str) -> dict[str, Any] | None:
     """The finished run's result (its input, its own start time), or None when there is no such run."""
-    handle = client.get_workflow_handle(run_key)
-    try:
-        desc = await handle.describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    result = await handle.result()
+    desc = await describe_or_none(client, run_key)
+    if desc is None:
+        return None
+    result = await client.get_workflow_handle(run_key).result()
     result["start_time"] = desc.start_time
     return result
 

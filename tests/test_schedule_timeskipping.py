@@ -48,6 +48,7 @@ from temporalio.worker import Worker
 
 from tests.conftest import _converter, _register_search_attributes, assert_eventually, binary
 from tests.support.activation import make_spec, unique
+from tests.support.runs import describe_or_none
 from wfi.client import WfiClient
 from wfi.plugin import WfiPlugin
 from workfile.activation import ActivationSpec
@@ -177,14 +178,10 @@ async def quiet(wfi: WfiClient, name: str) -> dict[str, Any]:
 
 async def run_of(client: Client, run_key: str) -> dict[str, Any] | None:
     """The finished run's result plus its Temporal start time and type; None when there is no such run."""
-    handle = client.get_workflow_handle(run_key)
-    try:
-        desc = await handle.describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
-    return {**await handle.result(), "start_time": desc.start_time, "type": desc.workflow_type, "run_id": desc.run_id}
+    desc = await describe_or_none(client, run_key)
+    if desc is None:
+        return None
+    return {**await client.get_workflow_handle(run_key).result(), "start_time": desc.start_time, "type": desc.workflow_type, "run_id": desc.run_id}
 
 
 async def runs_by_instant(client: Client, spec: ActivationSpec, instants: list[datetime]) -> dict[datetime, dict[str, Any] | None]:
