@@ -159,10 +159,25 @@ class WfiClient:
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 
     async def state(self, workflow: str, *, include_events: bool = False) -> dict[str, Any]:
-        """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``."""
-        state = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))
-        if include_events:
-            state["events"] = {e["key"]: e async for e in self.events(workflow)}
+        """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.
+
+        The entries take more than one query, so the state is read before and after them and the
+        read is repeated (up to 5 times) until both agree: a state that says cursor 6 next to entries
+        that already include the item after it would look like a lost disposition (POLL-8) when it
+        is only two reads taken at different moments. Under traffic that never pauses, the last
+        read is returned.
+        """
+        query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
+        state = await query()
+        if not include_events:
+            return state
+        for _ in range(5):
+            events = {e["key"]: e async for e in self.events(workflow)}
+            after = await query()
+            consistent, state = after == state, after
+            if consistent:
+                break
+        state["events"] = events
         return state
 
     async def events(self, workflow: str, *, page: int = 500):
