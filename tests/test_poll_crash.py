@@ -172,7 +172,7 @@ async def _sample(wfi: WfiClient, name: str, expect: Expectation, samples: list[
     """Check the cursor invariant on every state the activation shows while the test runs."""
     while True:
         try:
-            state = await wfi.state(name, include_events=True)
+            state = await wfi.state(name, include_events=True, settle=1)  # state first: the invariant's reading
         except (RPCError, WorkflowQueryFailedError):
             await asyncio.sleep(0.2)  # the worker is down: nothing to observe
             continue

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Replayer, Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from wfi.client import WfiClient
 from wfi.plugin import WfiPlugin
+
+HISTORIES = pathlib.Path(__file__).parent / "histories"
 
 
 async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
@@ -40,4 +43,18 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
     assert len(history.events) > 50, "a history with deliveries, starts, watches and publishes"
     replayer = Replayer(workflows=[], plugins=[WfiPlugin()])  # the plugin registers the activation workflow
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+def test_a_history_recorded_before_start_and_watch_published_lifecycle_events_still_replays() -> None:
+    # proves: INIT-7
+    # Recorded before start and watch activities published lifecycle events themselves (12 updates,
+    # a signal, wfi.publish_lifecycle activities): who published is read from each recorded activity
+    # result, so an activation running when its worker is upgraded replays and continues.
+    history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
+        "activation-before-activity-publishing.json").read_text())
+    kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}
+    assert "wfi.publish_lifecycle" in kinds, "the fixture must exercise the old publishing path"
+    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
+    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure

@@ -158,25 +158,26 @@ class WfiClient:
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 
-    async def state(self, workflow: str, *, include_events: bool = False) -> dict[str, Any]:
+    async def state(self, workflow: str, *, include_events: bool = False, settle: int = 3) -> dict[str, Any]:
         """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.
 
-        The entries take more than one query, so the state is read before and after them and the
-        read is repeated (up to 5 times) until both agree: a state that says cursor 6 next to entries
-        that already include the item after it would look like a lost disposition (POLL-8) when it
-        is only two reads taken at different moments. Under traffic that never pauses, the last
-        read is returned.
+        The entries take more queries than the state, so the two are read at different moments. They
+        are read state first, so the entries always include every disposition the state refers to
+        (a cursor never looks ahead of its items, POLL-8). With ``settle`` > 1 the state is read again
+        after the entries, up to ``settle`` times, until nothing moved in between, so that the entries
+        are not ahead of the state either; under traffic that never pauses the first combination is
+        returned. ``settle=1`` is one state read and one pass over the entries.
         """
         query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
         state = await query()
         if not include_events:
             return state
-        for _ in range(5):
-            events = {e["key"]: e async for e in self.events(workflow)}
+        events = {e["key"]: e async for e in self.events(workflow)}
+        for _ in range(settle - 1):  # every (state, events) pair here was read state first
             after = await query()
-            consistent, state = after == state, after
-            if consistent:
+            if after == state:
                 break
+            state, events = after, {e["key"]: e async for e in self.events(workflow)}
         state["events"] = events
         return state
 

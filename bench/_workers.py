@@ -1,0 +1,109 @@
+"""Bench workers in their own processes, the way a deployment runs them.
+
+    python -m bench._workers ADDRESS TASK_QUEUE {activations|runs}
+
+``activations``: the wf-initiation worker (``WfiPlugin(sample_runs=False)``: activations and their
+activities) plus the bare baseline workflows, so both sides of every comparison are served by the
+same kind of process. ``runs``: the run workflow ``wfi.EchoRun`` alone, on its own task queue; bare
+``client.start_workflow`` starts go there too.
+
+The load generator (the bench's own process) never shares an event loop or a GIL with a worker:
+otherwise thousands of client calls delay the worker's workflow tasks and the bench measures its own
+load generator (webhook bridges in a deployment are separate processes too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROLES = ("activations", "runs")
+
+
+@dataclasses.dataclass(frozen=True)
+class Queues:
+    """The activation worker's task queue and the run workers' task queue."""
+
+    activations: str
+    runs: str
+
+
+@contextlib.contextmanager
+def worker_processes(address: str, queues: Queues, log_file: pathlib.Path) -> Iterator[None]:
+    """Start one activation worker and one run worker process; stop both on exit."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONTZPATH="")
+    procs: list[subprocess.Popen[bytes]] = []
+    with log_file.open("ab") as log:
+        try:
+            for role, queue in (("activations", queues.activations), ("runs", queues.runs)):
+                procs.append(subprocess.Popen([sys.executable, "-m", "bench._workers", address, queue, role],
+                                              stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT))
+            for proc in procs:
+                _wait_ready(proc, log_file)
+            yield
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], log_file: pathlib.Path, timeout: float = 60.0) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if b"worker-ready" in line:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"a bench worker exited with {proc.returncode} before it was ready; see {log_file}")
+    raise TimeoutError(f"a bench worker was not ready within {timeout:.0f}s; see {log_file}")
+
+
+async def _serve(address: str, task_queue: str, role: str) -> None:
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.worker import Worker
+
+    from bench._common import BARE_WORKFLOWS
+    from wfi.plugin import WfiPlugin, _runner
+    from workflows.sample_runs import EchoRun
+
+    runtime = None
+    if os.environ.get("WFI_BENCH_METRICS_PORT"):  # SDK metrics (activation and task latencies) for profiling
+        from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+        port = int(os.environ["WFI_BENCH_METRICS_PORT"]) + ROLES.index(role)
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}")))
+    client = await Client.connect(address, data_converter=pydantic_data_converter, runtime=runtime)
+    if role == "activations":
+        worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=False)], workflows=BARE_WORKFLOWS)
+    else:
+        worker = Worker(client, task_queue=task_queue, workflows=[EchoRun], workflow_runner=_runner(None))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        print("worker-ready", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[3] not in ROLES:
+        raise SystemExit(f"usage: python -m bench._workers ADDRESS TASK_QUEUE {{{'|'.join(ROLES)}}}")
+    asyncio.run(_serve(*sys.argv[1:]))
