@@ -88,8 +88,12 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
         port = int(os.environ["WFI_BENCH_METRICS_PORT"]) + ROLES.index(role)
         runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}")))
     client = await Client.connect(address, data_converter=pydantic_data_converter, runtime=runtime)
+    extra: dict = {}
+    if os.environ.get("WFI_BENCH_MAX_CACHED"):  # experiments: 0 turns sticky queues off
+        extra["max_cached_workflows"] = int(os.environ["WFI_BENCH_MAX_CACHED"])
     if role == "activations":
-        worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=False)], workflows=BARE_WORKFLOWS)
+        worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=False)], workflows=BARE_WORKFLOWS,
+                        **extra)
     else:
         worker = Worker(client, task_queue=task_queue, workflows=[EchoRun], workflow_runner=_runner(None))
     stop = asyncio.Event()
