@@ -51,9 +51,14 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest_asyncio.fixture(scope="session")
+@pytest_asyncio.fixture
 async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
-    """The time-skipping test server, shared by the session."""
+    """A time-skipping test server of the test's own.
+
+    Not shared: the test server stops skipping time while any workflow task waits for a worker, so
+    one test's activation left with a task nobody will poll (its worker stopped mid-activity) froze
+    the clock for every later test of the session (a 1-hour sleep then took an hour). ~1 s a test.
+    """
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=binary("temporal-test-server"),
         data_converter=_converter(),

@@ -75,7 +75,7 @@ def order(ident: str, account: str = "acme", **body: Any) -> dict[str, Any]:
     return {"delivery_id": ident, "method": "POST", "body": {"account": account, **body}}
 
 
-@pytest_asyncio.fixture(scope="module", autouse=True)
+@pytest_asyncio.fixture(autouse=True)
 async def search_attributes(ts_env: WorkflowEnvironment) -> None:
     """The activation upserts its search attributes; the time-skipping server must know them."""
     await register_search_attributes(ts_env.client)
