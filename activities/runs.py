@@ -45,10 +45,6 @@ _CLOSE_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: ("terminated", None),
 }
 
-# Eager start hands the run's first workflow task back with the start response when this worker
-# also serves the run's task queue: one matching hop less for a lone start (a schedule occurrence),
-# but under a burst it makes every start wait for a local workflow slot. Only small chunks ask.
-EAGER_START_MAX = 2
 # The longest a report of ended runs waits for more endings of the same burst (see _first_outcomes).
 MAX_LINGER = 1.0
 
@@ -125,8 +121,7 @@ class RunActivities:
         what is reported. A retry starts nothing twice and republishes identical events (duplicates
         at the receivers: same delivery id, same payload).
         """
-        eager = len(req.runs) <= EAGER_START_MAX
-        results = list(await asyncio.gather(*(self._start_one(req, r, eager) for r in req.runs)))
+        results = list(await asyncio.gather(*(self._start_one(req, r) for r in req.runs)))
         running = [WatchedRun(run_key=r.run_key, run_id=r.run_id) for r in results if r.terminal_status is None]
         if req.settle_seconds > 0 and running:
             outcomes = await self._first_outcomes(running, req.settle_seconds, req.linger_seconds)
@@ -142,7 +137,7 @@ class RunActivities:
                 r.published = True
         return results
 
-    async def _start_one(self, req: StartRunsRequest, run: RunToStart, eager: bool) -> StartedRun:
+    async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:
         timeout = timedelta(seconds=req.execution_timeout_seconds) if req.execution_timeout_seconds else None
         try:
             handle = await self._client.start_workflow(
@@ -156,7 +151,9 @@ class RunActivities:
                     SearchAttributePair(WFI_ACTIVATION, run.input.initiation.activation_id),
                 ]),
                 static_summary=f"{run.input.initiation.workflow} run from trigger {run.input.trigger.name}",
-                request_eager_start=eager,
+                # When this worker also serves the run's task queue, its first task comes back with the
+                # start response: one matching hop less between admission and the run's first line.
+                request_eager_start=True,
             )
             return StartedRun(run_key=run.run_key, run_id=handle.result_run_id)
         except WorkflowAlreadyStartedError:
