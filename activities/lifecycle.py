@@ -43,22 +43,17 @@ def subscribers_query(connector: str) -> str:
             f"AND {WFI_TRIGGERS.name} = '{connector}'")
 
 
-class Publisher:
-    """Signals lifecycle events to every subscribing activation (a closed activation is skipped).
-
-    Used by the publish activity and, for the events they observe, by the start and watch
-    activities: a run's ``workflow.started`` and terminal events go out from the activity that
-    learned them, without an activity of their own.
-    """
+class LifecycleActivities:
+    """The publish activity, bound to the worker's client (the plugin constructs it)."""
 
     def __init__(self, client: Client):
         self._client = client
 
-    async def publish(self, events: Sequence[LifecycleEvent]) -> PublishResult:
-        if not events:
-            return PublishResult(signals=0)
-        subscribers = {c: await self._subscribers(c) for c in {e.connector for e in events}}
-        sends = [self._signal(wid, event) for event in events for wid in subscribers[event.connector]]
+    @activity.defn(name="wfi.publish_lifecycle")
+    async def publish(self, request: PublishRequest) -> PublishResult:
+        """Signal every event to every subscribing activation; a closed activation is skipped."""
+        subscribers = {c: await self._subscribers(c) for c in {e.connector for e in request.events}}
+        sends = [self._signal(wid, event) for event in request.events for wid in subscribers[event.connector]]
         await asyncio.gather(*sends)
         return PublishResult(signals=len(sends), activations=sorted({w for ws in subscribers.values() for w in ws}))
 
@@ -79,18 +74,6 @@ class Publisher:
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:  # closed since the query: nobody left to trigger
                 raise
-
-
-class LifecycleActivities:
-    """The publish activity, bound to the worker's client (the plugin constructs it)."""
-
-    def __init__(self, client: Client):
-        self._publisher = Publisher(client)
-
-    @activity.defn(name="wfi.publish_lifecycle")
-    async def publish(self, request: PublishRequest) -> PublishResult:
-        """Signal every event to every subscribing activation; a closed activation is skipped."""
-        return await self._publisher.publish(request.events)
 
     def all(self) -> Sequence[Any]:
         return [self.publish]

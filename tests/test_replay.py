@@ -46,11 +46,11 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
     assert result.replay_failure is None, result.replay_failure
 
 
-def test_a_history_recorded_before_start_and_watch_published_lifecycle_events_still_replays() -> None:
+def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
     # proves: INIT-7
-    # Recorded before start and watch activities published lifecycle events themselves (12 updates,
-    # a signal, wfi.publish_lifecycle activities): who published is read from each recorded activity
-    # result, so an activation running when its worker is upgraded replays and continues.
+    # Recorded on 30 Nov 2026 (12 updates, a signal, starts, watches, wfi.publish_lifecycle
+    # activities): an activation running when its worker is upgraded must replay with the new code,
+    # so a change to the commands the shell emits fails here before it reaches a deployment.
     history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
         "activation-before-activity-publishing.json").read_text())
     kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}

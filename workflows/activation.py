@@ -43,13 +43,6 @@ WATCH_BATCH = 200
 MAX_WATCHERS = 8
 MAX_POLLS = 4
 PUBLISH_BATCH = 200
-# How long a start activity of a few runs waits for them to end before it reports them as running:
-# a quick run's outcome (and both its lifecycle events) comes back with its start, without a watch
-# activity, which halves the activity round trips that compete with deliveries at low volume. Only
-# when no other start is in flight (a settling start never delays another) and for a small chunk: a
-# larger one reports at once, its round trips are already shared.
-START_SETTLE = timedelta(seconds=1)
-SETTLE_MAX_RUNS = 10
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -142,10 +135,8 @@ class ActivationWorkflow:
         # a workflow task emits must never depend on the order in which waiting coroutines resume.
         while self._start_backlog and self._start_tasks < MAX_START_ACTIVITIES:
             chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
-            # Only a lone small start settles: one that waits must never hold back another start.
-            settle = START_SETTLE if self._start_tasks == 0 and len(chunk) <= SETTLE_MAX_RUNS else timedelta(0)
             self._start_tasks += 1
-            asyncio.create_task(self._start_runs(chunk, settle), name="start runs")
+            asyncio.create_task(self._start_runs(chunk), name="start runs")
         for c in commands:
             if isinstance(c, ControlRun):
                 asyncio.create_task(self._control(c), name="control run")
@@ -160,7 +151,7 @@ class ActivationWorkflow:
         for request in self._engine.polls_due(workflow.now()):
             asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
 
-    async def _start_runs(self, chunk: list[StartRun], settle: timedelta) -> None:
+    async def _start_runs(self, chunk: list[StartRun]) -> None:
         run = self._engine.spec.run
         try:
             # A regular activity, not a local one: a local activity would hold the workflow task (and
@@ -172,8 +163,6 @@ class ActivationWorkflow:
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
                     runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
-                    publish_workflow=self._lifecycle_publisher(), requested_at=workflow.now(),
-                    settle_seconds=settle.total_seconds(),
                 ),
                 result_type=list[StartedRun],
                 start_to_close_timeout=timedelta(seconds=15),
@@ -185,20 +174,10 @@ class ActivationWorkflow:
             self._starting.difference_update(c.run_key for c in chunk)
         now = workflow.now()
         for r in results:
-            self._engine.run_started(r.run_key, r.run_id, now, published=r.published)
+            self._engine.run_started(r.run_key, r.run_id, now)
             if r.terminal_status:
-                self._engine.run_finished(r.run_key, r.terminal_status, now, published=r.published)
+                self._engine.run_finished(r.run_key, r.terminal_status, now)
         self._poke()
-
-    def _lifecycle_publisher(self) -> str | None:
-        """The workflow identity whose lifecycle events start and watch activities publish, if any.
-
-        Who published is recorded in each activity's result (``published``), never decided by the
-        workflow: a result without it (an older worker's activity, or a history recorded before)
-        makes the engine publish through ``wfi.publish_lifecycle`` as before, so replay and mixed
-        worker versions stay deterministic.
-        """
-        return self._engine.spec.workflow if self._engine.spec.policies.lifecycle_events else None
 
     def _ensure_watchers(self) -> None:
         unwatched = [r for r in self._engine.state.runs.values() if r.status == "running" and r.run_key not in self._watched]
@@ -206,14 +185,12 @@ class ActivationWorkflow:
             chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
             self._watched.update(r.run_key for r in chunk)
             self._watchers += 1
-            asyncio.create_task(self._watch([WatchedRun(run_key=r.run_key, run_id=r.temporal_run_id, causation=r.causation)
-                                             for r in chunk]))
+            asyncio.create_task(self._watch([WatchedRun(run_key=r.run_key, run_id=r.temporal_run_id) for r in chunk]))
 
     async def _watch(self, runs: list[WatchedRun]) -> None:
         try:
             outcomes: list[RunOutcome] = await workflow.execute_activity(
-                "wfi.watch_runs", WatchRequest(runs=runs, publish_workflow=self._lifecycle_publisher()),
-                result_type=list[RunOutcome],
+                "wfi.watch_runs", WatchRequest(runs=runs), result_type=list[RunOutcome],
                 start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"watch {len(runs)} run(s)",
@@ -223,7 +200,7 @@ class ActivationWorkflow:
             self._watched.difference_update(r.run_key for r in runs)
         now = workflow.now()
         for o in outcomes:
-            self._engine.run_finished(o.run_key, o.status, now, published=o.published)
+            self._engine.run_finished(o.run_key, o.status, now)
         self._poke()
 
     async def _control(self, command: ControlRun) -> None:

@@ -370,22 +370,18 @@ class Engine:
         return [StartRun(run_key=r.run_key, input=r.input) for r in self.state.runs.values()
                 if r.status == "starting" and r.input is not None]
 
-    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime, *, published: bool = False) -> None:
-        """The run exists in Temporal; ``published``: its ``workflow.started`` event is already out."""
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> None:
         run = self.state.runs.get(run_key)
         if run is None or run.status != "starting":
             return
         run.status = "running"
         run.started_at = now
         run.temporal_run_id = temporal_run_id
-        _subscriptions.on_run_started(self, run, now, published=published)
+        _subscriptions.on_run_started(self, run, now)
         run.input = None  # the run has its input now; the state need not carry it
 
-    def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> None:
-        """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5).
-
-        ``published``: the activity that observed the outcome already published its lifecycle event.
-        """
+    def run_finished(self, run_key: str, status: str, now: datetime) -> None:
+        """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""
         run = self.state.runs.get(run_key)
         if run is None or run.status in TERMINAL:
             return
@@ -393,7 +389,7 @@ class Engine:
         self._in_flight.pop(run_key, None)
         run.ended_at = now
         run.input = None
-        _subscriptions.on_run_finished(self, run, now, published=published)
+        _subscriptions.on_run_finished(self, run, now)
         self._count(f"runs_{status}")
         for key in run.event_keys:
             self._release(key, now)

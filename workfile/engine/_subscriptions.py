@@ -248,46 +248,26 @@ def lifecycle_payload(
     workflow: str, run: RunRecord, transition: Literal["started", "completed", "failed"], now: datetime
 ) -> dict[str, Any]:
     causation = run.causation or Causation()
-    return lifecycle_event_payload(workflow, run.run_key, run.temporal_run_id, transition,
-                                   None if transition == "started" else run.status, now, causation)
-
-
-def lifecycle_event_payload(
-    workflow: str, run_key: str, run_id: str | None, transition: str, outcome: str | None, at: datetime,
-    causation: Causation,
-) -> dict[str, Any]:
-    """The payload of a ``workflow.<transition>`` event (the publishing activities build it too).
-
-    A republished event must be identical (the receiver reads a different payload under the same
-    delivery id as a conflict), so ``at`` is always a recorded time, never a clock read at publish.
-    """
     return {
-        "event_id": lifecycle_event_id(run_key, transition), "workflow": workflow, "workflow_id": run_key,
-        "run_id": run_id, "transition": transition, "outcome": outcome, "at": at.isoformat(),
+        "event_id": lifecycle_event_id(run.run_key, transition), "workflow": workflow, "workflow_id": run.run_key,
+        "run_id": run.temporal_run_id, "transition": transition,
+        "outcome": None if transition == "started" else run.status, "at": now.isoformat(),
         "causation": {"depth": causation.depth, "chain": list(causation.chain)},
     }
 
 
-def lifecycle_transition(status: str) -> Literal["completed", "failed"]:
-    """``completed`` for a completed run; ``failed`` for every other terminal outcome (COMP-3)."""
-    return "completed" if status == "completed" else "failed"
-
-
-def on_run_started(engine: Engine, run: RunRecord, now: datetime, *, published: bool = False) -> None:
-    """Keep the run's causation (its input is about to be dropped) and publish ``workflow.started``
-    unless the start activity already published it (``published``)."""
+def on_run_started(engine: Engine, run: RunRecord, now: datetime) -> None:
+    """Keep the run's causation (its input is about to be dropped) and publish ``workflow.started``."""
     if run.input is not None:
         run.causation = run.input.initiation.causation
-    if not published:
-        _publish(engine, "workflow.started", lifecycle_payload(engine.spec.workflow, run, "started", now))
+    _publish(engine, "workflow.started", lifecycle_payload(engine.spec.workflow, run, "started", now))
 
 
-def on_run_finished(engine: Engine, run: RunRecord, now: datetime, *, published: bool = False) -> None:
-    """Publish ``workflow.completed``, or ``workflow.failed`` with the outcome; never for a dropped run,
-    nor when the activity that observed the outcome already published it (``published``)."""
-    if run.started_at is None or published:
+def on_run_finished(engine: Engine, run: RunRecord, now: datetime) -> None:
+    """Publish ``workflow.completed``, or ``workflow.failed`` with the outcome; never for a dropped run."""
+    if run.started_at is None:
         return
-    transition = lifecycle_transition(run.status)
+    transition = "completed" if run.status == "completed" else "failed"
     _publish(engine, f"workflow.{transition}", lifecycle_payload(engine.spec.workflow, run, transition, now))
 
 
