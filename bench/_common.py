@@ -295,11 +295,9 @@ async def bare_signal_rate(
     an update gets a task every ~18 signals). Both conditions are measured and printed.
     """
     handle = await bare_counter(client, task_queue)
+    n_before = 1 if after_update else 0
     if after_update:
         await handle.execute_update(BareCounter.hit_update, payload(0), id=f"warm-{uuid.uuid4().hex[:8]}")
-        n_before = 1
-    else:
-        n_before = 0
     began = time.monotonic()
     await fan_out(n, concurrency, lambda i: handle.signal(BareCounter.hit, payload(i)))
     done = await wait_for(lambda: _reached(handle, n + n_before), timeout=300, what=f"{n} bare signals processed")

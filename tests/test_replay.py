@@ -52,9 +52,9 @@ def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
     # activities): an activation running when its worker is upgraded must replay with the new code,
     # so a change to the commands the shell emits fails here before it reaches a deployment.
     history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
-        "activation-before-activity-publishing.json").read_text())
+        "activation-2026-11-30.json").read_text())
     kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}
-    assert "wfi.publish_lifecycle" in kinds, "the fixture must exercise the old publishing path"
+    assert "wfi.publish_lifecycle" in kinds, "the fixture must exercise lifecycle publishing"
     replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
     result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure
