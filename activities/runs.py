@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus as Status, Workflo
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from activities.clock import sleep_at_least
 from workfile.runinput import RunInput
 from workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
 
@@ -40,6 +41,9 @@ class StartRunsRequest(BaseModel):
     task_queue: str
     execution_timeout_seconds: float | None = None
     runs: list[RunToStart]
+    not_before_seconds: float = Field(
+        default=0.0, description="Sleep at least this long (monotonic, from this attempt's start) before starting: "
+        "the activation's hold until an anticipated occurrence's instant (activities.clock).")
 
 
 class StartedRun(BaseModel):
@@ -81,6 +85,7 @@ class RunActivities:
     @activity.defn(name="wfi.start_runs")
     async def start_runs(self, req: StartRunsRequest) -> list[StartedRun]:
         """Start each run at most once; already-started or closed ids are reported, not errors."""
+        await sleep_at_least(req.not_before_seconds)
         return list(await asyncio.gather(*(self._start_one(req, r) for r in req.runs)))
 
     async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:

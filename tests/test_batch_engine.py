@@ -170,6 +170,7 @@ def test_a_batch_closes_at_its_deadline_and_not_a_microsecond_before(specs: dict
     driver.advance(4)
     driver.deliver("x2", "a")
     assert driver.engine.next_wakeup() == T0 + timedelta(seconds=10), "deadline counts from the first acceptance"
+    assert driver.engine.next_wakeup(timedelta(seconds=1)) == T0 + timedelta(seconds=10), "schedule_wake_ahead never anticipates a batch"
     driver.advance(6 - 1e-6)
     assert driver.runs == []
     driver.advance(1e-6)

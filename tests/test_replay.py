@@ -58,3 +58,16 @@ def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
     replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
     result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
     assert result.replay_failure is None, result.replay_failure
+
+
+def test_a_schedule_history_recorded_before_wake_ahead_still_replays() -> None:
+    # proves: INIT-7, SCHED-5
+    # Recorded on 30 Nov 2026 by the build before `schedule_wake_ahead` (an every-second schedule,
+    # paused and resumed; timers at the instants, no wait activities): the new behaviour is behind a
+    # patch, so this run replays as it was recorded.
+    history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
+        "schedule-2026-11-30.json").read_text())
+    assert sum(e.event_type == 18 for e in history.events) >= 5, "the fixture must hold fired schedule timers"
+    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
+    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
+    assert result.replay_failure is None, result.replay_failure

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -204,3 +205,47 @@ async def test_the_scheduled_conformance_cases_pass_against_this_project(dev_env
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
         report = await run_cases(target, collect(["conformance.cases.scheduled"]), timeout=120)
     assert report.failures() == [], report.failures()
+
+
+@pytest.mark.parametrize("wake_ahead", ["500ms", "0s"])
+async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_early(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, wake_ahead: str
+) -> None:
+    # proves: SCHED-6, SCHED-12, SCHED-5
+    # With schedule_wake_ahead the timer fires before the instant, the occurrence is admitted at its
+    # instant in that task, and its start (a local activity) sleeps out the rest before starting;
+    # without it the timer fires after the instant. Either way every run begins at or after its
+    # instant (server clock), fired_at >= scheduled_at, and the run's input carries the recorded fired_at.
+    name = unique("ahead")
+    spec = make_spec(tmp_path, workfile(name, "{interval: 1s}"), task_queue=task_queue, schedule_wake_ahead=wake_ahead)
+    client: Client = dev_env.client
+    wfi = WfiClient(client, task_queue=task_queue)
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        await wfi.activate(spec)
+
+        async def admitted(n: int) -> None:
+            assert (await schedule_state(wfi, name))["counts"].get("admitted", 0) >= n
+
+        await assert_eventually(lambda: admitted(4), timeout=30)
+        await wfi.operate(name, OperatorRequest(action="pause"))
+        records = [o for o in (await schedule_state(wfi, name))["occurrences"] if o["disposition"] == "admitted"]
+        for o in records:
+            instant = seq.parse_instant(o["scheduled_at"])
+            run = await assert_eventually(lambda: _finished_run(client, o["run_key"]), timeout=30)
+            fired = check_timing(run, instant)
+            assert fired == datetime.fromisoformat(o["fired_at"]), "the run's fired_at is the recorded admission"
+        history = await wfi.handle(name).fetch_history()
+    local_starts = [e for e in history.events if e.HasField("marker_recorded_event_attributes")
+                    and b"wfi.start_runs" in e.SerializeToString()]
+    at_instant = [o for o in records if o["fired_at"] == o["utc"] or seq.parse_instant(o["fired_at"]) == seq.parse_instant(o["scheduled_at"])]
+    if wake_ahead == "0s":
+        assert not local_starts and not at_instant, "timers at the instants: admitted after them, started by activities"
+    else:
+        assert len(at_instant) >= len(records) - 1, f"anticipated occurrences are admitted at their instants: {records}"
+        assert len(local_starts) >= len(at_instant), "and started from inside the task"
+
+
+async def _finished_run(client: Client, run_key: str) -> dict[str, Any]:
+    run = await run_of(client, run_key)
+    assert run is not None, f"no run {run_key}"
+    return run

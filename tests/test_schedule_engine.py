@@ -410,3 +410,36 @@ def test_every_occurrence_is_disposed_exactly_once_and_never_early(
     assert sorted(started + ranged) == expected, "each instant is a run or inside exactly one recorded range"
     assert sum(rng.count for rng in [*st.missed_ranges, *st.overflow]) == len(ranged)
     assert missed["policy"] == st.policy
+
+
+def test_wake_ahead_anticipates_the_next_unpaused_instant_and_nothing_is_admitted_before_it(tmp_path: pathlib.Path) -> None:
+    # proves: SCHED-6
+    engine = engine_for(spec_for(tmp_path, '{cron: "0 * * * *"}'))
+    instant = T0 + H
+    assert engine.next_occurrence() == instant
+    assert engine.next_wakeup() == instant
+    assert engine.next_wakeup(timedelta(milliseconds=200)) == instant - timedelta(milliseconds=200)
+    engine.tick(instant - timedelta(milliseconds=200))  # woken ahead: the occurrence is not yet due
+    engine.tick(instant - timedelta(microseconds=1))
+    assert starts(engine) == [] and sched(engine).occurrences == []
+    engine.tick_schedules(instant)  # what the woken-ahead shell does; it holds the task until the instant
+    (run,) = starts(engine)
+    assert run.input.payload["scheduled_at"] == run.input.payload["fired_at"] == "2026-03-01T01:00:00+00:00"
+    engine.tick(instant + timedelta(milliseconds=5))  # the next task: nothing admitted twice
+    assert starts(engine) == [] and [o.disposition for o in sched(engine).occurrences] == ["admitted"]
+    assert engine.next_occurrence() == instant + H
+    operator.apply(engine, OperatorRequest(action="pause"), instant)
+    assert engine.next_occurrence() is None
+
+
+def test_wake_ahead_is_a_bounded_duration_and_its_default_keeps_earlier_activation_ids(tmp_path: pathlib.Path) -> None:
+    # proves: INIT-4
+    config = '{cron: "0 9 * * *"}'
+    default = spec_for(tmp_path, config)
+    assert default.policies.schedule_wake_ahead == timedelta(milliseconds=200)
+    assert spec_for(tmp_path, config, schedule_wake_ahead="200ms").activation_id == default.activation_id
+    assert spec_for(tmp_path, config, schedule_wake_ahead="0s").activation_id != default.activation_id, "a changed policy is a new binding"
+    for bad in ("10s", "-1s", "soon"):
+        with pytest.raises(DiagnosticError) as refused:
+            spec_for(tmp_path, config, schedule_wake_ahead=bad)
+        assert "schedule_wake_ahead" in str(refused.value), str(refused.value)

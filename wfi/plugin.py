@@ -16,6 +16,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.clock import wait_for_instant
 from activities.lifecycle import LifecycleActivities
 from activities.poll import POLL_ACTIVITIES
 from activities.runs import RunActivities
@@ -53,7 +54,7 @@ class WfiPlugin(SimplePlugin):
             "wf-initiation",
             data_converter=pydantic_data_converter,
             workflows=workflows,
-            activities=[*POLL_ACTIVITIES, *poll_activities],
+            activities=[*POLL_ACTIVITIES, *poll_activities, wait_for_instant],
             workflow_runner=_runner,
         )
 

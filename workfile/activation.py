@@ -19,7 +19,7 @@ from ._catalog import Catalog
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
-from .deployment import Deployment, Policies, RunTarget
+from .deployment import ADDED_POLICIES, Deployment, Policies, RunTarget
 
 
 class EntrySpec(BaseModel):
@@ -95,7 +95,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
     policies = Policies.model_validate({k: getattr(settings, k) for k in Policies.model_fields})
     body = {
         "workflow": workfile.name, "entries": [e.model_dump(mode="json") for e in entries], "inputs": inputs,
-        "policies": policies.model_dump(mode="json"), "run": settings.run.model_dump(mode="json"),
+        "policies": _hashed_policies(policies), "run": settings.run.model_dump(mode="json"),
         "tzdata": tzdata.IANA_VERSION,
     }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -104,6 +104,15 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
         tzdata_version=tzdata.IANA_VERSION,
     )
+
+
+def _hashed_policies(policies: Policies) -> dict[str, Any]:
+    """The policies as hashed into the activation id; an added policy at its default is left out."""
+    dumped = policies.model_dump(mode="json")
+    for name, default in ADDED_POLICIES.items():
+        if getattr(policies, name) == default:
+            dumped.pop(name)
+    return dumped
 
 
 def _inputs(workfile: Workfile, provided: dict[str, Any]) -> dict[str, Any]:

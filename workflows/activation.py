@@ -22,6 +22,7 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.clock import WAIT_ACTIVITY
     from activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
     from workfile.activation import ActivationSpec
     from activities.poll import PollRequest, PollResponse, activity_name_for
@@ -39,10 +40,12 @@ with workflow.unsafe.imports_passed_through():
 
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
+LOCAL_START_MAX = 10
 WATCH_BATCH = 200
 MAX_WATCHERS = 8
 MAX_POLLS = 4
 PUBLISH_BATCH = 200
+WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -85,6 +88,7 @@ class ActivationWorkflow:
         self._watched: set[str] = set()
         self._watchers = 0
         self._start_tasks = 0
+        self._admitted_until = datetime.min.replace(tzinfo=workflow.now().tzinfo)  # see _anticipate
         self._polls_in_flight = 0
         self._engine.outbox.extend(self._engine.pending_starts())
         self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
@@ -97,18 +101,57 @@ class ActivationWorkflow:
         while True:
             now = workflow.now()
             self._engine.tick(now)
-            self._dispatch()
+            hold = self._anticipate(now)
+            if self._dispatch(hold) is False and hold is not None:
+                await self._wait(hold)  # nothing started: still record nothing before the instant
             self._publish()
             if self._should_continue_as_new():
                 await self._continue_as_new()
             self._wake = False
-            self._arm_timer(workflow.now())
+            self._arm_timer(self._now())
             await workflow.wait_condition(lambda: self._wake)
+
+    def _anticipate(self, now: datetime) -> timedelta | None:
+        """Woken ``schedule_wake_ahead`` before an occurrence: admit it at its instant now, and return
+        how long this task must hold before anything it decided takes effect.
+
+        Deciding ahead changes nothing the decision depends on: this task is held until the instant
+        (by the start, which sleeps first, or by a wait), so no delivery, outcome or operator action
+        can reach the activation in between. Held from the task's start, which the server stamped,
+        on the worker's monotonic clock: the run cannot begin before its instant whatever the
+        worker's wall clock says (SCHED-6; activities.clock)."""
+        ahead = self._wake_ahead()
+        instant = self._engine.next_occurrence()
+        if instant is None or not now < instant <= now + ahead:
+            return None
+        self._engine.tick_schedules(instant)
+        self._admitted_until = instant
+        return instant - now
+
+    async def _wait(self, hold: timedelta) -> None:
+        await workflow.execute_local_activity(
+            WAIT_ACTIVITY, hold.total_seconds(), result_type=float,
+            start_to_close_timeout=hold + timedelta(seconds=10),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50)),
+            summary=f"hold until {self._admitted_until.isoformat()}",
+        )
+
+    def _now(self) -> datetime:
+        """workflow.now(), but never before an instant this task admitted at."""
+        return max(workflow.now(), self._admitted_until)
+
+    def _wake_ahead(self) -> timedelta:
+        """``schedule_wake_ahead`` for a schedule activation; zero in a run begun by a build without it
+        (a patch: its history has timers at the instants and no wait activities, and must replay)."""
+        ahead = self._engine.spec.policies.schedule_wake_ahead
+        if not ahead or self._engine.next_occurrence() is None or not workflow.patched(WAKE_AHEAD_PATCH):
+            return timedelta(0)
+        return ahead
 
     def _arm_timer(self, now: datetime) -> None:
         """One timer per earlier deadline, never cancelled: a cancelled timer costs a history event
         on every wake-up (and trips the time-skipping test server); a stale one just wakes us once."""
-        wake = self._engine.next_wakeup()
+        wake = self._engine.next_wakeup(self._wake_ahead())
         if wake is None or (self._timers and min(self._timers) <= wake):
             return
         self._timers.add(wake)
@@ -125,7 +168,10 @@ class ActivationWorkflow:
         self._wake = True
 
     # ------------------------------------------------------------------ commands
-    def _dispatch(self) -> None:
+    def _dispatch(self, hold: timedelta | None = None) -> bool:
+        """Execute the engine's commands; with ``hold``, starts wait that long first (in the task).
+        Returns whether a start holding the task was issued."""
+        held = False
         commands = self._engine.take_commands()
         for c in commands:
             if isinstance(c, StartRun) and c.run_key not in self._starting:
@@ -136,7 +182,11 @@ class ActivationWorkflow:
         while self._start_backlog and self._start_tasks < MAX_START_ACTIVITIES:
             chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
             self._start_tasks += 1
-            asyncio.create_task(self._start_runs(chunk), name="start runs")
+            # Anticipated occurrences start from inside the task, after the hold: the run begins at
+            # its instant plus a start call, not after the task, an activity task and the call.
+            local = hold is not None and len(chunk) <= LOCAL_START_MAX
+            held |= local
+            asyncio.create_task(self._start_runs(chunk, hold if local else None), name="start runs")
         for c in commands:
             if isinstance(c, ControlRun):
                 asyncio.create_task(self._control(c), name="control run")
@@ -150,19 +200,23 @@ class ActivationWorkflow:
         self._ensure_watchers()
         for request in self._engine.polls_due(workflow.now()):
             asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
+        return held
 
-    async def _start_runs(self, chunk: list[StartRun]) -> None:
+    async def _start_runs(self, chunk: list[StartRun], hold: timedelta | None = None) -> None:
         run = self._engine.spec.run
+        # A regular activity unless ``hold``: then a local one that first sleeps the hold; it holds
+        # the workflow task (and so every update's acknowledgement) until start_workflow returns.
+        # Idempotent either way: the run key is the workflow id, so a retry after a crash cannot
+        # start a second run.
+        execute = workflow.execute_local_activity if hold is not None else workflow.execute_activity
         try:
-            # A regular activity, not a local one: a local activity would hold the workflow task (and
-            # so every update's acknowledgement) until start_workflow returns. Idempotent: the run
-            # key is the workflow id, so a retry after a crash cannot start a second run.
-            results: list[StartedRun] = await workflow.execute_activity(
+            results: list[StartedRun] = await execute(
                 "wfi.start_runs",
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
                     runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
+                    not_before_seconds=hold.total_seconds() if hold is not None else 0.0,
                 ),
                 result_type=list[StartedRun],
                 start_to_close_timeout=timedelta(seconds=15),
@@ -172,7 +226,7 @@ class ActivationWorkflow:
         finally:
             self._start_tasks -= 1
             self._starting.difference_update(c.run_key for c in chunk)
-        now = workflow.now()
+        now = self._now()
         for r in results:
             self._engine.run_started(r.run_key, r.run_id, now)
             if r.terminal_status:
@@ -198,7 +252,7 @@ class ActivationWorkflow:
         finally:
             self._watchers -= 1
             self._watched.difference_update(r.run_key for r in runs)
-        now = workflow.now()
+        now = self._now()
         for o in outcomes:
             self._engine.run_finished(o.run_key, o.status, now)
         self._poke()
@@ -217,10 +271,10 @@ class ActivationWorkflow:
         except FailureError as exc:
             error = f"{command.workflow_id}: {exc}"
             if command.key is None:
-                self._engine.record_error(workflow.now(), "signal_failed", error)
+                self._engine.record_error(self._now(), "signal_failed", error)
         if command.key is not None:
             self._acking.discard(command.key)
-            subs.command_done(self._engine, command.key, error, workflow.now())
+            subs.command_done(self._engine, command.key, error, self._now())
             self._poke()
 
     async def _publish_events(self, chunk: list[PublishEvent]) -> None:
@@ -234,7 +288,7 @@ class ActivationWorkflow:
         finally:
             self._acking.difference_update(c.key for c in chunk)
         for c in chunk:
-            subs.command_done(self._engine, c.key, None, workflow.now())
+            subs.command_done(self._engine, c.key, None, self._now())
         self._poke()
 
     async def _poll(self, call: PollCall) -> None:
@@ -251,11 +305,11 @@ class ActivationWorkflow:
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            self._engine.poll_failed(call.entry, call.seq, str(cause), workflow.now())
+            self._engine.poll_failed(call.entry, call.seq, str(cause), self._now())
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
-            self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", workflow.now())
+            self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now())
         else:
-            self._engine.poll_succeeded(call.entry, call.seq, call.version, result, workflow.now())
+            self._engine.poll_succeeded(call.entry, call.seq, call.version, result, self._now())
         finally:
             self._poke()
 
@@ -276,7 +330,7 @@ class ActivationWorkflow:
     # ------------------------------------------------------------------ deliveries
     @workflow.update(name="deliver")
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
-        result = self._engine.deliver(request.entry, request.payload, workflow.now())
+        result = self._engine.deliver(request.entry, request.payload, self._now())
         self._poke()
         return result
 
@@ -286,7 +340,7 @@ class ActivationWorkflow:
 
     @workflow.update(name="deliver_many")
     def deliver_many(self, requests: list[DeliveryRequest]) -> list[DeliveryResult]:
-        now = workflow.now()
+        now = self._now()
         results = [self._engine.deliver(r.entry, r.payload, now) for r in requests]
         self._poke()
         return results
@@ -299,24 +353,24 @@ class ActivationWorkflow:
 
     @workflow.signal(name="deliver_signal")
     def deliver_signal(self, request: DeliveryRequest) -> None:
-        self._engine.deliver(request.entry, request.payload, workflow.now())
+        self._engine.deliver(request.entry, request.payload, self._now())
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
     def subscribe(self, request: SubscribeRequest) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
-        subs.subscribe(self._engine, request, workflow.now())
+        subs.subscribe(self._engine, request, self._now())
         self._poke()
 
     @workflow.signal(name=subs.UNSUBSCRIBE_SIGNAL)
     def unsubscribe(self, request: UnsubscribeRequest) -> None:
-        subs.unsubscribe(self._engine, request, workflow.now())
+        subs.unsubscribe(self._engine, request, self._now())
         self._poke()
 
     @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
     def lifecycle_event(self, event: LifecycleEvent) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
-        subs.route_lifecycle(self._engine, event, workflow.now())
+        subs.route_lifecycle(self._engine, event, self._now())
         self._poke()
 
     def _refuse_while_rebinding(self) -> None:
@@ -332,7 +386,7 @@ class ActivationWorkflow:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
                                   previous=list(self._engine.state.previous_activations))
         self._pending_spec = spec
-        self._engine.rebind(spec, workflow.now())
+        self._engine.rebind(spec, self._now())
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
                               previous=list(self._engine.state.previous_activations))
@@ -344,7 +398,7 @@ class ActivationWorkflow:
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:
-        ok, message = operator.apply(self._engine, request, workflow.now())
+        ok, message = operator.apply(self._engine, request, self._now())
         self._poke()
         return OperatorResult(ok=ok, message=message, action_id=request.action_id)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import jsonschema
@@ -487,12 +487,28 @@ class Engine:
         _schedule.schedule_tick(self, now)
         _subscriptions.expire(self, now)
 
-    def next_wakeup(self) -> datetime | None:
+    def tick_schedules(self, instant: datetime) -> None:
+        """Admit the schedule occurrences due at ``instant`` (at most the next one), decided ahead of
+        it: the shell holds whatever follows until the instant (SCHED-6)."""
+        _schedule.schedule_tick(self, instant)
+
+    def next_wakeup(self, wake_ahead: timedelta = timedelta(0)) -> datetime | None:
+        """When the shell must next look at the clock: the earliest deadline, and each schedule
+        instant ``wake_ahead`` early (the shell then waits for the instant itself, see
+        :meth:`next_occurrence`). Other deadlines are never anticipated: max_wait MUST NOT close a
+        batch early (BATCH-3), and an expiry or poll early would be early."""
         candidates = [self.next_expiry(), self.next_batch_deadline(), _poll.next_poll_wakeup(self),
                       _subscriptions.next_expiry(self)]
-        candidates += [st.next_instant for st in self.state.schedules.values() if st.active and not st.paused]
+        occurrence = self.next_occurrence()
+        candidates.append(occurrence - wake_ahead if occurrence is not None else None)
         present = [c for c in candidates if c is not None]
         return min(present) if present else None
+
+    def next_occurrence(self) -> datetime | None:
+        """The earliest intended instant of an active, unpaused schedule entry, if any."""
+        instants = [st.next_instant for st in self.state.schedules.values()
+                    if st.active and not st.paused and st.next_instant is not None]
+        return min(instants) if instants else None
 
     def polls_due(self, now: datetime) -> list[_poll.PollCall]:
         return _poll.polls_due(self, now)
