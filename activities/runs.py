@@ -9,6 +9,8 @@ second run for one event (SCHED-5, EXT-3).
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +31,10 @@ _STATUS = {
     Status.TERMINATED: "terminated",
     Status.TIMED_OUT: "timed_out",
 }
+
+
+# The longest a report of ended runs waits for more endings of the same burst (see watch_runs).
+MAX_LINGER = 1.0
 
 
 class RunToStart(BaseModel):
@@ -124,9 +130,7 @@ class RunActivities:
         tasks = {asyncio.create_task(self._outcome(r)): r for r in req.runs}
         heartbeat = asyncio.create_task(_heartbeat_forever())
         try:
-            done, _ = await asyncio.wait(tasks, timeout=req.max_wait_seconds, return_when=asyncio.FIRST_COMPLETED)
-            if done:
-                await asyncio.wait(tasks, timeout=req.linger_seconds)
+            await wait_for_burst(tasks, max_wait=req.max_wait_seconds, linger=req.linger_seconds)
             return [RunOutcome(run_key=tasks[t].run_key, status=t.result()) for t in tasks if t.done() and not t.cancelled()]
         finally:
             heartbeat.cancel()
@@ -156,6 +160,18 @@ class RunActivities:
 
     def all(self) -> list[Any]:
         return [self.start_runs, self.watch_runs, self.control_run]
+
+
+async def wait_for_burst(
+    tasks: Iterable[asyncio.Task[Any]], *, max_wait: float, linger: float, max_linger: float = MAX_LINGER,
+) -> None:
+    """Wait until one task is done (at most ``max_wait``), then while more keep finishing less than
+    ``linger`` apart, for at most ``max_linger`` more: a burst of run endings comes back in one
+    report (each report costs the activation a task, a new watch activity and a lifecycle publish)."""
+    done, pending = await asyncio.wait(set(tasks), timeout=max_wait, return_when=asyncio.FIRST_COMPLETED)
+    until = time.monotonic() + max_linger
+    while done and pending and (left := until - time.monotonic()) > 0:
+        done, pending = await asyncio.wait(pending, timeout=min(linger, left), return_when=asyncio.FIRST_COMPLETED)
 
 
 async def _heartbeat_forever() -> None:
