@@ -59,6 +59,10 @@ async def schedule_state(wfi: WfiClient, name: str) -> dict[str, Any]:
     return (await wfi.state(name))["schedules"]["schedule"]
 
 
+async def admitted_at_least(wfi: WfiClient, name: str, n: int) -> None:
+    assert (await schedule_state(wfi, name))["counts"].get("admitted", 0) >= n
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["skip", "catch_up"])
 async def test_a_worker_outage_follows_the_missed_policy_and_every_run_is_on_its_instant(
@@ -71,18 +75,15 @@ async def test_a_worker_outage_follows_the_missed_policy_and_every_run_is_on_its
     client: Client = dev_env.client
     wfi = WfiClient(client, task_queue=task_queue)
 
-    async def admitted_at_least(n: int) -> None:
-        assert (await schedule_state(wfi, name))["counts"].get("admitted", 0) >= n
-
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
         await wfi.activate(spec)
-        await assert_eventually(lambda: admitted_at_least(3), timeout=30)
+        await assert_eventually(lambda: admitted_at_least(wfi, name, 3), timeout=30)
         stopped = datetime.now().astimezone()
     await asyncio.sleep(9)  # the outage under test: about four occurrences pass with no worker
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
         restarted = datetime.now().astimezone()
         before = (await schedule_state(wfi, name))["counts"].get("admitted", 0)
-        await assert_eventually(lambda: admitted_at_least(before + 3), timeout=30)
+        await assert_eventually(lambda: admitted_at_least(wfi, name, before + 3), timeout=30)
         sched = await schedule_state(wfi, name)
         state = await wfi.state(name)
 
@@ -159,10 +160,7 @@ async def test_pause_resume_and_backfill_through_the_activation(dev_env, task_qu
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
         await wfi.activate(spec)
 
-        async def admitted(n: int) -> None:
-            assert (await schedule_state(wfi, name))["counts"].get("admitted", 0) >= n
-
-        await assert_eventually(lambda: admitted(2), timeout=30)
+        await assert_eventually(lambda: admitted_at_least(wfi, name, 2), timeout=30)
         assert (await wfi.operate(name, OperatorRequest(action="pause"))).ok
         assert (await wfi.summary(name))["status"] == "paused"
         await asyncio.sleep(3.5)  # the pause under test: three or four instants pass
@@ -223,10 +221,7 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
         await wfi.activate(spec)
 
-        async def admitted(n: int) -> None:
-            assert (await schedule_state(wfi, name))["counts"].get("admitted", 0) >= n
-
-        await assert_eventually(lambda: admitted(4), timeout=30)
+        await assert_eventually(lambda: admitted_at_least(wfi, name, 4), timeout=30)
         await wfi.operate(name, OperatorRequest(action="pause"))
         records = [o for o in (await schedule_state(wfi, name))["occurrences"] if o["disposition"] == "admitted"]
         for o in records:

@@ -111,9 +111,10 @@ class Policies(_Strict):
     late_after: timedelta = Field(default=timedelta(minutes=1), description="An occurrence later than this is missed.")
     schedule_wake_ahead: timedelta = Field(
         default=WAKE_AHEAD_DEFAULT, ge=timedelta(0), le=timedelta(seconds=5),
-        description="Wake this long before each schedule instant and wait for the instant inside the activation's "
-        "task: the occurrence is admitted within milliseconds of its instant instead of after the server's timer "
-        "and task-dispatch delays. 0 turns it off; at most 5s (the wait holds the activation's task).",
+        description="Wake this long before each schedule instant, admit the occurrence at its instant and hold the "
+        "activation's task until then (its run's start sleeps first): the run begins milliseconds after its instant "
+        "instead of after the server's timer and task-dispatch delays. 0 turns it off; at most 5s (the hold delays "
+        "updates to this activation).",
     )
     missed: MissedPolicy = MissedPolicy()
     invalid_items: Literal["hold", "quarantine"] = Field(default="quarantine", description="POLL-11 choice.")

@@ -102,7 +102,7 @@ class ActivationWorkflow:
             now = workflow.now()
             self._engine.tick(now)
             hold = self._anticipate(now)
-            if self._dispatch(hold) is False and hold is not None:
+            if not self._dispatch(hold) and hold is not None:
                 await self._wait(hold)  # nothing started: still record nothing before the instant
             self._publish()
             if self._should_continue_as_new():
