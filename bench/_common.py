@@ -25,14 +25,15 @@ import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
-from temporalio import workflow
+from temporalio import activity, workflow
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, Field
     from temporalio.client import Client
+    from temporalio.common import WorkflowIDConflictPolicy
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.service import RPCError, RPCStatusCode
     from temporalio.testing import WorkflowEnvironment
@@ -142,7 +143,67 @@ class BareCounter:
         return self._count
 
 
-BARE_WORKFLOWS: list[type] = [BareCounter]
+class StartRequest(BaseModel):
+    run_ids: list[str]
+    task_queue: str
+
+
+@workflow.defn(name="bench.UpdateThenStart")
+class UpdateThenStart:
+    """The floor of the design the issue prescribes for an acknowledged run-starting delivery: the
+    update handler only records the delivery (acknowledged once durable), and an activity starts
+    the runs of everything recorded since the last one (a run is started by an activity). No
+    dedup, no guard, no outcome watching, no lifecycle events: whatever this costs on top of a bare
+    update, every implementation of the issue pays."""
+
+    def __init__(self) -> None:
+        self._pending: list[str] = []
+        self._starting = 0
+        self._done = False
+
+    @workflow.run
+    async def run(self, run_task_queue: str) -> int:
+        started = 0
+        while True:
+            await workflow.wait_condition(lambda: bool(self._pending) or (self._done and not self._starting))
+            if not self._pending:
+                return started
+            batch, self._pending = self._pending, []
+            started += len(batch)
+            self._starting += 1
+            asyncio.create_task(self._start(StartRequest(run_ids=batch, task_queue=run_task_queue)))
+
+    async def _start(self, request: StartRequest) -> None:
+        try:
+            await workflow.execute_activity("bench.start_runs", request, start_to_close_timeout=timedelta(seconds=30))
+        finally:
+            self._starting -= 1
+
+    @workflow.update(name="deliver")
+    def deliver(self, payload: Any) -> str:
+        self._pending.append(str(payload["delivery_id"]))
+        return "accepted"
+
+    @workflow.signal(name="finish")
+    def finish(self) -> None:
+        self._done = True
+
+
+class BareStarter:
+    """``bench.start_runs``: ``client.start_workflow`` of each id, the way ``wfi.start_runs`` does."""
+
+    def __init__(self, client: Client, workflow_type: str, arg: Callable[[str], Any]) -> None:
+        self._client, self._type, self._arg = client, workflow_type, arg
+
+    @activity.defn(name="bench.start_runs")
+    async def start_runs(self, request: StartRequest) -> int:
+        await asyncio.gather(*(self._client.start_workflow(
+            self._type, self._arg(i), id=i, task_queue=request.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING) for i in request.run_ids))
+        return len(request.run_ids)
+
+
+BARE_WORKFLOWS: list[type] = [BareCounter, UpdateThenStart]
 
 
 # ---------------------------------------------------------------------------------------- server metrics
@@ -332,6 +393,34 @@ async def bare_update_latencies(
     latencies = await fan_out(n, concurrency, one)
     await handle.signal(BareCounter.finish)
     return latencies, failed
+
+
+async def floor_update_latencies(
+    client: Client, task_queue: str, run_queue: str, payload: Callable[[int], Any], *, n: int, concurrency: int,
+) -> tuple[list[float], int, float]:
+    """(latency of each acknowledged delivery, failed calls, deliveries/s until every run is visible)
+    on :class:`UpdateThenStart`, each delivery by its own update."""
+    handle = await client.start_workflow(UpdateThenStart.run, run_queue, id=new_id("bench-floor"), task_queue=task_queue)
+    prefix = new_id("bench-floor-run")
+    failed = 0
+
+    async def one(i: int) -> None:
+        nonlocal failed
+        try:
+            await retry_refused(lambda: handle.execute_update(
+                UpdateThenStart.deliver, {**payload(i), "delivery_id": f"{prefix}-{i}"}, id=f"{prefix}-{i}"))
+        except RPCError:
+            failed += 1
+
+    began = time.monotonic()
+    latencies = await fan_out(n, concurrency, one)
+    await handle.signal(UpdateThenStart.finish)
+    started = await handle.result()
+    if started != n - failed:
+        raise AssertionError(f"the floor workflow started {started} runs for {n - failed} deliveries")
+    query = f'WorkflowId STARTS_WITH "{prefix}-"'
+    done = await wait_for(lambda: _at_least(client, query, started), timeout=120, what=f"{started} floor runs visible")
+    return latencies, failed, started / (done - began)
 
 
 async def bare_start_rate(

@@ -92,8 +92,12 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
     if os.environ.get("WFI_BENCH_MAX_CACHED"):  # experiments: 0 turns sticky queues off
         extra["max_cached_workflows"] = int(os.environ["WFI_BENCH_MAX_CACHED"])
     if role == "activations":
+        from bench._common import BareStarter
+        from bench.bench_external import bare_run_input
+
+        floor = BareStarter(client, "wfi.EchoRun", bare_run_input)
         worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=False)], workflows=BARE_WORKFLOWS,
-                        **extra)
+                        activities=[floor.start_runs], **extra)
     else:
         worker = Worker(client, task_queue=task_queue, workflows=[EchoRun], workflow_runner=_runner(None))
     stop = asyncio.Event()
