@@ -184,6 +184,10 @@ class UpdateThenStart:
         self._pending.append(str(payload["delivery_id"]))
         return "accepted"
 
+    @workflow.signal(name="deliver_signal")
+    def deliver_signal(self, payload: Any) -> None:
+        self._pending.append(str(payload["delivery_id"]))
+
     @workflow.signal(name="finish")
     def finish(self) -> None:
         self._done = True
@@ -397,9 +401,11 @@ async def bare_update_latencies(
 
 async def floor_update_latencies(
     client: Client, task_queue: str, run_queue: str, payload: Callable[[int], Any], *, n: int, concurrency: int,
+    signal: bool = False,
 ) -> tuple[list[float], int, float]:
     """(latency of each acknowledged delivery, failed calls, deliveries/s until every run is visible)
-    on :class:`UpdateThenStart`, each delivery by its own update."""
+    on :class:`UpdateThenStart`, each delivery by its own update (or signal: then the latencies are
+    the signal calls')."""
     handle = await client.start_workflow(UpdateThenStart.run, run_queue, id=new_id("bench-floor"), task_queue=task_queue)
     prefix = new_id("bench-floor-run")
     failed = 0
@@ -412,8 +418,11 @@ async def floor_update_latencies(
         except RPCError:
             failed += 1
 
+    async def by_signal(i: int) -> None:
+        await handle.signal(UpdateThenStart.deliver_signal, {**payload(i), "delivery_id": f"{prefix}-{i}"})
+
     began = time.monotonic()
-    latencies = await fan_out(n, concurrency, one)
+    latencies = await fan_out(n, concurrency, by_signal if signal else one)
     await handle.signal(UpdateThenStart.finish)
     started = await handle.result()
     if started != n - failed:
