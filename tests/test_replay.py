@@ -41,9 +41,6 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
         history = await wfi.handle(name).fetch_history()
     assert (await wfi.handle(name).describe()).status == WorkflowExecutionStatus.RUNNING
     assert len(history.events) > 50, "a history with deliveries, starts, watches and publishes"
-    kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}
-    markers = [e for e in history.events if e.event_type == 25]  # MARKER_RECORDED: patches, local activities
-    assert "wfi.publish_lifecycle" not in kinds and len(markers) > 1, "this build publishes from local activities"
     replayer = Replayer(workflows=[], plugins=[WfiPlugin()])  # the plugin registers the activation workflow
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -46,7 +46,6 @@ MAX_WATCHERS = 8
 MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
-PUBLISH_LOCAL_PATCH = "wfi-publish-local"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -280,13 +279,8 @@ class ActivationWorkflow:
 
     async def _publish_events(self, chunk: list[PublishEvent]) -> None:
         events = [LifecycleEvent(connector=c.connector, payload=c.payload) for c in chunk]
-        # A local activity (behind a patch: histories from before hold regular ones): it runs inside the
-        # task that produced the events, so a publish costs the server no activity events and no task of
-        # its own (a visibility read and the subscribers' signals); republishing after a crash is
-        # harmless, each event is a duplicate at the receiver.
-        execute = workflow.execute_local_activity if workflow.patched(PUBLISH_LOCAL_PATCH) else workflow.execute_activity
         try:
-            await execute(
+            await workflow.execute_activity(
                 "wfi.publish_lifecycle", PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"publish {len(chunk)} lifecycle event(s)",
