@@ -174,11 +174,9 @@ async def wait_for_burst(
         done, pending = await asyncio.wait(pending, timeout=min(linger, left), return_when=asyncio.FIRST_COMPLETED)
 
 
-async def _heartbeat_forever(every: float = 10.0) -> None:
-    """Heartbeat every ``every`` seconds, the first after ``every``: a watch that reports within
-    that time (most do) costs the server no heartbeat write (the timeout is 30 s)."""
+async def _heartbeat_forever() -> None:
     while True:
-        await asyncio.sleep(every)
         activity.heartbeat()
+        await asyncio.sleep(10)
 
 

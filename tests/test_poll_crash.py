@@ -20,6 +20,7 @@ from temporalio.service import RPCError
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.replay import assert_replays, keep
 from tests.support.worker_proc import WorkerProcess
 from wfi.client import WfiClient
 from workfile.engine._engine import payload_digest
@@ -167,6 +168,7 @@ async def test_killing_the_worker_while_polling_starts_each_valid_item_once_in_s
         assert count == len(expected_runs), (count, len(expected_runs))
 
     await assert_eventually(one_run_each, timeout=400, interval=2)
+    await assert_replays(client, f"wfi-activation:{name}")  # what the crashes wrote replays with this code
 
 
 async def _sample(wfi: WfiClient, name: str, expect: Expectation, samples: list[int]) -> None:
@@ -210,10 +212,11 @@ async def _diagnose(client, name: str) -> str:
     async for event in handle.fetch_history_events():
         if event.HasField("workflow_task_failed_event_attributes"):
             failures.append(event.workflow_task_failed_event_attributes.failure.message[:300])
+    kept = keep(await handle.fetch_history(), f"{name}-{desc.run_id}")
     try:
         stack = await handle.query("__stack_trace")
         polls = (await handle.query("summary"))["polls"]
     except Exception as exc:  # noqa: BLE001 - diagnostics only
         stack, polls = f"no stack: {exc}", None
-    return (f"run {desc.run_id}, status {desc.status}, history {desc.history_length}, pending {pending}, "
+    return (f"run {desc.run_id}, status {desc.status}, history {desc.history_length} (kept at {kept}), pending {pending}, "
             f"task failures {failures[-3:]}, polls {polls}\n{stack}")

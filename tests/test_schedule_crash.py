@@ -20,6 +20,7 @@ from temporalio.service import RPCError
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
 from wfi.client import WfiClient
 from workfile import schedule as seq
@@ -68,6 +69,7 @@ async def test_killing_the_worker_around_run_starts_gives_each_occurrence_exactl
         await check_each_started_once(client, spec.activation_id, state)
     finally:
         worker.stop()
+        await assert_replays(client, f"wfi-activation:{name}")  # what the crashes wrote replays with this code
     print(f"kills landing while a run was starting: {caught_starting}/{KILLS}")
     assert worker.starts == KILLS + 1
 

@@ -1,0 +1,30 @@
+"""Replay an activation's recorded history with the current code, and keep it when that fails."""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+
+from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Replayer
+
+from wfi.plugin import WfiPlugin
+
+
+def keep(history: WorkflowHistory, label: str) -> pathlib.Path:
+    """Write ``history`` as JSON where a failing test can name it (the server is gone afterwards)."""
+    path = pathlib.Path(tempfile.gettempdir()) / f"wfi-history-{label}.json"
+    path.write_text(history.to_json())
+    return path
+
+
+async def assert_replays(client: Client, workflow_id: str) -> None:
+    """Every run of ``workflow_id`` (a continue-as-new chain) replays without nondeterminism."""
+    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
+    async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        history = await client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            path = keep(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
+            raise AssertionError(f"run {execution.run_id} of {workflow_id} does not replay "
+                                 f"({result.replay_failure}); history kept at {path}")
