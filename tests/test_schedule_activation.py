@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
@@ -230,6 +230,8 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
             fired = check_timing(run, instant)
             assert fired == datetime.fromisoformat(o["fired_at"]), "the run's fired_at is the recorded admission"
         history = await wfi.handle(name).fetch_history()
+    replayed = await Replayer(workflows=[], plugins=[WfiPlugin()]).replay_workflow(history, raise_on_replay_failure=False)
+    assert replayed.replay_failure is None, f"a history with held starts replays: {replayed.replay_failure}"
     local_starts = [e for e in history.events if e.HasField("marker_recorded_event_attributes")
                     and b"wfi.start_runs" in e.SerializeToString()]
     at_instant = [o for o in records if o["fired_at"] == o["utc"] or seq.parse_instant(o["fired_at"]) == seq.parse_instant(o["scheduled_at"])]
