@@ -6,10 +6,11 @@ import asyncio
 import pathlib
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.replay import replay_failure
 from wfi.client import WfiClient
 from wfi.plugin import WfiPlugin
 
@@ -41,9 +42,8 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
         history = await wfi.handle(name).fetch_history()
     assert (await wfi.handle(name).describe()).status == WorkflowExecutionStatus.RUNNING
     assert len(history.events) > 50, "a history with deliveries, starts, watches and publishes"
-    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])  # the plugin registers the activation workflow
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, result.replay_failure
+    failure = await replay_failure(history)
+    assert failure is None, failure
 
 
 def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
@@ -55,9 +55,8 @@ def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
         "activation-2026-11-30.json").read_text())
     kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}
     assert "wfi.publish_lifecycle" in kinds, "the fixture must exercise lifecycle publishing"
-    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
-    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
-    assert result.replay_failure is None, result.replay_failure
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
 
 
 def test_a_schedule_history_recorded_before_wake_ahead_still_replays() -> None:
@@ -68,6 +67,5 @@ def test_a_schedule_history_recorded_before_wake_ahead_still_replays() -> None:
     history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
         "schedule-2026-11-30.json").read_text())
     assert sum(e.event_type == 18 for e in history.events) >= 5, "the fixture must hold fired schedule timers"
-    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
-    result = asyncio.run(replayer.replay_workflow(history, raise_on_replay_failure=False))
-    assert result.replay_failure is None, result.replay_failure
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure

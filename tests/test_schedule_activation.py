@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.replay import replay_failure
 from tests.support.runs import describe_or_none
 from wfi.client import WfiClient
 from wfi.plugin import WfiPlugin
@@ -230,8 +230,8 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
             fired = check_timing(run, instant)
             assert fired == datetime.fromisoformat(o["fired_at"]), "the run's fired_at is the recorded admission"
         history = await wfi.handle(name).fetch_history()
-    replayed = await Replayer(workflows=[], plugins=[WfiPlugin()]).replay_workflow(history, raise_on_replay_failure=False)
-    assert replayed.replay_failure is None, f"a history with held starts replays: {replayed.replay_failure}"
+    failure = await replay_failure(history)
+    assert failure is None, f"a history with held starts replays: {failure}"
     local_starts = [e for e in history.events if e.HasField("marker_recorded_event_attributes")
                     and b"wfi.start_runs" in e.SerializeToString()]
     at_instant = [o for o in records if o["fired_at"] == o["utc"] or seq.parse_instant(o["fired_at"]) == seq.parse_instant(o["scheduled_at"])]

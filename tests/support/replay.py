@@ -11,6 +11,12 @@ from temporalio.worker import Replayer
 from wfi.plugin import WfiPlugin
 
 
+async def replay_failure(history: WorkflowHistory) -> Exception | None:
+    """Why ``history`` does not replay with the current activation code, or None when it does."""
+    result = await Replayer(workflows=[], plugins=[WfiPlugin()]).replay_workflow(history, raise_on_replay_failure=False)
+    return result.replay_failure
+
+
 def keep(history: WorkflowHistory, label: str) -> pathlib.Path:
     """Write ``history`` as JSON where a failing test can name it (the server is gone afterwards)."""
     path = pathlib.Path(tempfile.gettempdir()) / f"wfi-history-{label}.json"
@@ -20,11 +26,10 @@ def keep(history: WorkflowHistory, label: str) -> pathlib.Path:
 
 async def assert_replays(client: Client, workflow_id: str) -> None:
     """Every run of ``workflow_id`` (a continue-as-new chain) replays without nondeterminism."""
-    replayer = Replayer(workflows=[], plugins=[WfiPlugin()])
     async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
         history = await client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        if result.replay_failure is not None:
+        failure = await replay_failure(history)
+        if failure is not None:
             path = keep(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
             raise AssertionError(f"run {execution.run_id} of {workflow_id} does not replay "
-                                 f"({result.replay_failure}); history kept at {path}")
+                                 f"({failure}); history kept at {path}")
