@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from workfile.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
 
     from . import search_attributes as sa
+    from ._fresh import FreshTimeGuard
     from ._wire import (
         MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
     )
@@ -97,6 +98,7 @@ class ActivationWorkflow:
     # ------------------------------------------------------------------ main loop
     @workflow.run
     async def run(self, spec: ActivationSpec, state: bytes | None = None) -> None:
+        self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
         self._publish(initial=True)
         while True:
             now = workflow.now()

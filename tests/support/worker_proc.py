@@ -34,8 +34,10 @@ asyncio.run(main())
 
 
 class WorkerProcess:
-    def __init__(self, address: str, task_queue: str, *, max_cached_workflows: int | None = None):
+    def __init__(self, address: str, task_queue: str, *, max_cached_workflows: int | None = None,
+                 log_path: str | None = None):
         self.address = address
+        self.log_path = log_path  # the workers' stderr (SDK warnings), appended across restarts
         self.task_queue = task_queue
         self.proc: subprocess.Popen[str] | None = None
         self.env = dict(os.environ, PYTHONTZPATH="")
@@ -45,10 +47,13 @@ class WorkerProcess:
 
     def start(self, timeout: float = 30.0) -> None:
         assert self.proc is None or self.proc.poll() is not None, "worker already running"
+        stderr = open(self.log_path, "a") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SCRIPT, self.address, self.task_queue],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env,
+            stdout=subprocess.PIPE, stderr=stderr, text=True, env=self.env,
         )
+        if self.log_path:
+            stderr.close()  # the child holds its own descriptor
         self.starts += 1
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
