@@ -236,6 +236,35 @@ def test_a_paused_entry_does_not_poll_until_resumed_and_poll_now_polls_at_once(s
     assert len(engine.polls_due(T0 + timedelta(hours=1, seconds=1))) == 1
 
 
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_poll_now_while_a_poll_is_in_flight_polls_again_as_soon_as_it_ends(spec: ActivationSpec, outcome: str) -> None:
+    # proves: POLL-2
+    source = [row(0, "id-0")]
+    engine = fresh(spec)
+    (call,) = engine.polls_due(T0)
+    source.append(row(1, "id-1"))  # written after the poll in flight read the source
+    assert op(engine, "poll_now", T0 + timedelta(seconds=1), action_id="op-1")[0]
+    ends = T0 + timedelta(seconds=2)
+    if outcome == "succeeded":
+        engine.poll_succeeded("row", call.seq, call.version, fetch(source[:1], call.cursor, call.limit), ends)
+    else:
+        engine.poll_failed("row", call.seq, "PollSourceUnavailable: timeout", ends)
+    assert engine.next_wakeup() == ends, "the operator's request is not overwritten by the interval or backoff"
+    engine.take_commands()
+    assert len(poll_once(engine, source, ends)) == (1 if outcome == "succeeded" else 2)
+    assert engine.next_wakeup() == ends + timedelta(seconds=10), "one extra poll, then the interval again"
+
+
+def test_without_the_patch_poll_now_during_a_poll_waits_for_the_interval_as_before(spec: ActivationSpec) -> None:
+    # proves: POLL-2 (histories recorded before the change replay unchanged)
+    engine = fresh(spec)
+    engine.poll_now_survives_flight = False
+    (call,) = engine.polls_due(T0)
+    op(engine, "poll_now", T0 + timedelta(seconds=1))
+    engine.poll_succeeded("row", call.seq, call.version, PollResultIn(), T0 + timedelta(seconds=2))
+    assert engine.next_wakeup() == T0 + timedelta(seconds=12)
+
+
 def test_a_poll_in_flight_is_forgotten_when_the_state_is_carried_to_a_new_run(spec: ActivationSpec) -> None:
     # proves: POLL-10
     engine = fresh(spec)

@@ -47,6 +47,7 @@ MAX_WATCHERS = 8
 MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
+POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -400,6 +401,8 @@ class ActivationWorkflow:
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:
+        if request.action == "poll_now":  # a build before it dropped poll_now during a poll (replay)
+            self._engine.poll_now_survives_flight = workflow.patched(POLL_NOW_PATCH)
         ok, message = operator.apply(self._engine, request, self._now())
         self._poke()
         return OperatorResult(ok=ok, message=message, action_id=request.action_id)

@@ -84,6 +84,9 @@ class Engine:
         self._in_flight: dict[str, RunRecord] = {k: r for k, r in state.runs.items() if r.status in IN_FLIGHT}
         self.retired = Retired.unpack(state.compact_events)
         state.compact_events = b""
+        # Whether poll_now during a poll in flight polls again when it ends (the shell turns this off
+        # for histories recorded before it did: see workflows/activation.py POLL_NOW_PATCH).
+        self.poll_now_survives_flight = True
 
     # ------------------------------------------------------------------ helpers
     def entry(self, name: str) -> EntrySpec:

@@ -83,6 +83,7 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
     if st is None or st.in_flight != seq:
         return
     st.in_flight = None
+    requested, st.poll_requested = st.poll_requested, False
     settings = engine.spec.policies.poll
     if version != st.cursor_version:
         # POLL-4: the cursor changed while this poll was in flight; its items are discarded whole.
@@ -96,7 +97,7 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
             return  # held: the cursor stays at this item (POLL-11)
         st.cursor = item.cursor_after if item.cursor_after is not None else st.cursor
     st.cursor = result.cursor if result.cursor is not None else st.cursor
-    st.next_poll_at = now if result.more else now + settings.interval
+    st.next_poll_at = now if result.more or requested else now + settings.interval
 
 
 def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> bool:
@@ -155,7 +156,8 @@ def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: da
     st.failures += 1
     st.last_error = error
     settings = engine.spec.policies.poll
-    delay = backoff_for(st.failures, settings.backoff_initial, settings.backoff_max)
+    requested, st.poll_requested = st.poll_requested, False
+    delay = timedelta(0) if requested else backoff_for(st.failures, settings.backoff_initial, settings.backoff_max)
     st.next_poll_at = now + delay
     engine.record_error(now, "poll_failed", f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}: {error}", entry_name)
 

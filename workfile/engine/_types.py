@@ -181,6 +181,8 @@ class PollState(_M):
     cursor_changes: list[CursorChange] = Field(default_factory=list)
     next_poll_at: datetime | None = None
     in_flight: int | None = Field(default=None, description="Sequence number of the poll in flight.")
+    poll_requested: bool = Field(default=False, description="An operator's poll_now arrived while a poll was in "
+                                 "flight: the next poll starts as soon as that one ends, not an interval later.")
     poll_seq: int = 0
     failures: int = 0
     last_error: str | None = None

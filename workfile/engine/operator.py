@@ -90,7 +90,10 @@ def _resume(engine: Engine, req: Request, now: datetime) -> str:
 def _poll_now(engine: Engine, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("poll",))
     for name in names:
-        engine.state.polls[name].next_poll_at = now
+        st = engine.state.polls[name]
+        st.next_poll_at = now
+        # A poll in flight sets the next one an interval after it ends: remember the request instead.
+        st.poll_requested = st.in_flight is not None and engine.poll_now_survives_flight
     return f"poll requested for {', '.join(names)}"
 
 
