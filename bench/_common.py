@@ -445,6 +445,31 @@ async def bare_start_rate(
     return n / (done - began)
 
 
+async def bare_signal_and_start_rate(
+    client: Client, counter_queue: str, run_queue: str, workflow_type: str, arg: Callable[[str], Any],
+    payload: Callable[[int], Any], *, n: int, concurrency: int,
+) -> float:
+    """Deliveries/s when the server gets, per delivery, one signal into a bare counting workflow (one
+    that handled an update, as every activation has) and one ``start_workflow`` of the run: N senders
+    signal while N other callers start the runs, both at once. The server's part of a signal delivery
+    that starts a run, with nothing of ours in between. Until every signal is processed and every run
+    is visible."""
+    handle = await bare_counter(client, counter_queue)
+    await handle.execute_update(BareCounter.hit_update, payload(0), id=f"warm-{uuid.uuid4().hex[:8]}")
+    prefix = new_id("bench-sigstart-run")
+    began = time.monotonic()
+    await asyncio.gather(
+        fan_out(n, concurrency, lambda i: handle.signal(BareCounter.hit, payload(i))),
+        fan_out(n, concurrency, lambda i: client.start_workflow(
+            workflow_type, arg(f"{prefix}-{i}"), id=f"{prefix}-{i}", task_queue=run_queue)))
+    await wait_for(lambda: _reached(handle, n + 1), timeout=300, what=f"{n} bare signals processed")
+    done = await wait_for(lambda: _at_least(client, f'WorkflowId STARTS_WITH "{prefix}-"', n), timeout=60,
+                          what=f"{n} bare runs visible")
+    await handle.signal(BareCounter.finish)
+    await handle.result()
+    return n / (done - began)
+
+
 async def _at_least(client: Client, query: str, n: int) -> bool:
     return await count_workflows(client, query) >= n
 
