@@ -25,10 +25,9 @@ from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
 from wfi.client import WfiClient
 from workfile import schedule as seq
+from workflows._fresh import STALE_ACTIVATION
 from workflows._wire import OperatorRequest
 from workflows.activation import ActivationWorkflow
-
-STALE_MARK = "query task's trailing events"
 
 
 async def query_hammer(client: Client, workflow_id: str, stop: asyncio.Event, errors: list[str]) -> None:
@@ -90,8 +89,8 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
             stop.set()
             worker.stop()
             await assert_replays(client, f"wfi-activation:{name}")
-        guarded = [e for e in errors if STALE_MARK in e]
-        exercised += bool(guarded) or STALE_MARK in log.read_text()
+        guarded = [e for e in errors if STALE_ACTIVATION in e]
+        exercised += bool(guarded) or STALE_ACTIVATION in log.read_text()
         print(f"attempt {attempt + 1}: {len(guarded)} queries failed by the guard, {len(errors)} query errors")
         if exercised:
             break

@@ -25,6 +25,7 @@ from temporalio.client import (
     RPCError,
     RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
@@ -41,6 +42,7 @@ from workfile.engine import DeliveryResult
 from workflows._wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
 )
+from workflows._fresh import STALE_ACTIVATION
 from workflows.activation import ActivationWorkflow, workflow_id_for
 
 _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
@@ -212,6 +214,11 @@ class WfiClient:
             except WorkflowUpdateFailedError as exc:
                 cause = getattr(exc.cause, "type", None)
                 if cause != "Rebinding" or attempt == self.max_attempts - 1:
+                    raise
+            except WorkflowQueryFailedError as exc:
+                # A query that reached a restarted worker with events it must not decide on yet
+                # (workflows/_fresh.py): the worker replays the run at its next task; ask again.
+                if STALE_ACTIVATION not in str(exc) or attempt == self.max_attempts - 1:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)

@@ -28,6 +28,9 @@ import asyncio
 from temporalio import workflow
 
 
+STALE_ACTIVATION = "stale activation:"  # how the failed query's message starts (clients retry on it)
+
+
 class StaleActivationError(RuntimeError):
     """Not a workflow failure: fails the activation so the worker evicts and replays the run."""
 
@@ -45,10 +48,10 @@ class FreshTimeGuard:
         seen, self._seen = self._seen, (length, now_ns)
         if seen is not None and is_stale(seen, (length, now_ns), replaying=workflow.unsafe.is_replaying()):
             raise StaleActivationError(
-                "activation built from a query task's trailing events at a stale time "
+                f"{STALE_ACTIVATION} built from a query task's trailing events at a stale time "
                 f"(history grew from {seen[0]} to {length} events but the time did not move); "
                 "failing it so the worker evicts this run and replays it on the next workflow task "
-                "(see workflows/_fresh.py). Nothing is lost; the query that carried it fails and is retried."
+                "(see workflows/_fresh.py). Nothing is lost; retry the query."
             )
         return False
 
