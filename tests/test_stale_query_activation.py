@@ -85,6 +85,11 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
             # Still deciding: occurrences after the restart are admitted (a nondeterminism error stops that).
             await wait_admitted_after(wfi, name, restarted + timedelta(seconds=11))
             await wfi.operate(name, OperatorRequest(action="pause"))
+            # The refusal fails a query task, never a workflow task: nothing about it reaches history.
+            failed = [e.workflow_task_failed_event_attributes.failure.message
+                      async for e in client.get_workflow_handle(f"wfi-activation:{name}").fetch_history_events()
+                      if e.HasField("workflow_task_failed_event_attributes")]
+            assert not [m for m in failed if STALE_ACTIVATION in m], failed
         finally:
             stop.set()
             worker.stop()
