@@ -2,7 +2,7 @@
 
 import sys
 
-from wfi.cli import main
+from wf_initiation.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["worker", *sys.argv[1:]]))

@@ -23,9 +23,9 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from workfile.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent
-from workflows._wire import ACTIVATION_WORKFLOW
-from workflows.search_attributes import WFI_TRIGGERS
+from wf_initiation.core.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent
+from wf_initiation.wire import ACTIVATION_WORKFLOW
+from wf_initiation.workflows.search_attributes import WFI_TRIGGERS
 
 
 class PublishRequest(BaseModel):

@@ -20,9 +20,9 @@ from temporalio.client import Client, WorkflowExecutionStatus as Status, Workflo
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from activities.clock import sleep_at_least
-from workfile.runinput import RunInput
-from workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
+from wf_initiation.activities.clock import sleep_at_least
+from wf_initiation.core.runinput import RunInput
+from wf_initiation.workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
 
 _STATUS = {
     Status.COMPLETED: "completed",

@@ -63,7 +63,7 @@ async def dev_server(
         log_file: Where the server's own output goes (it logs refused updates as errors), instead of
             this process's stdout/stderr.
     """
-    from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+    from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="wfi-bench-"))
     metrics = ServerMetrics(free_port())

@@ -78,8 +78,8 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
     from temporalio.worker import Worker
 
     from bench._common import BARE_WORKFLOWS
-    from wfi.plugin import WfiPlugin, _runner
-    from workflows.sample_runs import EchoRun
+    from wf_initiation.plugin import WfiPlugin, _runner
+    from wf_initiation.workflows.sample_runs import EchoRun
 
     runtime = None
     if os.environ.get("WFI_BENCH_METRICS_PORT"):  # SDK metrics (activation and task latencies) for profiling

@@ -57,10 +57,10 @@ from bench._common import (  # noqa: E402
 )
 from bench._workers import Queues, worker_processes  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402
-from wfi.client import WfiClient  # noqa: E402
-from workfile.engine import Disposition, Engine, initial_state  # noqa: E402
-from workfile.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
-from workflows.activation import encode_state, workflow_id_for  # noqa: E402
+from wf_initiation.client import WfiClient  # noqa: E402
+from wf_initiation.core.engine import Disposition, Engine, initial_state  # noqa: E402
+from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
+from wf_initiation.workflows.activation import encode_state, workflow_id_for  # noqa: E402
 
 RUN_TYPE = "wfi.EchoRun"
 TWO_MIB = 2 * 1024 * 1024

@@ -37,9 +37,9 @@ from temporalio.worker import Worker  # noqa: E402
 
 from tests.support.activation import make_spec  # noqa: E402
 from bench._common import temporal_binary  # noqa: E402
-from wfi.client import WfiClient  # noqa: E402
-from wfi.plugin import WfiPlugin  # noqa: E402
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
+from wf_initiation.client import WfiClient  # noqa: E402
+from wf_initiation.plugin import WfiPlugin  # noqa: E402
+from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
 
 SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
 
@@ -47,7 +47,7 @@ SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10
 
 async def baseline_starts(client: Client, n: int, concurrency: int = 50) -> float:
     """Raw start_workflow acknowledgements per second."""
-    from workfile.runinput import Initiation, RunInput, TriggerInfo
+    from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo
 
     queue = f"bench-nobody-{uuid.uuid4().hex[:6]}"
     sem = asyncio.Semaphore(concurrency)

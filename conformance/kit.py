@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
-from workfile.deployment import Deployment, load_deployment
+from wf_initiation.core.deployment import Deployment, load_deployment
 
 from .report import CLAIMABLE as CAPABILITIES
 from .report import CORE, CaseResult, Outcome, Report, build_report
@@ -164,7 +164,7 @@ def default_wfi_command() -> tuple[str, ...]:
     script = pathlib.Path(sys.executable).parent / "wfi"
     if script.exists():
         return (str(script),)
-    return (sys.executable, "-c", "import sys; from wfi.cli import main; sys.exit(main(sys.argv[1:]))")
+    return (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 @dataclass

@@ -247,7 +247,7 @@ def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
     """Every payload satisfies the manifest's payload_schema and carries a non-empty delivery id."""
     import jsonschema
 
-    from workfile._catalog import Catalog
+    from wf_initiation.core._catalog import Catalog
 
     manifest = Catalog.default(third_party=False).get(connector)
     assert manifest is not None, f"no built-in manifest {connector}"
@@ -262,8 +262,8 @@ def assert_manifest_names_activity(connector: str, activity_fn: object) -> None:
 
     from temporalio import activity
 
-    from activities.poll import activity_name_for
-    from workfile._catalog import Catalog
+    from wf_initiation.activities.poll import activity_name_for
+    from wf_initiation.core._catalog import Catalog
 
     manifest = Catalog.default(third_party=False).get(connector)
     assert manifest is not None and manifest.implementation and manifest.stable_order is True

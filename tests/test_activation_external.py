@@ -11,9 +11,9 @@ from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile.engine import Disposition
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core.engine import Disposition
 
 MAIL = """
 name: {name}

@@ -28,12 +28,12 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile.engine import Disposition
-from workfile.activation import ActivationSpec
-from workflows.activation import ActivationWorkflow, workflow_id_for
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core.engine import Disposition
+from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 WAIT = timedelta(hours=1)
 APART = timedelta(minutes=10)
@@ -209,12 +209,12 @@ async def test_an_open_batch_and_its_deadline_survive_continue_as_new(
 @pytest.mark.slow
 async def test_the_batching_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
     # proves: BATCH-1, BATCH-2, BATCH-3, BATCH-4, BATCH-5, BATCH-6, BATCH-7, TRIG-7, TRIG-15, TRIG-16, TRIG-17, TRIG-18, TRIG-19, TRIG-20, TRIG-21, EXT-6, EXT-11, EXT-12
-    from conformance.kit import Target, collect, run_cases
+    from wf_initiation.conformance.kit import Target, collect, run_cases
 
     address = dev_env.client.service_client.config.target_host
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
-        report = await run_cases(target, collect(["conformance.cases.batching"]), timeout=120)
+        report = await run_cases(target, collect(["wf_initiation.conformance.cases.batching"]), timeout=120)
     assert report.failures() == [], report.failures()

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.activation import make_spec
-from workfile.activation import ActivationSpec
-from workfile.engine import Disposition, Engine, EngineState, StartRun, initial_state, operator, summary
+from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state, operator, summary
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from workfile import CAPABILITY_BY_KIND, Catalog, ManifestError, load_workfile, parse_manifest
-from workfile._catalog import ENTRY_POINT_GROUP, builtin_manifests, manifest_problems
+from wf_initiation.core import CAPABILITY_BY_KIND, Catalog, ManifestError, load_workfile, parse_manifest
+from wf_initiation.core._catalog import ENTRY_POINT_GROUP, builtin_manifests, manifest_problems
 
 REQUIRED = {
     "time.schedule": "schedule",

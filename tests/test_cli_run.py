@@ -22,11 +22,11 @@ from temporalio.worker import Worker
 
 from tests.support.activation import unique
 from tests.support.worker_proc import free_port
-from wfi.plugin import WfiPlugin
-from workflows.activation import workflow_id_for
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.workflows.activation import workflow_id_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-WFI = (sys.executable, "-m", "wfi")
+WFI = (sys.executable, "-m", "wf_initiation")
 MAIL_WORKFILE = """
 name: {name}
 inputs:
@@ -280,8 +280,8 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
 
 
 def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_temporal_address(tmp_path: pathlib.Path) -> None:
-    from wfi._temporal import connect_options
-    from workfile.deployment import TemporalTarget
+    from wf_initiation._temporal import connect_options
+    from wf_initiation.core.deployment import TemporalTarget
 
     config = tmp_path / "temporal.toml"
     config.write_text('[profile.prod]\naddress = "prod.example:7233"\nnamespace = "prod-ns"\napi_key = "k-123"\n')
@@ -300,7 +300,7 @@ def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_tempora
 
 
 def test_a_missing_temporal_binary_names_the_package_to_install(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from wfi._temporal import TemporalUnavailable, find_temporal_binary
+    from wf_initiation._temporal import TemporalUnavailable, find_temporal_binary
 
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -6,7 +6,7 @@ import time
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.clock import wait_for_instant
+from wf_initiation.activities.clock import wait_for_instant
 
 
 async def test_the_wait_never_returns_before_the_time_left_and_reports_what_it_slept() -> None:

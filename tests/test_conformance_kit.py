@@ -14,9 +14,9 @@ import types
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-import conformance
+from wf_initiation import conformance
 from tests.support.worker_proc import WorkerProcess
-from conformance import (
+from wf_initiation.conformance import (
     CAPABILITIES,
     CORE,
     EXTERNAL,
@@ -32,10 +32,10 @@ from conformance import (
     select,
     write_report,
 )
-from conformance.cases import MODULES
-from workfile.deployment import load_deployment
+from wf_initiation.conformance.cases import MODULES
+from wf_initiation.core.deployment import load_deployment
 
-WFI = (sys.executable, "-c", "import sys; from wfi.cli import main; sys.exit(main(sys.argv[1:]))")
+WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def deployment_file(tmp_path: pathlib.Path, address: str = "127.0.0.1:1", extra: str = "") -> pathlib.Path:
@@ -242,7 +242,7 @@ async def test_the_capability_cases_pass_against_this_project(dev_env: WorkflowE
     # proves: CAP-1, CAP-2, CAP-3, CAP-4, CAP-5, CAP-7, CAP-8
     address = dev_env.client.service_client.config.target_host
     target = Target.from_file(deployment_file(tmp_path, address), tmp_path / "work")
-    report = await run_cases(target, collect(["conformance.cases.capabilities"]))
+    report = await run_cases(target, collect(["wf_initiation.conformance.cases.capabilities"]))
     assert report.failures() == []
     assert report.claims == list(CAPABILITIES)
     assert by_capability(report)[CORE].clauses_passed == ["CAP-2", "CAP-3", "CAP-4", "CAP-5", "CAP-7", "CAP-8"]
@@ -287,6 +287,6 @@ async def test_the_capability_cases_fail_against_a_validator_that_ignores_claims
     script = tmp_path / "lax_wfi.py"
     script.write_text(LAX_VALIDATOR)
     target = Target.from_file(deployment_file(tmp_path), tmp_path / "work", wfi_command=(sys.executable, str(script)))
-    report = await run_cases(target, collect(["conformance.cases.capabilities"]))
-    assert len(report.failures()) == len(collect(["conformance.cases.capabilities"]))
+    report = await run_cases(target, collect(["wf_initiation.conformance.cases.capabilities"]))
+    assert len(report.failures()) == len(collect(["wf_initiation.conformance.cases.capabilities"]))
     assert report.claims == []

@@ -7,8 +7,8 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 from tests.support.activation import make_spec
-from workfile.engine import Disposition, Engine, initial_state
-from workflows.activation import decode_state, encode_state
+from wf_initiation.core.engine import Disposition, Engine, initial_state
+from wf_initiation.workflows.activation import decode_state, encode_state
 
 T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
 TWO_MIB = 2 * 1024 * 1024

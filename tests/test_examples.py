@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from workfile import CAPABILITY_BY_KIND, Catalog, load_workfile
+from wf_initiation.core import CAPABILITY_BY_KIND, Catalog, load_workfile
 
 EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
 EXAMPLES = sorted(p for p in EXAMPLES_DIR.glob("*.yaml") if p.name != "deployment.yaml")  # the rest are Workfiles

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workfile import Evaluator, ExpressionFault, ExpressionSyntaxError, canonical_key
+from wf_initiation.core import Evaluator, ExpressionFault, ExpressionSyntaxError, canonical_key
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pathlib
 
 from temporalio.worker import Worker
 
-from conformance.kit import Target, collect, run_cases
-from wfi.plugin import WfiPlugin
+from wf_initiation.conformance.kit import Target, collect, run_cases
+from wf_initiation.plugin import WfiPlugin
 
 
 async def test_the_external_event_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
@@ -17,7 +17,7 @@ async def test_the_external_event_conformance_cases_pass_against_this_project(de
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
-        report = await run_cases(target, collect(["conformance.cases.external"]), timeout=120)
+        report = await run_cases(target, collect(["wf_initiation.conformance.cases.external"]), timeout=120)
     assert report.failures() == [], report.failures()
     passed = [c for cap in report.capabilities for c in cap.cases if c.outcome == "passed"]
     assert len(passed) == 4, [c.id for c in passed]

@@ -14,8 +14,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from tests.conftest import DEV_SERVER_ARGS, assert_eventually, binary
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
-from wfi.client import WfiClient
-from workfile.engine import Disposition
+from wf_initiation.client import WfiClient
+from wf_initiation.core.engine import Disposition
 
 pytestmark = pytest.mark.crash
 

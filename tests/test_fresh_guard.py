@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows._fresh import is_stale
+from wf_initiation.workflows._fresh import is_stale
 
 T = 1_796_000_000_000_000_000  # ns
 

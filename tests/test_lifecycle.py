@@ -11,15 +11,15 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities.lifecycle import subscribers_query
+from wf_initiation.activities.lifecycle import subscribers_query
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile.engine import Disposition
-from workfile.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
-from workflows.activation import workflow_id_for
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core.engine import Disposition
+from wf_initiation.core.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
+from wf_initiation.workflows.activation import workflow_id_for
 
 UPSTREAM = """
 name: {name}
@@ -223,14 +223,14 @@ async def test_an_a_b_a_cycle_stops_at_the_causation_bound_with_the_chain_record
 
 async def test_the_composition_conformance_cases_pass_against_this_project(dev_env, tmp_path: pathlib.Path) -> None:
     # proves: INIT-8, INIT-9, INIT-10, COMP-3, COMP-4, COMP-5, COMP-6, COMP-7
-    from conformance import Target, collect, run_cases
+    from wf_initiation.conformance import Target, collect, run_cases
 
     queue = unique("conformance-tq")
     address = dev_env.client.service_client.config.target_host
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    cases = collect(["conformance.cases.composition"])
+    cases = collect(["wf_initiation.conformance.cases.composition"])
     async with Worker(dev_env.client, task_queue=queue, plugins=[WfiPlugin()]):
         report = await run_cases(target, cases, timeout=90)
     assert report.failures() == []
@@ -239,12 +239,12 @@ async def test_the_composition_conformance_cases_pass_against_this_project(dev_e
 
 
 async def test_the_composition_conformance_cases_fail_fast_without_a_worker(dev_env, tmp_path: pathlib.Path) -> None:
-    from conformance import Target, collect, run_cases
+    from wf_initiation.conformance import Target, collect, run_cases
 
     address = dev_env.client.service_client.config.target_host
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {unique('idle')}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    report = await run_cases(target, collect(["conformance.cases.composition"]), timeout=30)
+    report = await run_cases(target, collect(["wf_initiation.conformance.cases.composition"]), timeout=30)
     failed = [r for r in report.failures() if "no worker polls task queue" in r.message]
     assert len(failed) == 4, [(r.id, r.message[:80]) for r in report.failures()]

@@ -17,10 +17,10 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.test_batch_activation import activate, search_attributes  # noqa: F401 (fixtures)
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workflows._wire import OperatorRequest
-from workfile.engine import Disposition
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import OperatorRequest
+from wf_initiation.core.engine import Disposition
 
 WORKFILE = """
 name: {name}

@@ -19,12 +19,12 @@ from pollsources import Entry, rss_document
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from activities.poll import PollRequest, poll_rss
+from wf_initiation.activities.poll import PollRequest, poll_rss
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workflows._wire import OperatorRequest
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import OperatorRequest
 
 FAST_POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 50}
 
@@ -433,13 +433,13 @@ async def test_polling_continues_across_continue_as_new(
 
 async def test_the_polling_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
     # proves: POLL-1, POLL-2, POLL-4, POLL-5, POLL-6, POLL-8, POLL-9, POLL-10, POLL-11
-    from conformance.kit import Target, collect, run_cases
+    from wf_initiation.conformance.kit import Target, collect, run_cases
 
     address = dev_env.client.service_client.config.target_host
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
-        report = await run_cases(target, collect(["conformance.cases.polling"]), timeout=120)
+        report = await run_cases(target, collect(["wf_initiation.conformance.cases.polling"]), timeout=120)
     assert report.failures() == [], report.failures()
     assert "wf.polling-initiation" in report.claims

@@ -22,9 +22,9 @@ from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, keep
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from workfile.engine._engine import payload_digest
-from workflows._wire import OperatorRequest
+from wf_initiation.client import WfiClient
+from wf_initiation.core.engine._engine import payload_digest
+from wf_initiation.wire import OperatorRequest
 
 ROWS = 3000
 BURSTS = 6

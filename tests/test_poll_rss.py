@@ -19,8 +19,8 @@ from pollsources import (
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_rss
-from activities.poll.rss import FeedEntry, fallback_id, parse_cursor, select_new
+from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_rss
+from wf_initiation.activities.poll.rss import FeedEntry, fallback_id, parse_cursor, select_new
 
 CONNECTOR = "rss.item_published"
 
@@ -236,7 +236,7 @@ def test_over_any_sliding_windows_every_item_is_emitted_once_in_order_even_after
 
 
 def test_the_public_surface_of_activities_poll_is_pinned():
-    import activities.poll
+    from wf_initiation import activities
 
     assert sorted(activities.poll.__all__) == [
         "POLL_ACTIVITIES",

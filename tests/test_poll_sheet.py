@@ -10,7 +10,7 @@ from pollsources import assert_manifest_names_activity, assert_payloads_conform
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sheet
+from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sheet
 
 CONNECTOR = "sheet.row_added"
 SHEET = "Content Calendar"

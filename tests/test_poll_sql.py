@@ -17,7 +17,7 @@ from pollsources import (
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sql
+from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sql
 
 CONNECTOR = "sql.row_inserted"
 EVENTS = {"table": "events", "column": "id"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from tests.test_poll_engine import T0, row, spec_for
-from workfile.engine import Disposition, Engine, PollItemIn, PollResultIn, StartRun, initial_state
+from wf_initiation.core.engine import Disposition, Engine, PollItemIn, PollResultIn, StartRun, initial_state
 
 
 def test_unordered_responses_still_dedup_by_identity_and_order_runs_by_acceptance(tmp_path: pathlib.Path) -> None:

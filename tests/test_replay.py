@@ -11,8 +11,8 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
 
 HISTORIES = pathlib.Path(__file__).parent / "histories"
 

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import workflows.runapi as runapi
+import wf_initiation.workflows.runapi as runapi
 from tests.support.activation import make_spec
-from workfile.activation import ActivationSpec
-from workfile.engine import Engine, initial_state
-from workfile.engine._subscriptions import SubscribeRequest, UnsubscribeRequest, subscribe, unsubscribe
-from workfile.engine._types import SignalRun
+from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.core.engine import Engine, initial_state
+from wf_initiation.core.engine._subscriptions import SubscribeRequest, UnsubscribeRequest, subscribe, unsubscribe
+from wf_initiation.core.engine._types import SignalRun
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 FORBIDDEN_WORDS = ("create", "delete", "modify", "update", "fire", "trigger_now", "schedule", "advance", "cancel",

@@ -22,10 +22,10 @@ from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
 from tests.support.runs import describe_or_none
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile import schedule as seq
-from workflows._wire import OperatorRequest
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core import schedule as seq
+from wf_initiation.wire import OperatorRequest
 
 STEP = timedelta(seconds=2)
 LATE_AFTER = timedelta(seconds=1)
@@ -194,14 +194,14 @@ async def test_pause_resume_and_backfill_through_the_activation(dev_env, task_qu
 @pytest.mark.slow
 async def test_the_scheduled_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
     # proves: SCHED-1, SCHED-2, SCHED-3, SCHED-4, SCHED-5, SCHED-6, SCHED-7, SCHED-8, SCHED-9, SCHED-10, SCHED-11, SCHED-12, SCHED-13, SCHED-14, BATCH-8
-    from conformance.kit import Target, collect, run_cases
+    from wf_initiation.conformance.kit import Target, collect, run_cases
 
     address = dev_env.client.service_client.config.target_host
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
-        report = await run_cases(target, collect(["conformance.cases.scheduled"]), timeout=120)
+        report = await run_cases(target, collect(["wf_initiation.conformance.cases.scheduled"]), timeout=120)
     assert report.failures() == [], report.failures()
 
 

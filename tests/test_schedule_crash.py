@@ -22,9 +22,9 @@ from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from workfile import schedule as seq
-from workflows._wire import OperatorRequest
+from wf_initiation.client import WfiClient
+from wf_initiation.core import schedule as seq
+from wf_initiation.wire import OperatorRequest
 
 KILLS = 5
 

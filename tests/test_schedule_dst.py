@@ -20,7 +20,7 @@ from itertools import product
 
 import pytest
 
-from workfile.schedule import next_occurrences, occurrences_between, parse_schedule, to_local_iso
+from wf_initiation.core.schedule import next_occurrences, occurrences_between, parse_schedule, to_local_iso
 
 GAPS = ("skip", "shift")
 FOLDS = ("first", "last", "both")

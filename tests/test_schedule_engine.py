@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from tests.support.activation import make_spec
-from workfile import schedule as seq
-from workfile._diagnostics import DiagnosticError
-from workfile.activation import ActivationSpec
-from workfile.engine import Engine, StartRun, initial_state, operator, summary
-from workfile.engine import _schedule
-from workfile.engine._types import EngineState
-from workflows._wire import OperatorRequest
+from wf_initiation.core import schedule as seq
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.core.engine import Engine, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import _schedule
+from wf_initiation.core.engine._types import EngineState
+from wf_initiation.wire import OperatorRequest
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 H = timedelta(hours=1)

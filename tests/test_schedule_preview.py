@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 import tzdata
 
-from wfi.cli import main
-from workfile.schedule import next_occurrences, parse_schedule, to_local_iso
+from wf_initiation.cli import main
+from wf_initiation.core.schedule import next_occurrences, parse_schedule, to_local_iso
 
 NIGHTLY = """\
 name: nightly

@@ -16,8 +16,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workfile import schedule
-from workfile.schedule import (
+from wf_initiation.core import schedule
+from wf_initiation.core.schedule import (
     TZDATA_VERSION,
     ScheduleConfigError,
     ScheduleSpec,
@@ -317,7 +317,7 @@ def test_the_sequence_ignores_the_host_tz_database(tmp_path: pathlib.Path) -> No
     code = (
         "import json, sys, zoneinfo\n"
         "from datetime import datetime, UTC\n"
-        "from workfile.schedule import parse_schedule, next_occurrences\n"
+        "from wf_initiation.core.schedule import parse_schedule, next_occurrences\n"
         "assert zoneinfo.ZoneInfo('America/New_York').utcoffset(datetime(2026, 1, 1)).total_seconds() == 9 * 3600\n"
         "spec = parse_schedule({'cron': '30 2 * * *', 'timezone': 'America/New_York'})\n"
         "print(json.dumps([t.isoformat() for t in next_occurrences(spec, datetime(2026, 3, 7, tzinfo=UTC), 3)]))\n"

@@ -49,11 +49,11 @@ from temporalio.worker import Worker
 from tests.conftest import _converter, _register_search_attributes, assert_eventually, binary
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile.activation import ActivationSpec
-from workflows._wire import OperatorRequest
-from workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.wire import OperatorRequest
+from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

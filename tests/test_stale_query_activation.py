@@ -23,11 +23,11 @@ from temporalio.service import RPCError
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from workfile import schedule as seq
-from workflows._fresh import STALE_ACTIVATION
-from workflows._wire import OperatorRequest
-from workflows.activation import ActivationWorkflow
+from wf_initiation.client import WfiClient
+from wf_initiation.core import schedule as seq
+from wf_initiation.workflows._fresh import STALE_ACTIVATION
+from wf_initiation.wire import OperatorRequest
+from wf_initiation.workflows.activation import ActivationWorkflow
 
 
 async def query_hammer(client: Client, workflow_id: str, stop: asyncio.Event, errors: list[str]) -> None:

@@ -16,10 +16,10 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
-from wfi.client import WfiClient
-from wfi.plugin import WfiPlugin
-from workfile.engine import Disposition, Engine, initial_state
-from workfile.engine._subscriptions import (
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.core.engine import Disposition, Engine, initial_state
+from wf_initiation.core.engine._subscriptions import (
     SubscribeRequest,
     UnsubscribeRequest,
     command_done,
@@ -29,8 +29,8 @@ from workfile.engine._subscriptions import (
     unacked_commands,
     unsubscribe,
 )
-from workfile.engine._types import SignalRun, Subscription
-from workflows.runapi import WaitForExample, WaitRequest
+from wf_initiation.core.engine._types import SignalRun, Subscription
+from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

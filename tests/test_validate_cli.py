@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from wfi.cli import main
+from wf_initiation.cli import main
 
 MAIL = "name: triage\non:\n  mail.received: {inbox: a@b.co}\n"
 BROKEN = "name: broken\non:\n  - mail.received: {inbox: a@b.co}\n"
@@ -104,7 +104,7 @@ def test_a_missing_workfile_is_invalid_not_a_traceback(tmp_path, capsys) -> None
 
 
 def test_the_console_command_exits_2_on_usage_errors_without_a_traceback() -> None:
-    entry = "import sys; from wfi.cli import main; sys.exit(main())"
+    entry = "import sys; from wf_initiation.cli import main; sys.exit(main())"
     done = subprocess.run([sys.executable, "-c", entry, "validate"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "WORKFILE" in done.stderr

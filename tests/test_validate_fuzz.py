@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from workfile import Catalog, ValidationResult, load_workfile
+from wf_initiation.core import Catalog, ValidationResult, load_workfile
 
 EXAMPLES = sorted(p for p in (pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.yaml")
                   if p.name != "deployment.yaml")

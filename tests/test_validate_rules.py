@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from workfile import Catalog, Diagnostic, Manifest, ValidationResult, classify, load_workfile, required_capabilities
+from wf_initiation.core import Catalog, Diagnostic, Manifest, ValidationResult, classify, load_workfile, required_capabilities
 
 
 @pytest.fixture(scope="module")

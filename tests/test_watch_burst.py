@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from activities.runs import wait_for_burst
+from wf_initiation.activities.runs import wait_for_burst
 
 
 def ending_at(*delays: float) -> list[asyncio.Task[None]]:

@@ -22,20 +22,20 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.clock import WAIT_ACTIVITY
-    from activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
-    from workfile.activation import ActivationSpec
-    from activities.poll import PollRequest, PollResponse, activity_name_for
-    from workfile.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
-    from workfile.engine._poll import abandon_in_flight
-    from activities.lifecycle import PublishRequest
-    from workfile.engine import _subscriptions as subs
-    from workfile.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
-    from workfile.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
+    from wf_initiation.activities.clock import WAIT_ACTIVITY
+    from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
+    from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
+    from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
+    from wf_initiation.core.engine._poll import abandon_in_flight
+    from wf_initiation.activities.lifecycle import PublishRequest
+    from wf_initiation.core.engine import _subscriptions as subs
+    from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
+    from wf_initiation.core.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
 
     from . import search_attributes as sa
     from ._fresh import FreshTimeGuard
-    from ._wire import (
+    from wf_initiation.wire import (
         MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
     )
 

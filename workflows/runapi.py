@@ -2,7 +2,7 @@
 
 One function, :func:`wait_for`: wait inside a run for an event of another workflow's trigger.
 
-    from workflows.runapi import wait_for
+    from wf_initiation.workflows.runapi import wait_for
 
     reply = await wait_for("support-triage", "message", match={"thread_id": thread}, timeout=timedelta(days=2))
 
@@ -31,7 +31,7 @@ from temporalio import workflow as _wf
 from temporalio.exceptions import ApplicationError, FailureError
 
 with _wf.unsafe.imports_passed_through():
-    from workfile.engine._subscriptions import (
+    from wf_initiation.core.engine._subscriptions import (
         EVENT_SIGNAL,
         SUBSCRIBE_SIGNAL,
         UNSUBSCRIBE_SIGNAL,

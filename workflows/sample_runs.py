@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workfile.runinput import RunInput
+    from wf_initiation.core.runinput import RunInput
 
 
 def _controls(value: Any) -> dict[str, Any]:

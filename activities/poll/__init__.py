@@ -4,7 +4,7 @@ A worker registers ``POLL_ACTIVITIES``; the activation calls the activity named
 ``activity_name_for(manifest.name)`` with a :class:`PollRequest`.
 """
 
-from activities.poll._contract import (
+from wf_initiation.activities.poll._contract import (
     ACTIVITY_PREFIX,
     POLL_CONFIG_INVALID,
     POLL_SOURCE_UNAVAILABLE,
@@ -12,9 +12,9 @@ from activities.poll._contract import (
     PollRequest,
     PollResponse,
 )
-from activities.poll.rss import poll_rss
-from activities.poll.sheet import poll_sheet
-from activities.poll.sql import poll_sql
+from wf_initiation.activities.poll.rss import poll_rss
+from wf_initiation.activities.poll.sheet import poll_sheet
+from wf_initiation.activities.poll.sql import poll_sql
 
 POLL_ACTIVITIES = [poll_rss, poll_sql, poll_sheet]
 """The built-in poll activities, for ``Worker(activities=...)``."""

@@ -23,7 +23,7 @@ from typing import Any
 import feedparser
 from temporalio import activity
 
-from activities.poll._contract import (
+from wf_initiation.activities.poll._contract import (
     PollItem,
     PollRequest,
     PollResponse,

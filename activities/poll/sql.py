@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.poll._contract import (
+from wf_initiation.activities.poll._contract import (
     PollItem,
     PollRequest,
     PollResponse,

@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
 
 WAIT_S = 60.0
 

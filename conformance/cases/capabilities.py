@@ -19,7 +19,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.kit import CAPABILITIES, CORE, EXTERNAL, POLLING, SCHEDULED, CliResult, Target, case, check
+from wf_initiation.conformance.kit import CAPABILITIES, CORE, EXTERNAL, POLLING, SCHEDULED, CliResult, Target, case, check
 
 FILE_KEYS = {"file", "status", "workflow", "required_capabilities", "diagnostics"}
 DIAGNOSTIC_KEYS = {"code", "message", "entry", "path", "line", "capability"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from conformance.kit import EXTERNAL, CaseFailed, Target, case, check
+from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, case, check
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ class Session:
     """One case's view of the deployment: client, activation helper, worker check."""
 
     def __init__(self, target: Target, client: Any):
-        from wfi.client import WfiClient
+        from wf_initiation.client import WfiClient
 
         self.target = target
         self.client = client
@@ -84,7 +84,7 @@ class Session:
             await polled()  # fail with the message that names the fix
 
     async def activate(self, name: str, text: str, **settings: Any) -> None:
-        from wfi.client import spec_from_files
+        from wf_initiation.client import spec_from_files
 
         pair = self.target.write_pair(name, text, {"run": {"workflow_type": "wfi.EchoRun", "task_queue": self.queue},
                                                    **settings})
@@ -92,7 +92,7 @@ class Session:
         await self.wfi.activate(spec)
 
     async def start_waiter(self, workflow: str, thread: str) -> Any:
-        from workflows.runapi import WaitForExample, WaitRequest
+        from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 
         request = WaitRequest(workflow=workflow, trigger="reply", match={"body.thread": thread})
         return await self.client.start_workflow(WaitForExample.run, request, id=self.target.unique(f"waiter-{thread}"),
@@ -106,8 +106,8 @@ class Session:
         await eventually(check_subscribed, "the waiting runs' subscriptions")
 
     async def listed(self, workflow: str, connector: str) -> None:
-        from activities.lifecycle import subscribers_query
-        from workflows.activation import workflow_id_for
+        from wf_initiation.activities.lifecycle import subscribers_query
+        from wf_initiation.workflows.activation import workflow_id_for
 
         query = f"{subscribers_query(connector)} AND WorkflowId = '{workflow_id_for(workflow)}'"
 
@@ -208,7 +208,7 @@ async def an_a_b_a_cycle_stops_at_the_causation_bound(target: Target) -> None:
 async def the_run_side_api_offers_only_waiting_for_events(target: Target) -> None:
     import inspect
 
-    import workflows.runapi as runapi
+    import wf_initiation.workflows.runapi as runapi
 
     check(runapi.__all__ == ["wait_for"], f"the run-side API must export only wait_for, exports {runapi.__all__}")
     params = list(inspect.signature(runapi.wait_for).parameters)

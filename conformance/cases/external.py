@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.kit import EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import EXTERNAL, Target, WorkfilePair, case, check, eventually
 
 WAIT_S = 60.0
 HOOK = """name: {name}

@@ -16,7 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from conformance.kit import POLLING, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import POLLING, Target, WorkfilePair, case, check, eventually
 
 POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 100}
 WAIT_S = 60.0

@@ -8,7 +8,7 @@ import tempfile
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from wfi.plugin import WfiPlugin
+from wf_initiation.plugin import WfiPlugin
 
 
 async def replay_failure(history: WorkflowHistory) -> Exception | None:

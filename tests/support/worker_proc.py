@@ -19,7 +19,7 @@ import asyncio, os, sys
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
-from wfi.plugin import WfiPlugin
+from wf_initiation.plugin import WfiPlugin
 
 async def main():
     client = await Client.connect(sys.argv[1], data_converter=pydantic_data_converter)
@@ -107,7 +107,7 @@ class DevServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        from workflows.search_attributes import ALL
+        from wf_initiation.workflows.search_attributes import ALL
 
         args = [self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
                 "--db-filename", self.db_file, "--log-level", "error", *self.extra_args]

@@ -1,7 +1,7 @@
 """`wfi schedule preview WORKFILE [--entry NAME] [--from ISO-INSTANT] [--count N] [--json]`.
 
 Prints the next intended instants of a ``time.schedule`` trigger, computed by the same code the
-activation uses (``workfile.schedule``), so DST days can be checked before activating: one line per
+activation uses (``wf_initiation.core.schedule``), so DST days can be checked before activating: one line per
 instant with its local time (ISO-8601 with the zone's offset) and its UTC instant, under a header
 naming the zone and the tzdata version.
 
@@ -19,9 +19,9 @@ import pathlib
 import sys
 from datetime import UTC, datetime
 
-from workfile._model import TriggerEntry, Workfile
-from workfile._validate import load_workfile
-from workfile.schedule import ScheduleConfigError, ScheduleSpec, next_occurrences, occurrence_record, parse_instant, parse_schedule
+from wf_initiation.core._model import TriggerEntry, Workfile
+from wf_initiation.core._validate import load_workfile
+from wf_initiation.core.schedule import ScheduleConfigError, ScheduleSpec, next_occurrences, occurrence_record, parse_instant, parse_schedule
 
 SCHEDULE_CONNECTOR = "time.schedule"
 
@@ -62,7 +62,7 @@ def _positive(text: str) -> int:
 
 def run_preview(args: argparse.Namespace) -> int:
     """Load the Workfile, pick the schedule entry, print its next instants."""
-    from wfi.cli import UserError
+    from wf_initiation.cli import UserError
 
     after = _from_instant(args.from_)
     result = load_workfile(args.workfile)
@@ -82,7 +82,7 @@ def run_preview(args: argparse.Namespace) -> int:
 
 
 def _from_instant(text: str | None) -> datetime:
-    from wfi.cli import UserError
+    from wf_initiation.cli import UserError
 
     if text is None:
         return datetime.now(UTC)  # the shell may read the clock; the sequence itself never does
@@ -98,7 +98,7 @@ def pick_entry(workfile: Workfile, name: str | None) -> TriggerEntry:
     Raises:
         wfi.cli.UserError: naming the choices when there is none, several, or no such entry.
     """
-    from wfi.cli import UserError
+    from wf_initiation.cli import UserError
 
     schedules = [e for e in workfile.entries if e.connector == SCHEDULE_CONNECTOR]
     choices = ", ".join(e.name for e in schedules) or "none"

@@ -15,7 +15,7 @@ import json
 import pathlib
 import sys
 
-from workfile import Catalog, ClaimsError, ValidationResult, load_workfile, read_claims
+from wf_initiation.core import Catalog, ClaimsError, ValidationResult, load_workfile, read_claims
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate every file, print the results, return the exit status."""
-    from wfi.cli import UserError
+    from wf_initiation.cli import UserError
 
     try:
         claims = read_claims(args.claims) if args.claims is not None else None

@@ -18,10 +18,10 @@ import sys
 from typing import NoReturn
 
 _GROUPS = (
-    "wfi._cli_validate",
-    "wfi._cli_schedule",
-    "wfi._cli_run",
-    "wfi._cli_conformance",
+    "wf_initiation._cli_validate",
+    "wf_initiation._cli_schedule",
+    "wf_initiation._cli_run",
+    "wf_initiation._cli_conformance",
 )
 
 

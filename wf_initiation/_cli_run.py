@@ -17,9 +17,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, get_args
 
-from workfile._diagnostics import Diagnostic, DiagnosticError
-from workfile.deployment import Deployment, load_deployment
-from workflows._wire import OperatorRequest
+from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
+from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.wire import OperatorRequest
 
 from . import _temporal
 
@@ -133,7 +133,7 @@ def _register_operate(subparsers: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------------- shared plumbing
 def _user_error(message: str, code: int = EXIT_FAILED) -> Exception:
-    from wfi.cli import UserError
+    from wf_initiation.cli import UserError
 
     return UserError(message, exit_code=code)
 
@@ -185,7 +185,7 @@ def _run_async(factory: Callable[[], Awaitable[T]]) -> T:
 
 
 def _wfi_client(client: Any, deployment: Deployment) -> Any:
-    from wfi.client import WfiClient
+    from wf_initiation.client import WfiClient
 
     return WfiClient(client, task_queue=deployment.temporal.task_queue)
 
@@ -295,7 +295,7 @@ def _dev_server(args: argparse.Namespace, deployment: Deployment) -> _temporal.D
 
 def _specs_to_activate(deployment: Deployment) -> tuple[list[Any], int]:
     """Build the spec of every listed Workfile; print the diagnostics of those that cannot be activated."""
-    from wfi.client import build_spec
+    from wf_initiation.client import build_spec
 
     specs, problems = [], 0
     for name, section in deployment.workflows.items():
@@ -328,7 +328,7 @@ async def _activate_all(client: Any, deployment: Deployment, specs: list[Any]) -
 
 # ---------------------------------------------------------------------------- activate
 def _activate(args: argparse.Namespace) -> int:
-    from wfi.client import build_spec
+    from wf_initiation.client import build_spec
 
     deployment = _load(args.deployment)
     try:
@@ -387,7 +387,7 @@ def read_payload(args: argparse.Namespace, stdin: Any = None) -> Any:
 
 
 def _deliver(args: argparse.Namespace) -> int:
-    from wfi.client import DeliveryTooLarge
+    from wf_initiation.client import DeliveryTooLarge
 
     if args.signal and args.update_id:
         raise _user_error("--update-id applies to update deliveries, not to --signal", EXIT_USAGE)

@@ -47,7 +47,7 @@ from zoneinfo import ZoneInfo
 import tzdata
 from croniter import croniter
 
-from workfile._durations import DurationError, format_duration, parse_duration
+from wf_initiation.core._durations import DurationError, format_duration, parse_duration
 
 TZDATA_VERSION: str = tzdata.IANA_VERSION
 HORIZON_YEARS = 10

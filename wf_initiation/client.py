@@ -31,19 +31,19 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
-from workfile._capabilities import classify
-from workfile._catalog import Catalog
-from workfile._diagnostics import DiagnosticError
-from workfile._expr import canonical_key
-from workfile._validate import load_workfile
-from workfile.activation import ActivationSpec, resolve_activation
-from workfile.deployment import Deployment, load_deployment
-from workfile.engine import DeliveryResult
-from workflows._wire import (
+from wf_initiation.core._capabilities import classify
+from wf_initiation.core._catalog import Catalog
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core._expr import canonical_key
+from wf_initiation.core._validate import load_workfile
+from wf_initiation.core.activation import ActivationSpec, resolve_activation
+from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.core.engine import DeliveryResult
+from wf_initiation.wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
 )
-from workflows._fresh import STALE_ACTIVATION
-from workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows._fresh import STALE_ACTIVATION
+from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
 
 _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
               RPCStatusCode.ABORTED}

@@ -166,7 +166,7 @@ def parse_manifest(data: Mapping[str, Any]) -> Manifest:
 def builtin_manifests() -> list[Manifest]:
     yaml = YAML(typ="safe")
     out = []
-    for res in sorted(importlib.resources.files("workfile.manifests").iterdir(), key=lambda r: r.name):
+    for res in sorted(importlib.resources.files("wf_initiation.core.manifests").iterdir(), key=lambda r: r.name):
         if res.name.endswith(".yaml"):
             out.append(parse_manifest(yaml.load(res.read_text())))
     return out

@@ -1,4 +1,6 @@
-"""Wire types of the activation workflow's updates, signals and queries."""
+"""The wire contract of the activation workflow: update, signal and query argument and result types.
+
+Imported by workflows, activities, the client and the CLI alike; it imports none of them."""
 
 from __future__ import annotations
 

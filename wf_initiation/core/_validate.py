@@ -2,7 +2,7 @@
 
 It checks trigger syntax and the resolved manifest contract without regard to target support
 (CAP-5), reports every problem of a file at once, and never raises on bad input: every problem
-is a :class:`~workfile.Diagnostic` with a stable code, a message naming the fix, the trigger
+is a :class:`~wf_initiation.core.Diagnostic` with a stable code, a message naming the fix, the trigger
 entry, the YAML path and the line. Support is classified only when the caller passes the
 deployment's claimed capabilities (CAP-7).
 """

@@ -1,6 +1,6 @@
 """Scheduled initiation inside the engine (SCHED-1..15).
 
-The occurrence sequence comes from :mod:`workfile.schedule` (deterministic from the fixed
+The occurrence sequence comes from :mod:`wf_initiation.core.schedule` (deterministic from the fixed
 configuration and the recorded tzdata version, SCHED-2). Here: which occurrences are due, which are
 on time, which were missed, the missed-occurrence policy, overflow ranges, backfill, pause/resume.
 

@@ -16,20 +16,22 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.clock import wait_for_instant
-from activities.lifecycle import LifecycleActivities
-from activities.poll import POLL_ACTIVITIES
-from activities.runs import RunActivities
-from workflows.activation import ActivationWorkflow
-from workflows.runapi import WaitForExample
-from workflows.sample_runs import EchoRun
+from wf_initiation.activities.clock import wait_for_instant
+from wf_initiation.activities.lifecycle import LifecycleActivities
+from wf_initiation.activities.poll import POLL_ACTIVITIES
+from wf_initiation.activities.runs import RunActivities
+from wf_initiation.workflows.activation import ActivationWorkflow
+from wf_initiation.workflows.runapi import WaitForExample
+from wf_initiation.workflows.sample_runs import EchoRun
 
 
 # Pure, deterministic libraries the engine uses inside workflow code. Passed through the sandbox:
 # they import lazily (jinja2 compiles templates on first use) and hold locks/caches that are safe.
+# Only the project's own namespaced modules pass through (never a bare name a user's module could
+# share, such as ``activities``): the pure core and the activity request models.
 PASSTHROUGH_MODULES = (
-    "workfile", "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds",
-    "attrs", "croniter", "dateutil", "tzdata", "ruamel", "activities",
+    "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "jinja2", "markupsafe", "jsonschema",
+    "jsonschema_specifications", "referencing", "rpds", "attrs", "croniter", "dateutil", "tzdata", "ruamel",
 )
 
 

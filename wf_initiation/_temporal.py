@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from workfile.deployment import TemporalTarget
+from wf_initiation.core.deployment import TemporalTarget
 
 DEFAULT_ADDRESS = "localhost:7233"
 READY_TIMEOUT = 60.0
@@ -100,7 +100,7 @@ async def ensure_search_attributes(client: Any, namespace: str) -> tuple[list[st
     from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
     from temporalio.service import RPCError, RPCStatusCode
 
-    from workflows.search_attributes import ALL
+    from wf_initiation.workflows.search_attributes import ALL
 
     try:
         existing = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
@@ -125,7 +125,7 @@ async def run_worker(
 
     from temporalio.worker import Worker
 
-    from wfi.plugin import WfiPlugin
+    from wf_initiation.plugin import WfiPlugin
 
     # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
     zoneinfo.reset_tzpath(to=[])
@@ -181,7 +181,7 @@ def dev_server_command(
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """``temporal server start-dev`` with the Web UI, SQLite persistence and the search attributes."""
-    from workflows.search_attributes import ALL
+    from wf_initiation.workflows.search_attributes import ALL
 
     args = [binary, "server", "start-dev", "--ip", ip, "--port", str(port), "--ui-port", str(ui_port),
             "--db-filename", str(db_file), "--log-level", "warn", "--ui-disable-news-fetch"]

@@ -99,7 +99,7 @@ class PollSettings(_Strict):
 
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
 # Policies added after the first release: left out of the binding hash while at their default, so
-# that upgrading does not change the activation id of an unchanged deployment (workfile.activation).
+# that upgrading does not change the activation id of an unchanged deployment (wf_initiation.core.activation).
 ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT}
 
 

@@ -10,11 +10,11 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from workfile._diagnostics import DiagnosticError
+from wf_initiation.core._diagnostics import DiagnosticError
 
 if TYPE_CHECKING:
-    from conformance.kit import CaseInfo
-    from conformance.report import Report
+    from wf_initiation.conformance.kit import CaseInfo
+    from wf_initiation.conformance.report import Report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,8 +47,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _cases() -> tuple[CaseInfo, ...]:
-    from conformance.cases import MODULES
-    from conformance.kit import collect
+    from wf_initiation.conformance.cases import MODULES
+    from wf_initiation.conformance.kit import collect
 
     return collect(MODULES)
 
@@ -65,9 +65,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from conformance.kit import Target, run_cases, select
-    from conformance.report import write_report
-    from wfi.cli import UserError
+    from wf_initiation.conformance.kit import Target, run_cases, select
+    from wf_initiation.conformance.report import write_report
+    from wf_initiation.cli import UserError
 
     cases = _cases()
     with tempfile.TemporaryDirectory(prefix="wfi-conformance-") as workdir:

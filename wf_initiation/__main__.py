@@ -1,0 +1,5 @@
+import sys
+
+from wf_initiation.cli import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from wfi.cli import main
-
-sys.exit(main())
