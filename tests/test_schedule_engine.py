@@ -22,6 +22,7 @@ from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import Engine, StartRun, initial_state, operator, summary
 from wf_initiation.core.engine import _schedule
 from wf_initiation.core.engine._types import EngineState
+from wf_initiation.core.limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK
 from wf_initiation.wire import OperatorRequest
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -180,23 +181,33 @@ def test_overflow_policy_skip_overflow_records_the_range_as_skipped(tmp_path: pa
     assert summary.status(engine) == "active"
 
 
+@pytest.mark.parametrize("bounded", [True, False], ids=["budgets", "before-budgets"])
 @pytest.mark.parametrize("policy", [{"policy": "skip"}, {"policy": "catch_up", "bound": 5}])
-def test_a_gap_longer_than_one_task_stays_missed_across_tasks_and_keeps_one_bound(tmp_path: pathlib.Path, policy: dict) -> None:
+def test_a_gap_longer_than_one_task_stays_missed_across_tasks_and_keeps_one_bound(
+    tmp_path: pathlib.Path, policy: dict, bounded: bool,
+) -> None:
     # proves: SCHED-8, SCHED-9, SCHED-10
     spec = spec_for(tmp_path, '{interval: 1s}', missed=policy, late_after="1h")
-    gap = 2 * _schedule.CHUNK + 1234
+    catch_up = policy["policy"] == "catch_up"
+    chunk = (ADMIT_PER_TASK if catch_up else ENUMERATE_PER_TASK) if bounded else _schedule.CHUNK
+    gap = 2 * chunk + 123
     engine = engine_for(spec)
+    engine.bounded = bounded
     now = T0 + timedelta(seconds=gap + 0.5) + timedelta(hours=1)  # t0+1s .. t0+gap are missed, the last hour is not
     tasks, admitted = 0, []
     while True:
+        engine.begin_task()
         engine.tick(now)
         tasks += 1
-        admitted += starts(engine)
+        started = starts(engine)
+        assert not bounded or len(started) <= ADMIT_PER_TASK, "no task admits more than its budget"
+        admitted += started
         if sched(engine).next_instant > now:
             break
-        assert tasks < 10
+        assert tasks < 100
         now += timedelta(milliseconds=5)  # the shell wakes again at once
-    assert tasks == 3, "each task enumerates at most CHUNK occurrences"
+    if not bounded:
+        assert tasks == 3, "each task enumerates at most CHUNK occurrences"
     st = sched(engine)
     bound = policy.get("bound", 0)
     assert st.counts.get("caught_up", 0) == bound

@@ -19,6 +19,12 @@ event's dedup entry points at that run and is released when the run is terminal 
 that event's disposition, BATCH-6) and kept with the event; the run then receives, under each
 name ``into`` binds, the list of that name's per-event values in acceptance order. The bound names
 are the same as for an unbatched run; like the trigger binding itself, each holds a list.
+
+Bytes: a batch also closes early, before ``size`` and ``max_wait``, when its next event would take
+its payloads past ``limits.MAX_BATCH_BYTES``; that event opens the next batch. A batch's run input
+so always fits Temporal's payload limits (20 events of 150 KB make several runs, never one run
+that can never start). ``size`` stays a maximum (BATCH-2); the early close is documented in
+docs/limits.md.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..activation import EntrySpec
+from ..limits import MAX_BATCH_BYTES
 from ..runinput import Causation
 from ._types import BatchEvent, Disposition, OpenBatch, RunRecord
 
@@ -44,24 +51,30 @@ def batch_key(entry: str, partition: str) -> str:
 
 def add(
     engine: "Engine", entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
-    partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None,
+    partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None, size: int = 0,
 ) -> Outcome:
     """Put one accepted event into its partition's open batch; close the batch when it is full."""
     assert entry.batch is not None
-    size = entry.batch.size
+    bound = entry.batch.size
     bkey = batch_key(entry.name, partition)
     batch = engine.state.batches.get(bkey)
-    if batch is not None and size is not None and len(batch.events) >= size:
+    if batch is not None and bound is not None and len(batch.events) >= bound:
         close(engine, bkey, now)  # only after a rebind lowered `size`: never exceed the current bound
+        batch = None
+    if batch is not None and engine.bounded and batch.events and batch.bytes + size > MAX_BATCH_BYTES:
+        engine._count("batches_closed_by_bytes")
+        close(engine, bkey, now)
         batch = None
     if batch is None:
         batch = _open(engine, entry, partition, key, now)
         engine.state.batches[bkey] = batch
     batch.events.append(BatchEvent(event_key=key, payload=payload, accepted_at=now, delivery_id=delivery_id,
-                                   scheduled_at=scheduled_at, into=into if entry.into else None))
+                                   scheduled_at=scheduled_at, into=into if entry.into else None, bytes=size))
+    batch.bytes += size
+    engine.batch_bytes += size
     engine._retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=batch.run_key)
     engine._count("batched")
-    if size is not None and len(batch.events) >= size:
+    if bound is not None and len(batch.events) >= bound:
         close(engine, bkey, now)
     return Disposition.BATCHED, batch.run_key, None
 
@@ -80,6 +93,7 @@ def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, no
 def close(engine: "Engine", bkey: str, now: datetime) -> None:
     """Close one open batch: build its single run and admit it (BATCH-4, BATCH-5)."""
     batch = engine.state.batches.pop(bkey)
+    engine.batch_bytes -= batch.bytes
     entry = engine.entry(batch.entry)
     run_key = batch.run_key or f"{engine.spec.activation_id}/{entry.name}/{batch.batch_id}"
     run_input = engine._run_input(
@@ -89,7 +103,7 @@ def close(engine: "Engine", bkey: str, now: datetime) -> None:
     )
     run = RunRecord(run_key=run_key, entry=entry.name, input=run_input, event_keys=[e.event_key for e in batch.events],
                     accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
-                    scheduled_at=batch.events[0].scheduled_at)
+                    scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes)
     engine._count("batches_closed")
     engine._admit(run, now)
 

@@ -23,8 +23,9 @@ import jsonschema
 from .._expr import Evaluator, ExpressionFault, canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from .. import schedule as seq
+from ..limits import ADMIT_PER_TASK, clip, retained_id
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
-from . import _batch, _poll, _schedule, _subscriptions
+from . import _batch, _intake, _jobs, _poll, _schedule, _subscriptions
 from ._codec import Retired
 from ._types import OperatorRefused
 from ._types import (
@@ -49,7 +50,13 @@ IN_FLIGHT = frozenset({"starting", "running"})
 
 def payload_digest(payload: Any) -> str:
     """Digest of a payload under JSON-value equality (key order irrelevant, 1 == 1.0)."""
-    return hashlib.sha256(canonical_key(payload).encode()).hexdigest()[:16]
+    return digest_and_size(payload)[0]
+
+
+def digest_and_size(payload: Any) -> tuple[str, int]:
+    """:func:`payload_digest` and the payload's size in bytes as canonical JSON, from one encoding."""
+    text = canonical_key(payload).encode()
+    return hashlib.sha256(text).hexdigest()[:16], len(text)
 
 
 def identity_text(value: Any) -> str:
@@ -82,11 +89,21 @@ class Engine:
             sorted((r.released_at, k) for k, r in state.events.items() if r.released_at is not None)
         )
         self._in_flight: dict[str, RunRecord] = {k: r for k, r in state.runs.items() if r.status in IN_FLIGHT}
+        # Payload bytes of pending runs (see _intake.held_bytes), kept up to date by admission and start.
+        self.pending_bytes = sum(r.input_bytes for r in state.runs.values() if r.status == "pending")
+        self.batch_bytes = sum(b.bytes for b in state.batches.values())  # open batches' payloads (_batch)
         self.retired = Retired.unpack(state.compact_events)
         state.compact_events = b""
         # Whether poll_now during a poll in flight polls again when it ends (the shell turns this off
         # for histories recorded before it did: see workflows/activation.py POLL_NOW_PATCH).
         self.poll_now_survives_flight = True
+        # Whether the budgets of core.limits apply (depth, id length, held bytes, batch bytes, work
+        # per task). The shell turns this off for runs begun before them (BOUNDED_PATCH): their
+        # recorded decisions must replay. Checks for input that always failed apply regardless.
+        self.bounded = True
+        self.task_budget = ADMIT_PER_TASK  # occurrence admissions left in this workflow task
+        # Set by the shell while the carried state is over its limit: new deliveries are deferred.
+        self.carry_blocked: str | None = None
 
     # ------------------------------------------------------------------ helpers
     def entry(self, name: str) -> EntrySpec:
@@ -106,8 +123,14 @@ class Engine:
         self.state.seq += 1
         return self.state.seq
 
+    def begin_task(self) -> None:
+        """A new workflow task: its budget of work starts afresh (limits.ADMIT_PER_TASK)."""
+        self.task_budget = ADMIT_PER_TASK
+
     def record_error(self, now: datetime, kind: str, message: str, entry: str | None = None, delivery_id: str | None = None) -> None:
-        self.state.errors.append(ErrorRecord(at=now, kind=kind, entry=entry, delivery_id=delivery_id, message=message))
+        # Bounded: a record never keeps more of a sender's text than limits allow (ids, messages).
+        self.state.errors.append(ErrorRecord(at=now, kind=kind, entry=entry, delivery_id=retained_id(delivery_id),
+                                             message=clip(message) or ""))
         self.state.error_counts[kind] = self.state.error_counts.get(kind, 0) + 1
         if len(self.state.errors) > MAX_ERRORS:
             del self.state.errors[: len(self.state.errors) - MAX_ERRORS]
@@ -155,18 +178,23 @@ class Engine:
         return self.deliver_event(entry, payload, now)
 
     def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime) -> DeliveryResult:
-        raw_id = entry_delivery_id(entry, payload)
-        delivery_id = identity_text(raw_id) if raw_id is not None else None
-        problem = self.validate_payload(entry, payload)
+        delivery_id = _intake.identity(entry, payload)
+        problem = _intake.payload_problem(self, payload, delivery_id) or self.validate_payload(entry, payload)
         if problem is not None:
             return self._invalid(entry, delivery_id, problem, now)
         assert delivery_id is not None  # the schema requires it (manifest contract)
         key = event_key(entry.name, delivery_id)
-        digest = payload_digest(payload)
+        digest, size = digest_and_size(payload)
+        too_large = _intake.size_problem(self, size)
+        if too_large is not None:
+            return self._invalid(entry, delivery_id, too_large, now)
         existing = self.lookup(key)
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
-        disposition, run_key, message = self._accept(entry, payload, key, digest, now, delivery_id=delivery_id)
+        deferred = _intake.defer_reason(self, size)
+        if deferred is not None:
+            return _intake.deferred(self, entry, delivery_id, deferred, now)
+        disposition, run_key, message = self._accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=disposition, run_key=run_key,
                               message=message, activation_id=self.spec.activation_id)
 
@@ -197,11 +225,13 @@ class Engine:
 
     def _invalid(self, entry: EntrySpec, delivery_id: str | None, problem: str, now: datetime) -> DeliveryResult:
         # EXT-9/10: no run, not suppression, identity left unconsumed; recorded when identifiable.
+        # What is kept and returned is bounded: an over-long id as its digest, the message cut.
         self._count("invalid")
-        ident = f"delivery {delivery_id!r}" if delivery_id else "a delivery without a usable delivery id"
-        self.record_error(now, "invalid", f"{ident} failed validation: {problem}", entry.name, delivery_id)
-        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.INVALID,
-                              message=problem, activation_id=self.spec.activation_id)
+        kept = retained_id(delivery_id)
+        ident = f"delivery {kept!r}" if kept else "a delivery without a usable delivery id"
+        self.record_error(now, "invalid", f"{ident} failed validation: {problem}", entry.name, kept)
+        return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.INVALID,
+                              message=clip(problem), activation_id=self.spec.activation_id)
 
     def _repeat(self, entry: EntrySpec, existing: EventRecord, delivery_id: str, digest: str, now: datetime) -> DeliveryResult:
         if existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest)):
@@ -220,12 +250,15 @@ class Engine:
     def _accept(
         self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
         delivery_id: str | None = None, scheduled_at: str | None = None, ident: str | None = None,
+        size: int = 0, offer: bool = True,
     ) -> tuple[Disposition, str | None, str | None]:
-        """Admit a validated, new event: guard, key, projection, overlap, batch/queue (INIT-6)."""
+        """Admit a validated, new event: guard, key, projection, overlap, batch/queue (INIT-6).
+
+        ``offer=False``: not to subscriptions (an event released after its subscriber was gone)."""
         causation, refused = self._causation(entry, payload)
         if refused:
             return self._retain(entry, key, digest, delivery_id, Disposition.REFUSED, now, refused, kind="refused")
-        delivered = _subscriptions.offer(self, entry, payload, key, digest, delivery_id, now)
+        delivered = _subscriptions.offer(self, entry, payload, key, digest, delivery_id, now) if offer else None
         if delivered is not None:
             return delivered
         scope = self._scope(entry, payload)
@@ -250,14 +283,15 @@ class Engine:
             return self._retain(entry, key, digest, delivery_id, Disposition.PROJECTION_FAULT, now, str(exc), kind="projection_fault")
         if entry.batch:
             return _batch.add(self, entry, payload, key, digest, now, partition=partition or "",
-                              into=into, delivery_id=delivery_id, scheduled_at=scheduled_at)
+                              into=into, delivery_id=delivery_id, scheduled_at=scheduled_at, size=size)
         if self._overlap_skips():
             self._count("skipped")
             return self._retain(entry, key, digest, delivery_id, Disposition.SKIPPED, now, None)
         run_key = f"{self.spec.activation_id}/{entry.name}/{_run_ident(ident or delivery_id or key)}"
         run_input = self._run_input(entry, payload, into, run_key, [delivery_id] if delivery_id else [], scheduled_at, now, causation)
         run = RunRecord(run_key=run_key, entry=entry.name, queue_key=queue_key, input=run_input, event_keys=[key],
-                        accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at)
+                        accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at,
+                        input_bytes=size)
         disposition = self._admit(run, now)
         self._retain(entry, key, digest, delivery_id, disposition, now, None, run_key=run_key)
         return disposition, run_key, None
@@ -268,7 +302,7 @@ class Engine:
     ) -> tuple[Disposition, str | None, str | None]:
         record = EventRecord(entry=entry.name, delivery_id=delivery_id or key.split("\x1f", 1)[1], digest=digest,
                              disposition=disposition, run_key=run_key, accepted_at=now,
-                             activation_id=self.spec.activation_id, detail=detail, seq=self._next_seq())
+                             activation_id=self.spec.activation_id, detail=clip(detail), seq=self._next_seq())
         self.state.events[key] = record
         if disposition in RELEASED_AT_ACCEPTANCE:
             self._release(key, now)
@@ -325,6 +359,7 @@ class Engine:
     def _admit(self, run: RunRecord, now: datetime) -> Disposition:
         """Place a new run: behind its queue key, behind the overlap policy, or start it."""
         self.state.runs[run.run_key] = run
+        self.pending_bytes += run.input_bytes
         if run.queue_key is not None:
             queue = self.state.queues.setdefault(run.queue_key, [])
             queue.append(run.run_key)
@@ -361,6 +396,8 @@ class Engine:
                 self.outbox.append(ControlRun(run_key=other.run_key, action=action, reason=f"overlap {policy}: superseded by {by}"))
 
     def _start(self, run: RunRecord, now: datetime) -> None:
+        if run.status == "pending":
+            self.pending_bytes -= run.input_bytes
         run.status = "starting"
         self._in_flight[run.run_key] = run
         run.waiting_for = None
@@ -383,11 +420,30 @@ class Engine:
         _subscriptions.on_run_started(self, run, now)
         run.input = None  # the run has its input now; the state need not carry it
 
+    def run_start_failed(self, run_key: str, error: str, now: datetime) -> None:
+        """A run that cannot be started (its input is over the payload limit, or the start request
+        cannot be decoded): a start fault on its events, never a block on the other runs. The run is
+        terminal: its events' retention starts, its queue key and concurrency slot are released."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "starting":
+            return
+        message = clip(f"run {run_key} could not be started: {error}") or ""
+        for key in run.event_keys:
+            record = self.state.events.get(key)
+            if record is not None:
+                record.disposition, record.detail = Disposition.START_FAULT, message
+        first = self.state.events.get(run.event_keys[0]) if run.event_keys else None
+        self.record_error(now, "start_fault", message, run.entry, first.delivery_id if first else None)
+        self._count("start_faults")
+        self.run_finished(run_key, "start_failed", now)
+
     def run_finished(self, run_key: str, status: str, now: datetime) -> None:
         """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""
         run = self.state.runs.get(run_key)
         if run is None or run.status in TERMINAL:
             return
+        if run.status == "pending":
+            self.pending_bytes -= run.input_bytes
         run.status = status  # type: ignore[assignment]
         self._in_flight.pop(run_key, None)
         run.ended_at = now
@@ -484,10 +540,11 @@ class Engine:
         return parsed
 
     def tick(self, now: datetime) -> None:
-        """Everything time-driven: dedup expiry, batch deadlines, due occurrences."""
+        """Everything time-driven: dedup expiry, batch deadlines, due occurrences, admission jobs."""
         self.expire(now)
         self.close_due_batches(now)
         _schedule.schedule_tick(self, now)
+        _jobs.run_jobs(self, now)
         _subscriptions.expire(self, now)
 
     def tick_schedules(self, instant: datetime) -> None:
@@ -501,7 +558,7 @@ class Engine:
         :meth:`next_occurrence`). Other deadlines are never anticipated: max_wait MUST NOT close a
         batch early (BATCH-3), and an expiry or poll early would be early."""
         candidates = [self.next_expiry(), self.next_batch_deadline(), _poll.next_poll_wakeup(self),
-                      _subscriptions.next_expiry(self)]
+                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self)]
         occurrence = self.next_occurrence()
         candidates.append(occurrence - wake_ahead if occurrence is not None else None)
         present = [c for c in candidates if c is not None]
@@ -556,8 +613,8 @@ def sync_sources(engine: Engine, now: datetime, previous: ActivationSpec | None)
             current = state.schedules.get(entry.name)
             fresh = _schedule.new_schedule_state(entry, spec, now)
             if current is not None:
-                fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow = (
-                    current.last_instant, current.occurrences, current.counts, current.overflow)
+                fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow, fresh.jobs = (
+                    current.last_instant, current.occurrences, current.counts, current.overflow, current.jobs)
                 fresh.paused = current.paused
                 _schedule.refresh_next(fresh, engine.parsed_schedule(entry.name))
             state.schedules[entry.name] = fresh

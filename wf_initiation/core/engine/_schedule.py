@@ -18,8 +18,9 @@ Rules, as documented to users:
   skip) or is recorded as skipped (``overflow: skip_overflow``). Several occurrences are never
   collapsed into one run (SCHED-10). A range is a span of the deterministic sequence, so it names
   every occurrence it holds.
-* One workflow task enumerates at most :data:`CHUNK` occurrences. A longer gap is worked off over
-  several consecutive tasks: ``missed_through`` keeps the gap open so that its rest is still
+* One workflow task enumerates at most :data:`CHUNK` occurrences (``limits.ENUMERATE_PER_TASK``,
+  and under ``catch_up`` no more than the task's admission budget, ``limits.ADMIT_PER_TASK``, in
+  runs begun with the budgets). A longer gap is worked off over several consecutive tasks: ``missed_through`` keeps the gap open so that its rest is still
   missed (never on time) and ``gap_admitted`` keeps one catch-up bound for the whole gap; an
   overflow range then comes as several consecutive ranges, each naming its own occurrences.
 * tz database: the binding records the ``tzdata`` version it was activated with. A worker whose
@@ -39,14 +40,16 @@ from typing import TYPE_CHECKING
 
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
+from ..limits import ENUMERATE_PER_TASK, MAX_BACKFILL
+from . import _jobs
 from ._types import OperatorRefused
-from ._types import OccurrenceRecord, OverflowRange, ScheduleState
+from ._types import AdmitJob, OccurrenceRecord, OverflowRange, ScheduleState
 
 if TYPE_CHECKING:
     from ._engine import Engine
 
 MAX_OCCURRENCE_LOG = 300
-CHUNK = 10_000  # occurrences enumerated per workflow task (croniter: ~35 us each)
+CHUNK = 10_000  # occurrences enumerated per workflow task before the budgets (croniter: ~40 us each)
 TICK = timedelta(microseconds=1)
 ADMITTED = ("accepted", "queued", "batched")
 
@@ -100,26 +103,49 @@ def _check_tzdata(engine: "Engine", st: ScheduleState, now: datetime) -> None:
 
 def _advance(engine: "Engine", entry: EntrySpec, st: ScheduleState, now: datetime) -> None:
     parsed = engine.parsed_schedule(entry.name)
+    catch_up = engine.spec.policies.missed.policy == "catch_up"
+    enumerate_max, admit_max = _per_task(engine)
+    if admit_max <= 0:
+        return  # this task's admission budget is spent; its wake-up is due, the next task goes on
+    chunk = min(enumerate_max, admit_max) if catch_up else enumerate_max  # catch-up may admit each one
     last = st.last_instant or now
     missed_bound = now - engine.spec.policies.late_after - TICK  # t <= missed_bound <=> t + late_after < now
     if st.missed_through is not None:
         missed_bound = max(missed_bound, min(st.missed_through, now))
-    missed = seq.occurrences_between(parsed, last, missed_bound, CHUNK + 1) if missed_bound > last else []
-    if len(missed) > CHUNK:  # long gap: the rest stays missed in the next task, never on time
-        missed = missed[:CHUNK]
+    missed = seq.occurrences_between(parsed, last, missed_bound, chunk + 1) if missed_bound > last else []
+    if len(missed) > chunk:  # long gap: the rest stays missed in the next task, never on time
+        missed = missed[:chunk]
         _handle_missed(engine, entry, st, missed, now)
+        _spend(engine, len(missed) if catch_up else 0)
         st.missed_through, st.last_instant = missed_bound, missed[-1]
         refresh_next(st, parsed)
         return
     if missed:
         _handle_missed(engine, entry, st, missed, now)
+        _spend(engine, len(missed) if catch_up else 0)
         last = missed[-1]
     st.missed_through, st.gap_admitted = None, 0
-    on_time = seq.occurrences_between(parsed, last, now, CHUNK - len(missed))
+    on_time_max = enumerate_max - len(missed)
+    if engine.bounded:
+        on_time_max = min(on_time_max, engine.task_budget)  # the rest follows in the next task
+    on_time = seq.occurrences_between(parsed, last, now, on_time_max)
     for instant in on_time:
         admit_occurrence(engine, entry, st, instant, now, "admitted")
+    _spend(engine, len(on_time))
     st.last_instant = on_time[-1] if on_time else last
     refresh_next(st, parsed)
+
+
+def _per_task(engine: "Engine") -> tuple[int, int]:
+    """(occurrences to enumerate, occurrences to admit) in this task; unbounded before the budgets."""
+    if not engine.bounded:
+        return CHUNK, CHUNK
+    return ENUMERATE_PER_TASK, engine.task_budget
+
+
+def _spend(engine: "Engine", admitted: int) -> None:
+    if engine.bounded:
+        engine.task_budget -= admitted
 
 
 def _handle_missed(engine: "Engine", entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
@@ -223,6 +249,12 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
                 continue
             if rng.status != "awaiting_operator":
                 raise OperatorRefused(f"range {range_id} was already decided ({rng.status})")
+            if choice not in ("skip", "admit_all") and not (choice == "admit_first" and count and count > 0):
+                raise OperatorRefused("choice must be admit_all, admit_first (with count >= 1) or skip")
+            admit_n = 0 if choice == "skip" else rng.count if choice == "admit_all" else min(count or 0, rng.count)
+            if engine.bounded and (admit_n > engine.task_budget or rng.count > ENUMERATE_PER_TASK):
+                return _overflow_job(engine, st, rng, admit_n, now, note)
+            engine.task_budget -= admit_n
             entry = engine.entry(rng.entry)
             instants = seq.occurrences_between(engine.parsed_schedule(rng.entry), rng.first - TICK, rng.last, rng.count)
             if choice == "skip":
@@ -241,8 +273,22 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
     raise OperatorRefused(f"no overflow range {range_id!r}")
 
 
+def _overflow_job(engine: "Engine", st: ScheduleState, rng: OverflowRange, take: int, now: datetime, note: str | None) -> str:
+    """A decision too large for one task: record it now, admit over the next tasks (see _jobs)."""
+    rng.status = "skipped" if not take else ("admitted" if take == rng.count else "partially_admitted")
+    rng.decided_at, rng.note = now, note or rng.note
+    job = _jobs.add_job(engine, st, AdmitJob(
+        job_id=f"overflow-{engine._next_seq()}", kind="overflow", entry=rng.entry, how="caught_up", first=rng.first,
+        last=rng.last, after=rng.first - TICK, total=rng.count, limit=take, range_id=rng.range_id, requested_at=now,
+    ))
+    return (f"{take} to admit, {rng.count - take} skipped: admitted over the next workflow tasks by job "
+            f"{job.job_id} (see `wfi state`, schedules.{rng.entry}.jobs)")
+
+
 def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
-    """Admit the occurrences ``start <= t <= end`` of a past range, each at most once (SCHED-5)."""
+    """Admit the occurrences ``start <= t <= end`` of a past range, each at most once (SCHED-5).
+
+    More than this task can admit (see _jobs): counted and admitted over the next tasks."""
     entry = engine.spec.entry(entry_name)
     st = engine.state.schedules.get(entry_name)
     if entry is None or st is None:
@@ -251,9 +297,22 @@ def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, 
         raise OperatorRefused("backfill covers past instants only: end must not be in the future (SCHED-6)")
     if end < start:
         raise OperatorRefused("backfill range is empty: end is before start")
-    instants = seq.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, CHUNK + 1)
-    if len(instants) > CHUNK:
-        raise OperatorRefused(f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges")
+    limit = MAX_BACKFILL if engine.bounded else CHUNK
+    head = ENUMERATE_PER_TASK if engine.bounded else CHUNK
+    instants = seq.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, head + 1)
+    if len(instants) > limit:
+        raise OperatorRefused(f"backfill range holds more than {limit} occurrences; split it into smaller ranges")
+    if engine.bounded and len(instants) > engine.task_budget:
+        counted = len(instants) <= head
+        job = _jobs.add_job(engine, st, AdmitJob(
+            job_id=f"backfill-{engine._next_seq()}", kind="backfill", entry=entry_name, how="backfilled", first=start,
+            last=end, after=start - TICK if counted else instants[-2], status="admitting" if counted else "counting",
+            total=len(instants) if counted else head, requested_at=now,
+        ))
+        size = f"{len(instants)} occurrences" if counted else f"more than {head} occurrences (at most {MAX_BACKFILL})"
+        return (f"backfill of {size}: admitted over the next workflow tasks by job {job.job_id} "
+                f"(see `wfi state`, schedules.{entry_name}.jobs)")
+    engine.task_budget -= len(instants)
     results = [admit_occurrence(engine, entry, st, t, now, "backfilled") for t in instants]
     return (f"{results.count('backfilled')} admitted, {results.count('duplicate')} already had a run or a disposition, "
             f"{len(results)} in range")

@@ -34,6 +34,9 @@ class Disposition(str, Enum):
     UNMATCHED = "unmatched"  # subscription-only trigger: no active subscription matched (INIT-9)
     REFUSED = "refused"  # cycle guard (COMP-6)
     DROPPED = "dropped"  # operator dropped a pending run/batch (BATCH-5)
+    # Appended after the first release: the compact dedup form stores a member's position (_codec).
+    DEFERRED = "deferred"  # the activation holds its budget of payloads (limits.MAX_HELD_BYTES): not consumed
+    START_FAULT = "start_fault"  # its run could not be started (e.g. an input over the payload limit)
 
 
 # Dispositions that consume the delivery identity with no run to wait for: retention starts now.
@@ -43,12 +46,14 @@ RELEASED_AT_ACCEPTANCE = frozenset({
     Disposition.REFUSED,
 })
 # Dispositions that are not acceptance and leave the identity unconsumed.
-NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID})
+NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID, Disposition.DEFERRED})
 
 RunStatus = Literal[
-    "pending", "starting", "running", "completed", "failed", "cancelled", "terminated", "timed_out", "dropped"
+    "pending", "starting", "running", "completed", "failed", "cancelled", "terminated", "timed_out", "dropped",
+    "start_failed",
 ]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "terminated", "timed_out", "dropped"})
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "terminated", "timed_out", "dropped",
+                                      "start_failed"})
 
 
 class _M(BaseModel):
@@ -86,6 +91,7 @@ class RunRecord(_M):
     scheduled_at: str | None = None
     cancel_requested: bool = False
     causation: Causation | None = Field(default=None, description="Kept from the input for lifecycle events (COMP-6).")
+    input_bytes: int = Field(default=0, description="Payload bytes the input holds while the run is not started.")
 
 
 class ErrorRecord(_M):
@@ -103,6 +109,7 @@ class BatchEvent(_M):
     delivery_id: str | None = None
     scheduled_at: str | None = None
     into: dict[str, Any] | None = Field(default=None, description="This event's `into` projection, taken at acceptance.")
+    bytes: int = Field(default=0, description="Payload bytes (limits.MAX_BATCH_BYTES).")
 
 
 class OpenBatch(_M):
@@ -113,6 +120,7 @@ class OpenBatch(_M):
     deadline: datetime | None
     events: list[BatchEvent] = Field(default_factory=list)
     run_key: str = Field(default="", description="Key of the batch's one run, fixed when the batch opens (EXT-6).")
+    bytes: int = Field(default=0, description="Payload bytes of its events: closes early at limits.MAX_BATCH_BYTES.")
 
 
 class OccurrenceRecord(_M):
@@ -133,6 +141,30 @@ class OverflowRange(_M):
     status: Literal["awaiting_operator", "admitted", "skipped", "partially_admitted"] = "awaiting_operator"
     decided_at: datetime | None = None
     note: str | None = None
+
+
+class AdmitJob(_M):
+    """A large operator action on a schedule (backfill, an overflow decision), worked off a bounded
+    number of occurrences per workflow task (limits.ADMIT_PER_TASK) so no task outgrows the worker's
+    deadlock timeout."""
+
+    job_id: str
+    kind: Literal["backfill", "overflow"]
+    entry: str
+    how: str = Field(description="How admitted occurrences are recorded: backfilled | caught_up.")
+    first: datetime
+    last: datetime
+    after: datetime = Field(description="Occurrences strictly after this and up to `last` are still to do.")
+    status: Literal["counting", "admitting", "done", "refused"] = "admitting"
+    total: int = Field(default=0, description="Occurrences in the range (counted first for a backfill).")
+    limit: int | None = Field(default=None, description="Admit at most this many (admit_first), the rest skipped.")
+    range_id: str | None = None
+    admitted: int = 0
+    duplicates: int = 0
+    other: int = Field(default=0, description="Occurrences disposed otherwise (suppressed, faults, skipped by overlap).")
+    requested_at: datetime
+    finished_at: datetime | None = None
+    message: str | None = None
 
 
 class ScheduleState(_M):
@@ -156,6 +188,7 @@ class ScheduleState(_M):
         default=None, description="Open gap: instants up to here are missed whatever their lateness (resume; long gaps)."
     )
     gap_admitted: int = Field(default=0, description="Missed occurrences caught up so far in the open gap (one bound per gap).")
+    jobs: list[AdmitJob] = Field(default_factory=list, description="Backfills and overflow decisions in progress (+ recent).")
 
 
 class CursorChange(_M):
@@ -226,6 +259,8 @@ class EngineState(_M):
     error_counts: dict[str, int] = Field(default_factory=dict)
     operator_log: list[OperatorAction] = Field(default_factory=list)
     seen_action_ids: list[str] = Field(default_factory=list)
+    action_digests: dict[str, str] = Field(default_factory=dict, description="action_id -> digest of the action's "
+                                           "content: a reused id with other content is refused.")
     counters: dict[str, int] = Field(default_factory=dict)
     seq: int = 0
     unacked: dict[str, SignalRun | PublishEvent] = Field(

@@ -1,0 +1,101 @@
+"""What the engine refuses at intake, before any rule runs (issue 11): payloads it cannot carry.
+
+Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
+is not a plain JSON value within :mod:`core.limits` (too deep, NaN or infinity, an integer of
+thousands of digits, a lone surrogate, too many bytes, an over-long delivery id) is ``invalid``
+with the reason, so nothing downstream (digest, expressions, the data converter, the carried
+state) ever meets it. Then :func:`defer_reason`: while the activation holds its budget of payload
+bytes for runs not started yet, or cannot carry its state across continue-as-new, a new event is
+``deferred`` (not consumed; deliver it again later) instead of growing the state past what
+Temporal accepts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .._expr import ExpressionFault, canonical_key
+from ..activation import EntrySpec
+from ..limits import (
+    MAX_DELIVERY_BYTES,
+    MAX_DELIVERY_ID_CHARS,
+    MAX_HELD_BYTES,
+    MAX_PAYLOAD_DEPTH,
+    clip,
+    json_problem,
+    json_size,
+    retained_id,
+)
+from ._types import DeliveryResult, Disposition, SignalRun
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+# Before the budgets (an unpatched run) only what always failed the workflow task is refused; a
+# payload nested this deep never reached a handler through the data converter.
+_LEGACY_DEPTH = 10_000
+
+
+def identity(entry: EntrySpec, payload: Any) -> str | None:
+    """The delivery id at the manifest's path, as text; None when absent or not a JSON value."""
+    from ._engine import entry_delivery_id
+
+    raw = entry_delivery_id(entry, payload)
+    if raw is None or isinstance(raw, str):
+        return raw
+    try:
+        return canonical_key(raw)
+    except ExpressionFault:
+        return None
+
+
+def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> str | None:
+    """Why the engine cannot take this payload at all, or None (then the manifest schema decides)."""
+    problem = json_problem(payload, max_depth=MAX_PAYLOAD_DEPTH if engine.bounded else _LEGACY_DEPTH)
+    if problem is not None or not engine.bounded:
+        return problem
+    if delivery_id is not None and len(delivery_id) > MAX_DELIVERY_ID_CHARS:
+        return (f"the delivery id has {len(delivery_id)} characters; the limit is {MAX_DELIVERY_ID_CHARS}: "
+                "use a shorter id (e.g. a hash of it)")
+    return None
+
+
+def size_problem(engine: "Engine", size: int) -> str | None:
+    """Why a payload of ``size`` bytes (canonical JSON) is too large to take, or None."""
+    if engine.bounded and size > MAX_DELIVERY_BYTES:
+        return (f"the payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES}: send a reference "
+                "(URL, object key) instead of the content")
+    return None
+
+
+def held_bytes(engine: "Engine") -> int:
+    """Payload bytes held for runs not started yet: pending runs, open batches, a held poll item,
+    subscription deliveries not confirmed. Runs being started are not counted: their inputs leave
+    the state within a task or two."""
+    state = engine.state
+    total = engine.pending_bytes + engine.batch_bytes
+    total += sum(json_size(p.held.payload) for p in state.polls.values() if p.held is not None)
+    total += sum(json_size(c.payload) for c in state.unacked.values() if isinstance(c, SignalRun))
+    return total
+
+
+def defer_reason(engine: "Engine", size: int) -> str | None:
+    """Why a new event of ``size`` payload bytes must wait, or None."""
+    if not engine.bounded:
+        return None
+    if engine.carry_blocked is not None:
+        return engine.carry_blocked
+    held = held_bytes(engine)
+    if held + size > MAX_HELD_BYTES:
+        return (f"the activation holds {held} bytes of payloads for runs not started yet; with this one "
+                f"({size} bytes) it would pass its budget of {MAX_HELD_BYTES}: deliver it again later")
+    return None
+
+
+def deferred(engine: "Engine", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
+    """Record a deferred event: nothing consumed, no run; the sender delivers it again later."""
+    engine._count("deferred")
+    kept = retained_id(delivery_id)
+    engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
+    return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
+                          message=clip(reason), activation_id=engine.spec.activation_id)

@@ -1,0 +1,193 @@
+"""Every size, depth and volume limit of wf-initiation, in one place, with the checks that apply them.
+
+The client and the CLI check these before sending; the activation workflow checks them again in
+its handlers (a plain Temporal client or a bridge can signal and update it directly). Each limit
+keeps one thing a sender, an operator or a poll source provides from wedging an activation, and
+has a row in ``docs/limits.md`` saying what happens past it.
+
+Temporal's own limits these derive from (server defaults): one payload (an update or signal
+argument, an activity input, the continue-as-new state) errors at 2 MiB; one workflow task's
+completion (all its commands) is one gRPC message of at most 4 MiB, past which the server fails
+the workflow (``GrpcMessageTooLarge``); a workflow task that runs longer than 2 s on the worker is
+failed as a deadlock and retried with the same input.
+
+Pure: no Temporal import, no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * 1024
+
+# ---------------------------------------------------------------------------- one delivery
+MAX_DELIVERY_BYTES = 256 * KIB
+"""One payload, as compact JSON. Past it: refused by the client; ``invalid`` in the handler."""
+MAX_PAYLOAD_DEPTH = 64
+"""Nesting of objects and arrays in one payload (``{"a": 1}`` is 1). Past it: ``invalid``. The
+pydantic data converter cannot decode ~200 levels at all, and a payload is wrapped a few levels
+deeper in run inputs and the carried state."""
+MAX_INT_DIGITS = 1000
+"""Decimal digits of one integer in a payload. Past it: ``invalid`` (no JSON peer reads it)."""
+MAX_DELIVERY_ID_CHARS = 1024
+"""Characters of a delivery id. Past it: ``invalid``; records keep a digest, never the id."""
+MAX_MESSAGE_CHARS = 500
+"""Characters of an error message or detail kept in the state or returned; longer ones are cut."""
+
+# ---------------------------------------------------------------------------- many deliveries
+MAX_BULK = 500
+"""Deliveries in one ``deliver_many`` update. Past it: the client splits; the handler refuses."""
+MAX_BULK_BYTES = 1 * MIB
+"""Bytes of one ``deliver_many`` update argument. Past it: the client splits; the handler refuses."""
+
+# ---------------------------------------------------------------------------- what the activation holds
+MAX_BATCH_BYTES = 512 * KIB
+"""Payload bytes of one open batch: the batch closes early (before ``size``) when the next event
+would take it past this, so a batch's run input stays far below the 2 MiB payload limit."""
+MAX_HELD_BYTES = 1 * MIB
+"""Payload bytes the activation holds for runs not started yet (queued or waiting runs, open
+batches, a held poll item, subscription deliveries in flight). A delivery that would take it past
+this is ``deferred``: nothing consumed, deliver it again later."""
+MAX_CARRIED_STATE_BYTES = 1536 * KIB
+"""The continue-as-new state (compressed). Over it the activation does not continue-as-new: it
+records a ``carry_over_limit`` error, defers deliveries until the state fits and tries again."""
+
+# ---------------------------------------------------------------------------- one workflow task
+MAX_START_BYTES = 1 * MIB
+"""Run inputs in one start activity's input; more runs go to further activities."""
+MAX_TASK_BYTES = 2 * MIB
+"""Bytes of activity inputs and signal payloads one workflow task schedules; the rest waits for
+the next task (the task's completion must stay under the 4 MiB gRPC limit)."""
+MAX_RUN_INPUT_BYTES = 1536 * KIB
+"""One run's input. Past it the run cannot be started: recorded as a ``start_fault``."""
+ADMIT_PER_TASK = 200
+"""Scheduled occurrences admitted in one workflow task (backfill, overflow decisions, catch-up):
+larger operator actions continue over the following tasks."""
+ENUMERATE_PER_TASK = 2000
+"""Schedule occurrences enumerated in one workflow task (a long outage under ``skip``)."""
+
+# ---------------------------------------------------------------------------- operators
+MAX_BACKFILL = 10_000
+"""Occurrences in one backfill range. Past it: refused; split the range."""
+MAX_ACTION_ID_CHARS = 256
+"""An operator ``action_id`` or a caller's ``update_id``. Past it: refused."""
+MAX_OPERATOR_TEXT_CHARS = 1024
+"""Any other text field of an operator action (note, entry, run key, range id, instants)."""
+MAX_CURSOR_CHARS = 64 * KIB
+"""A cursor set by an operator. Past it: refused. Cursor logs keep a digest of longer cursors."""
+MAX_CURSOR_LOG_CHARS = 256
+"""Characters of a cursor kept verbatim in the cursor-change log; longer ones are kept as a digest."""
+
+# ---------------------------------------------------------------------------- subscriptions
+MAX_SUBSCRIPTIONS = 1000
+"""Active subscriptions per activation. Past it: the subscription is refused (the run is told)."""
+MAX_MATCH_BYTES = 2 * KIB
+"""A subscription's ``match`` as JSON. Past it: refused."""
+MAX_WORKFLOW_ID_CHARS = 1000
+"""A workflow id (Temporal's own limit); a subscription id may add a run id and a counter."""
+
+# ---------------------------------------------------------------------------- queries
+MAX_QUERY_BYTES = 2 * MIB
+"""A query result (``state``); past it lists are trimmed and the trim is reported (gRPC: 4 MiB)."""
+
+_INT_BITS = math.ceil(MAX_INT_DIGITS * math.log2(10))
+
+
+def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> str | None:
+    """Why ``value`` is not a plain JSON value within the limits, or None.
+
+    Iterative (no recursion limit to hit): objects with string keys, arrays, strings that encode
+    as UTF-8 (no lone surrogates), finite numbers, integers of at most ``MAX_INT_DIGITS`` digits,
+    booleans and null, nested at most ``max_depth`` levels.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 0, "payload")]
+    while stack:
+        item, depth, where = stack.pop()
+        if isinstance(item, (dict, list, tuple)):
+            if depth + 1 > max_depth:
+                return f"{where}: nested more than {max_depth} levels deep (the limit); flatten the payload"
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if not isinstance(key, str):
+                        return f"{where}: object key {key!r} is not a string"
+                    if not _encodes(key):
+                        return f"{where}: an object key contains a lone surrogate (not valid Unicode text)"
+                    stack.append((child, depth + 1, f"{where}/{key[:40]}"))
+            else:
+                stack.extend((child, depth + 1, f"{where}/{i}") for i, child in enumerate(item))
+        elif problem := _scalar_problem(item):
+            return f"{where}: {problem}"
+    return None
+
+
+def _scalar_problem(item: Any) -> str | None:
+    if item is None or isinstance(item, bool):
+        return None
+    if isinstance(item, str):
+        return None if _encodes(item) else "a string contains a lone surrogate (not valid Unicode text)"
+    if isinstance(item, int):
+        return None if item.bit_length() <= _INT_BITS else f"an integer has more than {MAX_INT_DIGITS} digits"
+    if isinstance(item, float):
+        return None if math.isfinite(item) else f"{item!r} is not a JSON number (NaN and infinities have no JSON form)"
+    return f"{type(item).__name__} is not a JSON value"
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON (what the data converter sends, near enough)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+
+
+def strict_json(text: str) -> Any:
+    """Parse JSON text, refusing NaN, infinities and numbers that overflow to infinity (``1e999``).
+
+    Raises:
+        ValueError: the text is not strict JSON.
+    """
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def finite(number: str) -> float:
+        parsed = float(number)
+        if not math.isfinite(parsed):
+            raise ValueError(f"{number} is out of range for a JSON number")
+        return parsed
+
+    return json.loads(text, parse_constant=no_constant, parse_float=finite)
+
+
+def digest_text(text: str) -> str:
+    """A short, stable stand-in for an over-long text: ``sha256:<32 hex>(<n> chars)``."""
+    return f"sha256:{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}({len(text)} chars)"
+
+
+def retained_id(ident: str | None, limit: int = MAX_DELIVERY_ID_CHARS) -> str | None:
+    """An identity as it may be kept in a record: itself, or its digest when longer than ``limit``
+    or not valid Unicode text."""
+    if ident is None or (len(ident) <= limit and _encodes(ident)):
+        return ident
+    return digest_text(ident)
+
+
+def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
+    """``text`` cut to ``limit`` characters (with a note of how much was cut), made valid UTF-8."""
+    if text is None:
+        return None
+    if not _encodes(text):
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters cut]"
