@@ -114,7 +114,7 @@ def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> str | Non
                 for key, child in item.items():
                     if not isinstance(key, str):
                         return f"{where}: object key {key!r} is not a string"
-                    if not _encodes(key):
+                    if not is_utf8_text(key):
                         return f"{where}: an object key contains a lone surrogate (not valid Unicode text)"
                     stack.append((child, depth + 1, f"{where}/{key[:40]}"))
             else:
@@ -128,7 +128,7 @@ def _scalar_problem(item: Any) -> str | None:
     if item is None or isinstance(item, bool):
         return None
     if isinstance(item, str):
-        return None if _encodes(item) else "a string contains a lone surrogate (not valid Unicode text)"
+        return None if is_utf8_text(item) else "a string contains a lone surrogate (not valid Unicode text)"
     if isinstance(item, int):
         return None if item.bit_length() <= _INT_BITS else f"an integer has more than {MAX_INT_DIGITS} digits"
     if isinstance(item, float):
@@ -136,7 +136,7 @@ def _scalar_problem(item: Any) -> str | None:
     return f"{type(item).__name__} is not a JSON value"
 
 
-def _encodes(text: str) -> bool:
+def is_utf8_text(text: str) -> bool:
     if text.isascii():
         return True
     try:
@@ -177,7 +177,7 @@ def digest_text(text: str) -> str:
 def retained_id(ident: str | None, limit: int = MAX_DELIVERY_ID_CHARS) -> str | None:
     """An identity as it may be kept in a record: itself, or its digest when longer than ``limit``
     or not valid Unicode text."""
-    if ident is None or (len(ident) <= limit and _encodes(ident)):
+    if ident is None or (len(ident) <= limit and is_utf8_text(ident)):
         return ident
     return digest_text(ident)
 
@@ -186,7 +186,7 @@ def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
     """``text`` cut to ``limit`` characters (with a note of how much was cut), made valid UTF-8."""
     if text is None:
         return None
-    if not _encodes(text):
+    if not is_utf8_text(text):
         text = text.encode("utf-8", "replace").decode("utf-8")
     if len(text) <= limit:
         return text

@@ -6,15 +6,23 @@ does the cursor move past it. A crash before the task completes replays the same
 crash before the response is recorded repeats the fetch, and dedup absorbs what repeats (POLL-9).
 A cursor set by an operator bumps ``cursor_version``; a response of a poll started under an older
 version is discarded whole, so an in-flight poll never overwrites the operator's cursor (POLL-4).
+
+An item ``deferred`` (the activation holds its budget of payloads, see ``_intake``) ends the
+response's processing there: the cursor stays before it, and the next poll, an interval later,
+fetches it again. An operator's cursor is bounded and, when it is JSON, must be strict JSON
+(``1e999`` or ``NaN`` were never returned by a connector); the cursor-change log keeps a digest of
+a long cursor, not the cursor.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..activation import ActivationSpec, EntrySpec
+from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, clip, is_utf8_text, json_problem, retained_id, strict_json
 from ._types import OperatorRefused
 from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
 
@@ -93,26 +101,34 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
     st.failures, st.last_error, st.last_success_at = 0, None, now
     entry = engine.entry(entry_name)
     for item in result.items:
-        if not _dispose(engine, entry, st, item, now):
-            return  # held: the cursor stays at this item (POLL-11)
+        outcome = _dispose(engine, entry, st, item, now)
+        if outcome == "held":
+            return  # the cursor stays at this item (POLL-11)
+        if outcome == "deferred":
+            st.next_poll_at = now + settings.interval  # fetched again then, from before this item
+            return
         st.cursor = item.cursor_after if item.cursor_after is not None else st.cursor
     st.cursor = result.cursor if result.cursor is not None else st.cursor
     st.next_poll_at = now if result.more or requested else now + settings.interval
 
 
-def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> bool:
-    """Dispose one item; False when the cursor must hold at it."""
+def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> str:
+    """Dispose one item: ``done``, ``held`` (the cursor holds at it) or ``deferred`` (poll it again later)."""
     st.items_seen += 1
     engine._count("poll_items")
     result = engine.deliver_event(entry, item.payload, now)
+    if result.disposition == Disposition.DEFERRED:
+        return "deferred"
     if result.disposition != Disposition.INVALID:
-        return True
+        return "done"
     if engine.spec.policies.invalid_items == "hold":
-        st.held = HeldItem(payload=item.payload, cursor_before=st.cursor, cursor_after=item.cursor_after,
+        # Only a payload the engine can carry is kept; the reason names what was wrong with it.
+        keep = item.payload if not engine.bounded or json_problem(item.payload) is None else None
+        st.held = HeldItem(payload=keep, cursor_before=st.cursor, cursor_after=item.cursor_after,
                            reason=result.message or "invalid", since=now)
-        return False
+        return "held"
     quarantine(engine, entry, item.payload, result.delivery_id, result.message or "invalid", now)
-    return True
+    return "done"
 
 
 def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
@@ -124,11 +140,11 @@ def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: st
     """
     from ._engine import event_key, payload_digest
 
-    digest = payload_digest(payload) if _jsonable(payload) else "unhashable"
+    digest = payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
     ident = quarantine_ident(digest)
     key = event_key(entry.name, ident)
     if engine.lookup(key) is None:
-        detail = f"delivery {delivery_id!r}: {reason}" if delivery_id else reason
+        detail = f"delivery {retained_id(delivery_id)!r}: {reason}" if delivery_id else reason
         engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
 
 
@@ -154,7 +170,7 @@ def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: da
         return
     st.in_flight = None
     st.failures += 1
-    st.last_error = error
+    st.last_error = clip(error)
     settings = engine.spec.policies.poll
     requested, st.poll_requested = st.poll_requested, False
     delay = timedelta(0) if requested else backoff_for(st.failures, settings.backoff_initial, settings.backoff_max)
@@ -166,7 +182,10 @@ def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str 
     st = engine.state.polls.get(entry_name)
     if st is None:
         raise OperatorRefused(f"no poll entry {entry_name!r}")
-    st.cursor_changes.append(CursorChange(at=now, old=st.cursor, new=cursor, note=note))
+    problem = cursor_problem(cursor) if engine.bounded else None
+    if problem is not None:
+        raise OperatorRefused(f"cursor refused: {problem}")
+    _log_cursor(st, CursorChange(at=now, old=st.cursor, new=cursor, note=note))
     del st.cursor_changes[:-MAX_CURSOR_LOG]
     st.cursor, st.cursor_version, st.held = cursor, st.cursor_version + 1, None
     st.next_poll_at = now
@@ -187,12 +206,44 @@ def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, 
         quarantine(engine, entry, held.payload, ident, held.reason + (f" ({note})" if note else ""), now)
         old = st.cursor
         st.cursor = held.cursor_after
-        st.cursor_changes.append(CursorChange(at=now, old=old, new=st.cursor, note=f"past quarantined item: {note or ''}", by="quarantine"))
+        _log_cursor(st, CursorChange(at=now, old=old, new=st.cursor, note=f"past quarantined item: {note or ''}", by="quarantine"))
     elif choice != "retry":
         raise OperatorRefused("choice must be quarantine or retry")
     st.held = None
     st.next_poll_at = now
     return f"held item {choice}d"
+
+
+def cursor_problem(cursor: str | None) -> str | None:
+    """Why an operator's cursor cannot be a cursor a connector returned, or None.
+
+    Cursors are opaque text; the built-in connectors write JSON. Text that parses as JSON must be
+    strict JSON (no NaN, no infinity, no number that overflows to infinity such as ``1e999``).
+    The connector checks the rest of its shape at the next poll (``PollConfigInvalid``).
+    """
+    if cursor is None:
+        return None
+    if len(cursor) > MAX_CURSOR_CHARS:
+        return f"it has {len(cursor)} characters; the limit is {MAX_CURSOR_CHARS}"
+    if not is_utf8_text(cursor):
+        return "it is not valid Unicode text (a lone surrogate)"
+    try:
+        json.loads(cursor)
+    except ValueError:
+        return None  # not JSON: an opaque cursor of a third-party connector
+    try:
+        value = strict_json(cursor)
+    except ValueError as exc:
+        return f"{cursor[:80]!r} is not strict JSON ({exc}); set a value the connector returned"
+    return json_problem(value, max_depth=16)
+
+
+def _log_cursor(st: PollState, change: CursorChange) -> None:
+    """Record a cursor change; a long cursor is logged as its digest (the state stays small)."""
+    change.old = retained_id(change.old, MAX_CURSOR_LOG_CHARS)
+    change.new = retained_id(change.new, MAX_CURSOR_LOG_CHARS)
+    change.note = clip(change.note)
+    st.cursor_changes.append(change)
 
 
 def abandon_in_flight(state: EngineState) -> None:

@@ -16,6 +16,14 @@ poll event of that entry, the event is offered to the subscriptions active *at t
 Delivery is a :class:`SignalRun` kept in ``EngineState.unacked`` until the shell confirms the
 signal, so a worker crash or continue-as-new re-issues it (INIT-7); the run side ignores a repeat.
 
+Verification (issue 11): a ``subscribe`` signal can come from anyone with a Temporal client, so
+nothing in it is trusted to be a waiting run. Its fields are bounded (``core.limits``: ids, the
+``match`` size, the number of subscriptions), and an event delivered to a subscription whose
+workflow does not exist (or has closed) is not swallowed: when the signal fails, the event is
+released into the ordinary pipeline (``when``, keys, overlap, batch) as if no subscription had
+matched (recorded as ``delivery_failed``). A forged subscription naming a live workflow that is not
+waiting does receive the event; the delivery names that workflow in the event's record.
+
 Lifecycle events: when the activation learns a run it started has started or ended, it keeps a
 :class:`PublishEvent` in ``unacked`` until the publish activity has handed it to every activation
 that triggers on that connector; the receiving activation routes it by ``config.workflow``
@@ -33,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._expr import canonical_key
 from ..activation import EntrySpec
+from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, json_problem, json_size
 from ..runinput import Causation
 from ._types import Command, DeliveryResult, Disposition, PublishEvent, RunRecord, SignalRun, Subscription
 
@@ -146,6 +155,10 @@ def subscribe(engine: Engine, request: SubscribeRequest, now: datetime) -> None:
 
 
 def _subscribe_problem(engine: Engine, entry: EntrySpec | None, request: SubscribeRequest, now: datetime) -> str | None:
+    if engine.bounded:
+        problem = _bounds_problem(engine, request)
+        if problem is not None:
+            return problem
     names = ", ".join(e.name for e in engine.spec.entries if e.kind in SUBSCRIBABLE_KINDS) or "none"
     if entry is None or entry.kind not in SUBSCRIBABLE_KINDS:
         return (f"workflow {engine.spec.workflow!r} has no external or poll trigger entry {request.entry!r} to wait for; "
@@ -155,12 +168,35 @@ def _subscribe_problem(engine: Engine, entry: EntrySpec | None, request: Subscri
     return None
 
 
+def _bounds_problem(engine: Engine, request: SubscribeRequest) -> str | None:
+    if len(request.run_workflow_id) > MAX_WORKFLOW_ID_CHARS or len(request.sub_id) > MAX_WORKFLOW_ID_CHARS + 100:
+        return f"subscription refused: a workflow id has at most {MAX_WORKFLOW_ID_CHARS} characters"
+    if len(request.entry) > MAX_OPERATOR_TEXT_CHARS:
+        return "subscription refused: the entry name is too long"
+    problem = json_problem(request.match, max_depth=8)
+    if problem is not None or json_size(request.match) > MAX_MATCH_BYTES:
+        return f"subscription refused: `match` must be JSON of at most {MAX_MATCH_BYTES} bytes ({problem or 'too large'})"
+    if len(engine.state.subscriptions) >= MAX_SUBSCRIPTIONS:
+        return (f"subscription refused: the activation already has {MAX_SUBSCRIPTIONS} active subscriptions "
+                "(the limit); wait again later")
+    if engine.carry_blocked is not None:
+        return f"subscription refused for now: {engine.carry_blocked}"
+    return None
+
+
+def _oversized(request: UnsubscribeRequest) -> bool:
+    return len(request.run_workflow_id) > MAX_WORKFLOW_ID_CHARS or len(request.sub_id) > MAX_WORKFLOW_ID_CHARS + 100
+
+
 def unsubscribe(engine: Engine, request: UnsubscribeRequest, now: datetime) -> None:
     """End a subscription the run stopped waiting on; answer so the run's wait can finish.
 
     A delivery still unconfirmed will reach the run and ends its wait; otherwise the run gets an
     ``ended`` notice, which is later in its history than any event delivered to it before.
     """
+    if engine.bounded and _oversized(request):
+        engine._count("unsubscribe_refused")  # no waiting run has such ids: nothing to answer
+        return
     sub = engine.state.subscriptions.pop(request.sub_id, None)
     if _delivery_key(request.sub_id) in engine.state.unacked:
         return
@@ -231,11 +267,31 @@ def command_done(engine: Engine, key: str, error: str | None, now: datetime) -> 
         return
     if isinstance(command, SignalRun) and key.startswith("deliver\x1f"):
         event = SubscriptionEvent.model_validate(command.payload)
+        released = _release(engine, event, now) if engine.bounded else None
         engine.record_error(now, "delivery_failed", f"event {event.delivery_id!r} could not be delivered to run "
-                            f"{command.workflow_id} (its subscription {event.sub_id} ended with the run): {error}",
+                            f"{command.workflow_id} (its subscription {event.sub_id} ended with the run): {error}"
+                            + (f"; released to the ordinary pipeline: {released}" if released else ""),
                             event.entry, event.delivery_id)
     else:
         engine._count("notices_undeliverable")
+
+
+def _release(engine: Engine, event: SubscriptionEvent, now: datetime) -> str | None:
+    """Take back an event whose subscriber could not be signalled and dispose of it as if no
+    subscription had matched (INIT-9): the subscriber was not a waiting run after all."""
+    from ._engine import digest_and_size, event_key
+
+    entry = engine.spec.entry(event.entry)
+    key = event_key(event.entry, event.delivery_id or "")
+    record = engine.state.events.get(key)
+    if entry is None or event.delivery_id is None or record is None or record.disposition != Disposition.DELIVERED:
+        return None
+    del engine.state.events[key]  # its entry in the release queue is skipped by expiry (record gone)
+    digest, size = digest_and_size(event.payload)
+    disposition, run_key, _ = engine._accept(entry, event.payload, key, digest, now, delivery_id=event.delivery_id,
+                                             size=size, offer=False)
+    engine._count("subscription_deliveries_released")
+    return disposition.value + (f" (run {run_key})" if run_key else "")
 
 
 # ---------------------------------------------------------------------- lifecycle events

@@ -1,14 +1,20 @@
 """Operator actions on an activation (pause/resume, cursor, held items, overflow, backfill, pending runs).
 
 Each action is recorded in the operator log. An ``action_id`` makes an action once-only even
-across continue-as-new (Temporal dedups update ids only within one run).
+across continue-as-new (Temporal dedups update ids only within one run); the engine keeps a digest
+of the action's content with its id, so the same id sent again with different content is refused,
+never reported as applied. Every text field is bounded (``core.limits``): the client checks with
+:func:`request_problem` before sending, the engine again before applying.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
+from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text
 from ..schedule import parse_instant
 from . import _poll, _schedule
 from ._engine import Engine
@@ -32,19 +38,61 @@ class Request(Protocol):
     end: str | None
 
 
+FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
+_TEXT_LIMITS = {"action_id": MAX_ACTION_ID_CHARS, "cursor": MAX_CURSOR_CHARS}
+
+
+def request_problem(req: Request) -> str | None:
+    """Why this action cannot be taken as sent (an over-long or invalid field), or None."""
+    for name in ("action_id", *FIELDS):
+        value = getattr(req, name, None)
+        if not isinstance(value, str):
+            continue
+        limit = _TEXT_LIMITS.get(name, MAX_OPERATOR_TEXT_CHARS)
+        if len(value) > limit:
+            return f"{name} has {len(value)} characters; the limit is {limit}"
+        if not is_utf8_text(value):
+            return f"{name} is not valid Unicode text (a lone surrogate)"
+    count = getattr(req, "count", None)
+    if count is not None and not 0 <= count <= 10**9:
+        return f"count {count} is out of range (0 to 1000000000)"
+    return None
+
+
+def content_digest(req: Request) -> str:
+    """Digest of what the action does (every field but its id): a reused id must mean the same action."""
+    content: dict[str, Any] = {name: getattr(req, name, None) for name in FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def apply(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
-    """Apply one action; returns (ok, message). A repeated ``action_id`` changes nothing."""
+    """Apply one action; returns (ok, message). A repeated ``action_id`` changes nothing; the same id
+    with different content is refused (the first action stands)."""
     state = engine.state
+    problem = request_problem(req) if engine.bounded else None
+    if problem is not None:
+        return False, f"refused: {problem}"
     if req.action_id and req.action_id in state.seen_action_ids:
-        return True, "already applied"
+        return _repeat(state.action_digests.get(req.action_id), req)
     ok, message = _dispatch(engine, req, now)
     if ok:
         state.operator_log.append(OperatorAction(at=now, action=req.action, detail=message, action_id=req.action_id))
         del state.operator_log[:-MAX_LOG]
         if req.action_id:
             state.seen_action_ids.append(req.action_id)
+            state.action_digests[req.action_id] = content_digest(req)
+            for old in state.seen_action_ids[:-MAX_ACTION_IDS]:
+                state.action_digests.pop(old, None)
             del state.seen_action_ids[:-MAX_ACTION_IDS]
     return ok, message
+
+
+def _repeat(recorded: str | None, req: Request) -> tuple[bool, str]:
+    if recorded is None or recorded == content_digest(req):  # None: applied before digests were kept
+        return True, "already applied"
+    return False, (f"action id {req.action_id!r} was already used for a different action; the first one stands: "
+                   "give this action an id of its own")
+
 
 
 def _dispatch(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
