@@ -4,6 +4,10 @@ Runs are ordinary Temporal workflow executions. The workflow id of a run *is* it
 (derived from the activation and the event identity or occurrence instant), started with
 ``REJECT_DUPLICATE`` + ``USE_EXISTING``: a retried activity, a replay or a restart can never start a
 second run for one event (SCHED-5, EXT-3).
+
+A run that can never be started (its input is over the server's payload limit, or cannot be
+encoded) is reported per run (``StartedRun.error``) instead of failing the whole activity, so one
+bad run never holds up the others of its chunk; the activation records it as a start fault.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus as Status, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.core.runinput import RunInput
@@ -57,7 +62,7 @@ class StartedRun(BaseModel):
     run_id: str | None = None
     already_started: bool = False
     terminal_status: str | None = Field(default=None, description="Set when the run had already ended.")
-    error: str | None = None
+    error: str | None = Field(default=None, description="Set when this run can never be started: a start fault.")
 
 
 class WatchedRun(BaseModel):
@@ -115,6 +120,12 @@ class RunActivities:
             return StartedRun(run_key=run.run_key, run_id=handle.result_run_id)
         except WorkflowAlreadyStartedError:
             return await self._describe_closed(run.run_key)
+        except RPCError as exc:
+            if not _refused_for_good(exc):
+                raise  # transient (server unavailable, ...): the activity is retried
+            return StartedRun(run_key=run.run_key, error=f"the server refused the start: {exc.message}")
+        except ValueError as exc:  # the input cannot be encoded (e.g. pydantic serialisation)
+            return StartedRun(run_key=run.run_key, error=f"the run input cannot be encoded: {exc}")
 
     async def _describe_closed(self, run_key: str) -> StartedRun:
         desc = await self._client.get_workflow_handle(run_key).describe()
@@ -160,6 +171,13 @@ class RunActivities:
 
     def all(self) -> list[Any]:
         return [self.start_runs, self.watch_runs, self.control_run]
+
+
+def _refused_for_good(exc: RPCError) -> bool:
+    """A refusal no retry can change: this run's request is over a server limit."""
+    text = str(exc.message).lower()
+    return exc.status == RPCStatusCode.INVALID_ARGUMENT and any(
+        word in text for word in ("size", "exceeds", "too large", "too long", "limit"))
 
 
 async def wait_for_burst(

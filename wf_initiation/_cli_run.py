@@ -387,7 +387,7 @@ def read_payload(args: argparse.Namespace, stdin: Any = None) -> Any:
 
 
 def _deliver(args: argparse.Namespace) -> int:
-    from wf_initiation.client import DeliveryTooLarge
+    from wf_initiation.client import DeliveryRefused
 
     if args.signal and args.update_id:
         raise _user_error("--update-id applies to update deliveries, not to --signal", EXIT_USAGE)
@@ -403,7 +403,7 @@ def _deliver(args: argparse.Namespace) -> int:
 
     try:
         result = _run_async(go)
-    except DeliveryTooLarge as exc:
+    except DeliveryRefused as exc:
         raise _user_error(str(exc)) from None
     if args.signal:
         data = {"workflow": args.workflow, "entry": args.entry, "signalled": True}

@@ -6,14 +6,21 @@
 
 Deliveries by update return the disposition once it is durable (EXT-8). The server admits only a
 few updates in flight per workflow; a refused caller is retried with the *same* update id, so a
-retry can never be applied twice, and callers never see the limit.
+retry can never be applied twice, and callers never see the limit. Transport errors around a server
+restart are retried the same way.
+
+Before anything is sent, a payload must be a plain JSON value within ``core.limits`` (size, depth,
+finite numbers: NaN would otherwise silently become something else on the way); ``DeliveryRefused``
+says why not. Update ids are bound to their content: a caller's ``update_id`` (or an operator's
+``action_id``) reused with different content is a different update, which the activation judges on
+its own (a delivery id with another payload is a ``conflict``; a reused action id is refused),
+instead of the server answering with the first update's result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import pathlib
 import random
 import uuid
@@ -39,6 +46,8 @@ from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, resolve_activation
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
+from wf_initiation.core.engine.operator import content_digest, request_problem
+from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
 )
@@ -49,15 +58,31 @@ _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCSt
               RPCStatusCode.ABORTED}
 
 
+_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect")
+
+
 def _retryable(exc: RPCError) -> bool:
     # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
     # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
     if exc.status in _RETRYABLE:
         return True
+    if is_transport_error(exc):
+        return True
     return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
 
 
-class DeliveryTooLarge(ValueError):
+def is_transport_error(exc: RPCError) -> bool:
+    """The connection to the server failed (it is restarting): the call may not have arrived."""
+    text = str(exc.message).lower()
+    return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
+                          RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
+
+
+class DeliveryRefused(ValueError):
+    """A delivery refused before sending: the message says why and what to send instead."""
+
+
+class DeliveryTooLarge(DeliveryRefused):
     pass
 
 
@@ -84,16 +109,43 @@ def update_id_for(entry: str | None, payload: Any) -> str:
         body = canonical_key(payload)
     except Exception:
         body = repr(payload)
-    return "dlv-" + hashlib.sha256(f"{entry}\x1f{body}".encode()).hexdigest()[:32]
+    return "dlv-" + hashlib.sha256(f"{entry}\x1f{body}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _check_size(payload: Any) -> None:
-    size = len(json.dumps(payload, default=str).encode())
+def bound_update_id(update_id: str, entry: str | None, payload: Any) -> str:
+    """A caller's update id bound to the delivery's content: the same id with another payload is
+    another update (the activation then answers ``conflict`` or ``duplicate`` by delivery id)."""
+    if len(update_id) > MAX_ACTION_ID_CHARS:
+        raise DeliveryRefused(f"the update id has {len(update_id)} characters; the limit is {MAX_ACTION_ID_CHARS}")
+    return f"{update_id}~{update_id_for(entry, payload)[4:20]}"
+
+
+def _check_size(payload: Any) -> int:
+    """Refuse a payload that is not plain JSON within the limits; return its size in bytes."""
+    problem = json_problem(payload)
+    if problem is not None:
+        raise DeliveryRefused(f"the payload cannot be delivered: {problem}")
+    size = json_size(payload)
     if size > MAX_DELIVERY_BYTES:
         raise DeliveryTooLarge(
             f"payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES} (Temporal payload limits): "
             "send a reference (URL, object key) instead of the content"
         )
+    return size
+
+
+def bulk_chunks(deliveries: list[tuple[str | None, Any]]) -> list[list[DeliveryRequest]]:
+    """Split deliveries into ``deliver_many`` updates of at most MAX_BULK each and MAX_BULK_BYTES."""
+    chunks: list[list[DeliveryRequest]] = [[]]
+    size = 0
+    for entry, payload in deliveries:
+        n = _check_size(payload) + len(entry or "") + 64
+        if chunks[-1] and (len(chunks[-1]) >= MAX_BULK or size + n > MAX_BULK_BYTES):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(DeliveryRequest(entry=entry, payload=payload))
+        size += n
+    return [c for c in chunks if c]
 
 
 class WfiClient:
@@ -129,20 +181,19 @@ class WfiClient:
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
         _check_size(payload)
-        uid = update_id or update_id_for(entry, payload)
+        uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         handle = self.handle(workflow)
         return await self._retry(lambda: handle.execute_update(
             ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,
             rpc_timeout=self.update_timeout))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
-        """Many deliveries in as few updates as possible (each update carries up to MAX_BULK)."""
+        """Many deliveries in as few updates as possible (each carries up to MAX_BULK and MAX_BULK_BYTES).
+
+        Every payload is checked before the first update is sent (``DeliveryRefused``)."""
         out: list[DeliveryResult] = []
         handle = self.handle(workflow)
-        for i in range(0, len(deliveries), MAX_BULK):
-            chunk = [DeliveryRequest(entry=e, payload=p) for e, p in deliveries[i : i + MAX_BULK]]
-            for r in chunk:
-                _check_size(r.payload)
+        for chunk in bulk_chunks(deliveries):
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
             out.extend(await self._retry(lambda: handle.execute_update(
                 ActivationWorkflow.deliver_many, chunk, id=uid, rpc_timeout=self.update_timeout)))
@@ -155,8 +206,13 @@ class WfiClient:
 
     async def operate(self, workflow: str, request: OperatorRequest) -> OperatorResult:
         # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
+        # The update id also carries the content's digest: the same action id with another content
+        # reaches the activation, which refuses it, instead of the server replaying the first result.
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
-        uid = f"op-{request.action_id}"
+        problem = request_problem(request)
+        if problem is not None:
+            return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
+        uid = f"op-{request.action_id}~{content_digest(request)}"
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 

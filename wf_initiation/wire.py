@@ -8,8 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-MAX_DELIVERY_BYTES = 256 * 1024
-MAX_BULK = 500
+from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # noqa: F401 - the limits live in core.limits
 
 ACTIVATION_WORKFLOW = "wfi.Activation"
 

@@ -7,6 +7,14 @@ untouched (INIT-5, TRIG-12). Deliveries arrive as updates (disposition returned 
 EXT-8) or signals (disposition queryable); run starts, outcome watching and polls are activities.
 State is restored in ``@workflow.init`` so deliveries in the first task after continue-as-new are
 not lost (TEMPORAL-NOTES).
+
+Hostile input (issue 11; limits in ``core.limits``, docs/limits.md): handlers outsiders can call take
+raw arguments and decode them themselves (``_intake``), so an undecodable one is recorded or
+refused, never dropped or a failed task. Each workflow task schedules at most ``MAX_TASK_BYTES`` of
+activity inputs and signal payloads (the rest waits for the next task), each start activity carries
+at most ``MAX_START_BYTES`` of run inputs, a start that cannot succeed becomes a start fault of its
+run (found by starting the runs of a failed chunk one by one), and the state is measured before
+continue-as-new. All of it is behind ``BOUNDED_PATCH`` so histories recorded before still replay.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,12 +37,18 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
     from wf_initiation.activities.lifecycle import PublishRequest
+    from wf_initiation.core.engine import _intake as intake
     from wf_initiation.core.engine import _subscriptions as subs
     from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
     from wf_initiation.core.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
+    from wf_initiation.core.limits import (
+        KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES, MAX_RUN_INPUT_BYTES, MAX_START_BYTES,
+        MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
+    )
 
     from . import search_attributes as sa
     from ._fresh import FreshTimeGuard
+    from ._intake import Undecodable, decode
     from wf_initiation.wire import (
         MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
     )
@@ -48,6 +62,11 @@ MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
+BOUNDED_PATCH = "wfi-hostile-input-budgets"
+START_ATTEMPTS = 8  # then the chunk's runs are started one by one; one that still fails is a start fault
+ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
+CARRY_RETRY_EVENTS = 500  # history events between attempts to continue-as-new with a state over its limit
+SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -95,6 +114,14 @@ class ActivationWorkflow:
         self._engine.outbox.extend(self._engine.pending_starts())
         self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
         self._engine.outbox.extend(subs.unacked_commands(self._engine))
+        # Budgets of core.limits for runs begun with them; a run recorded before keeps its behaviour.
+        self._engine.bounded = workflow.patched(BOUNDED_PATCH)
+        self._task_marker = -1  # history length at the current workflow task: a new one resets its budgets
+        self._task_bytes = 0
+        self._signal_backlog: list[SignalRun] = []
+        self._isolate: set[str] = set()  # run keys to start alone (their chunk failed)
+        self._input_sizes: dict[str, int] = {}
+        self._carry_retry_at = 0
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -103,6 +130,7 @@ class ActivationWorkflow:
         self._publish(initial=True)
         while True:
             now = workflow.now()
+            self._new_task()
             self._engine.tick(now)
             hold = self._anticipate(now)
             if not self._dispatch(hold) and hold is not None:
@@ -110,7 +138,7 @@ class ActivationWorkflow:
             self._publish()
             if self._should_continue_as_new():
                 await self._continue_as_new()
-            self._wake = False
+            self._wake = bool(self._engine.outbox)  # e.g. a start fault released a queued run: go on
             self._arm_timer(self._now())
             await workflow.wait_condition(lambda: self._wake)
 
@@ -171,10 +199,18 @@ class ActivationWorkflow:
         self._wake = True
 
     # ------------------------------------------------------------------ commands
+    def _new_task(self) -> None:
+        """Reset the per-task budgets when this is a new workflow task (history grew since the last)."""
+        marker = workflow.info().get_current_history_length()
+        if marker != self._task_marker:
+            self._task_marker, self._task_bytes = marker, 0
+            self._engine.begin_task()
+
     def _dispatch(self, hold: timedelta | None = None) -> bool:
         """Execute the engine's commands; with ``hold``, starts wait that long first (in the task).
         Returns whether a start holding the task was issued."""
         held = False
+        self._new_task()
         commands = self._engine.take_commands()
         for c in commands:
             if isinstance(c, StartRun) and c.run_key not in self._starting:
@@ -183,7 +219,9 @@ class ActivationWorkflow:
         # Start activities are counted and created here, synchronously, in one place: which commands
         # a workflow task emits must never depend on the order in which waiting coroutines resume.
         while self._start_backlog and self._start_tasks < MAX_START_ACTIVITIES:
-            chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
+            chunk = self._next_start_chunk()
+            if not chunk:
+                break  # this task's byte budget is spent: the rest goes with the next task
             self._start_tasks += 1
             # Anticipated occurrences start from inside the task, after the hold: the run begins at
             # its instant plus a start call, not after the task, an activity task and the call.
@@ -194,8 +232,12 @@ class ActivationWorkflow:
             if isinstance(c, ControlRun):
                 asyncio.create_task(self._control(c), name="control run")
             elif isinstance(c, SignalRun) and c.key not in self._acking:
-                self._acking.add(c.key) if c.key else None
-                asyncio.create_task(self._signal(c), name="signal run")
+                if self._engine.bounded:
+                    self._signal_backlog.append(c)
+                else:
+                    self._acking.add(c.key) if c.key else None
+                    asyncio.create_task(self._signal(c), name="signal run")
+        self._issue_signals()
         publishes = [c for c in commands if isinstance(c, PublishEvent) and c.key not in self._acking]
         for i in range(0, len(publishes), PUBLISH_BATCH):
             self._acking.update(c.key for c in publishes[i : i + PUBLISH_BATCH])
@@ -205,13 +247,72 @@ class ActivationWorkflow:
             asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
         return held
 
+    def _next_start_chunk(self) -> list[StartRun]:
+        """The next start activity's runs: at most START_BATCH, and (with the budgets) at most
+        MAX_START_BYTES of inputs, within what this task may still schedule; a run whose chunk
+        failed goes alone; a run whose input no start can carry is a start fault at once."""
+        if not self._engine.bounded:
+            chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
+            return chunk
+        chunk: list[StartRun] = []
+        size = 0
+        while self._start_backlog and len(chunk) < START_BATCH:
+            command = self._start_backlog[0]
+            n = self._input_size(command)
+            if n > MAX_RUN_INPUT_BYTES:
+                self._start_backlog.pop(0)
+                self._start_fault(command.run_key, f"its input is {n} bytes; a run input may have at most "
+                                  f"{MAX_RUN_INPUT_BYTES} (Temporal's payload limit is 2 MiB)")
+                continue
+            alone = command.run_key in self._isolate
+            if chunk and (alone or size + n > MAX_START_BYTES):
+                break
+            if self._task_bytes + n > MAX_TASK_BYTES and self._task_bytes > 0:
+                break
+            self._start_backlog.pop(0)
+            chunk.append(command)
+            size += n
+            self._task_bytes += n
+            if alone:
+                break
+        return chunk
+
+    def _input_size(self, command: StartRun) -> int:
+        size = self._input_sizes.get(command.run_key)
+        if size is None:
+            size = self._input_sizes[command.run_key] = len(command.input.model_dump_json())
+        return size
+
+    def _start_fault(self, run_key: str, error: str) -> None:
+        self._starting.discard(run_key)
+        self._isolate.discard(run_key)
+        self._input_sizes.pop(run_key, None)
+        self._engine.run_start_failed(run_key, error, self._now())
+
+    def _start_chunk_failed(self, chunk: list[StartRun], exc: ActivityError) -> None:
+        """A start activity failed for good: start its runs again, one per activity; a run that fails
+        alone with a cause that cannot pass (its input cannot be decoded) is a start fault. A
+        transient cause (the server unreachable for minutes) only starts the chunk again."""
+        cause = exc.cause
+        permanent = isinstance(cause, ApplicationError) and (
+            cause.non_retryable or (cause.message or "").startswith("Failed decoding"))
+        if permanent and len(chunk) == 1:
+            self._start_fault(chunk[0].run_key, f"the start activity failed: {cause}")
+            return
+        if permanent:
+            self._isolate.update(c.run_key for c in chunk)
+        self._starting.update(c.run_key for c in chunk)
+        self._start_backlog[:0] = chunk
+
     async def _start_runs(self, chunk: list[StartRun], hold: timedelta | None = None) -> None:
         run = self._engine.spec.run
+        bounded = self._engine.bounded
         # A regular activity unless ``hold``: then a local one that first sleeps the hold; it holds
         # the workflow task (and so every update's acknowledgement) until start_workflow returns.
         # Idempotent either way: the run key is the workflow id, so a retry after a crash cannot
         # start a second run.
         execute = workflow.execute_local_activity if hold is not None else workflow.execute_activity
+        failure: ActivityError | None = None
         try:
             results: list[StartedRun] = await execute(
                 "wfi.start_runs",
@@ -223,14 +324,28 @@ class ActivationWorkflow:
                 ),
                 result_type=list[StartedRun],
                 start_to_close_timeout=timedelta(seconds=15),
-                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)),
+                retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
+                                         maximum_attempts=START_ATTEMPTS if bounded else 0),
                 summary=f"start {len(chunk)} run(s)",
             )
+        except ActivityError as exc:
+            if not bounded:
+                raise
+            failure = exc
         finally:
             self._start_tasks -= 1
             self._starting.difference_update(c.run_key for c in chunk)
+        if failure is not None:
+            self._start_chunk_failed(chunk, failure)
+            self._poke()
+            return
         now = self._now()
         for r in results:
+            self._isolate.discard(r.run_key)
+            self._input_sizes.pop(r.run_key, None)
+            if r.error is not None and bounded:
+                self._engine.run_start_failed(r.run_key, r.error, now)
+                continue
             self._engine.run_started(r.run_key, r.run_id, now)
             if r.terminal_status:
                 self._engine.run_finished(r.run_key, r.terminal_status, now)
@@ -266,6 +381,20 @@ class ActivationWorkflow:
             result_type=str, start_to_close_timeout=timedelta(seconds=30),
         )
 
+    def _issue_signals(self) -> None:
+        """Signal the kept subscription deliveries and notices, within this task's byte budget."""
+        while self._signal_backlog:
+            command = self._signal_backlog[0]
+            size = json_size(command.payload)
+            if self._task_bytes + size > MAX_TASK_BYTES and self._task_bytes > 0:
+                return  # the next task sends the rest (something sent in this one brings that task)
+            self._signal_backlog.pop(0)
+            if command.key in self._acking:
+                continue
+            self._task_bytes += size
+            self._acking.add(command.key) if command.key else None
+            asyncio.create_task(self._signal(command), name="signal run")
+
     async def _signal(self, command: SignalRun) -> None:
         handle = workflow.get_external_workflow_handle(command.workflow_id)
         error = None
@@ -298,12 +427,15 @@ class ActivationWorkflow:
         request = PollRequest(connector=call.connector, config=call.config, connection=call.connection,
                               cursor=call.cursor, limit=call.limit)
         try:
-            response: PollResponse = await workflow.execute_activity(
-                activity_name_for(call.connector), request, result_type=PollResponse,
+            # Decoded here, not by the SDK: a response the converter cannot decode would otherwise
+            # fail the workflow task on every attempt instead of failing this poll.
+            raw = await workflow.execute_activity(
+                activity_name_for(call.connector), request, result_type=RawValue,
                 start_to_close_timeout=self._engine.spec.policies.poll.timeout,
                 retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
-                summary=f"poll {call.entry} from cursor {call.cursor}",
+                summary=f"poll {call.entry} from cursor {(call.cursor or '')[:100]}",
             )
+            response = decode(raw, PollResponse, max_bytes=4 * MIB, what="the poll response")
             result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
@@ -319,6 +451,8 @@ class ActivationWorkflow:
     # ------------------------------------------------------------------ continue-as-new
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
+        if self._engine.carry_blocked is not None and info.get_current_history_length() < self._carry_retry_at:
+            return False
         budget = self._engine.spec.policies.max_history_events
         return self._pending_spec is not None or info.is_continue_as_new_suggested() or info.get_current_history_length() > budget
 
@@ -328,56 +462,130 @@ class ActivationWorkflow:
         await workflow.wait_condition(lambda: self._start_tasks == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
-        workflow.continue_as_new(args=[spec, encode_state(self._engine)])
+        state = encode_state(self._engine)
+        size = len(state) + len(spec.model_dump_json())
+        if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES:
+            self._carry_over_limit(size)
+            return
+        workflow.continue_as_new(args=[spec, state])
+
+    def _carry_over_limit(self, size: int) -> None:
+        """The state does not fit the continue-as-new payload: keep running on this history (it has
+        room: the server's hard limit is 51,200 events) with new deliveries deferred, so runs start,
+        queues drain and the state shrinks; try again every CARRY_RETRY_EVENTS events."""
+        self._carry_retry_at = workflow.info().get_current_history_length() + CARRY_RETRY_EVENTS
+        if self._engine.carry_blocked is None:
+            self._engine.carry_blocked = (
+                f"the activation's state is {size} bytes, over the {MAX_CARRIED_STATE_BYTES} it can carry across "
+                "continue-as-new: deliveries are deferred until its queued runs start; deliver again later")
+            self._engine.record_error(self._now(), "carry_over_limit", self._engine.carry_blocked)
 
     # ------------------------------------------------------------------ deliveries
+    # Arguments anyone with a Temporal client can send arrive raw and are decoded by ``_intake``.
     @workflow.update(name="deliver")
-    def deliver(self, request: DeliveryRequest) -> DeliveryResult:
-        result = self._engine.deliver(request.entry, request.payload, self._now())
+    def deliver(self, request: RawValue) -> DeliveryResult:
+        now = self._now()
+        try:
+            decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
+        except Undecodable as exc:
+            return intake.undecodable(self._engine, str(exc), now)
+        result = self._engine.deliver(decoded.entry, decoded.payload, now)
         self._poke()
         return result
 
     @deliver.validator
-    def _validate_deliver(self, request: DeliveryRequest) -> None:
+    def _validate_deliver(self, request: RawValue) -> None:
         self._refuse_while_rebinding()
+        limit = self._max_bytes(MAX_DELIVERY_BYTES)
+        if isinstance(request, RawValue) and len(request.payload.data) > limit:
+            raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
+                             "reference (URL, object key) instead of the content")
 
     @workflow.update(name="deliver_many")
-    def deliver_many(self, requests: list[DeliveryRequest]) -> list[DeliveryResult]:
+    def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
+        try:
+            decoded = self._decode_many(requests)
+        except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
+            raise ApplicationError(str(exc), type="InvalidArgument", non_retryable=True) from None
         now = self._now()
-        results = [self._engine.deliver(r.entry, r.payload, now) for r in requests]
+        results = [self._engine.deliver(r.entry, r.payload, now) for r in decoded]
         self._poke()
         return results
 
     @deliver_many.validator
-    def _validate_deliver_many(self, requests: list[DeliveryRequest]) -> None:
+    def _validate_deliver_many(self, requests: RawValue) -> None:
         self._refuse_while_rebinding()
-        if len(requests) > MAX_BULK:
+        try:
+            decoded = self._decode_many(requests)
+        except Undecodable as exc:
+            raise ValueError(str(exc)) from None
+        if len(decoded) > MAX_BULK:
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
 
+    def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
+        return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),
+                      what="the deliver_many argument")
+
+    def _max_bytes(self, limit: int) -> int:
+        return limit + ENVELOPE if self._engine.bounded else 64 * MIB
+
     @workflow.signal(name="deliver_signal")
-    def deliver_signal(self, request: DeliveryRequest) -> None:
-        self._engine.deliver(request.entry, request.payload, self._now())
+    def deliver_signal(self, request: RawValue) -> None:
+        now = self._now()
+        try:
+            decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
+        except Undecodable as exc:
+            intake.undecodable(self._engine, str(exc), now)  # recorded: the sender was told it is durable
+        else:
+            self._signal_safely("deliver_signal", lambda: self._engine.deliver(decoded.entry, decoded.payload, now))
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
-    def subscribe(self, request: SubscribeRequest) -> None:
+    def subscribe(self, request: RawValue) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
-        subs.subscribe(self._engine, request, self._now())
+        decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
+        if decoded is not None:
+            self._signal_safely("subscribe", lambda: subs.subscribe(self._engine, decoded, self._now()))
         self._poke()
 
     @workflow.signal(name=subs.UNSUBSCRIBE_SIGNAL)
-    def unsubscribe(self, request: UnsubscribeRequest) -> None:
-        subs.unsubscribe(self._engine, request, self._now())
+    def unsubscribe(self, request: RawValue) -> None:
+        decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
+        if decoded is not None:
+            self._signal_safely("unsubscribe", lambda: subs.unsubscribe(self._engine, decoded, self._now()))
         self._poke()
 
     @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
-    def lifecycle_event(self, event: LifecycleEvent) -> None:
+    def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
-        subs.route_lifecycle(self._engine, event, self._now())
+        decoded = self._decode_signal(event, LifecycleEvent, "lifecycle_event")
+        if decoded is not None:
+            self._signal_safely("lifecycle_event", lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
         self._poke()
 
+    def _decode_signal(self, raw: Any, kind: type[Any], name: str) -> Any:
+        try:
+            return decode(raw, kind, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what=f"the {name} signal")
+        except Undecodable as exc:
+            self._engine.record_error(self._now(), "signal_refused", str(exc))
+            return None
+
+    def _signal_safely(self, name: str, handle: Any) -> None:
+        """Run a signal's work; with the budgets, a failure the input caused is recorded, not a failed
+        task retried forever (a signal cannot be refused: its sender already had it acknowledged)."""
+        if not self._engine.bounded:
+            handle()
+            return
+        try:
+            handle()
+        except SIGNAL_ERRORS as exc:
+            self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be handled: "
+                                      f"{type(exc).__name__}: {exc}")
+
     def _refuse_while_rebinding(self) -> None:
-        if self._pending_spec is not None:
+        # While the state is too large to carry, the engine defers deliveries itself: refusing them
+        # here would only make callers give up.
+        if self._pending_spec is not None and self._engine.carry_blocked is None:
             raise ApplicationError("activation is being replaced; retry the delivery", type="Rebinding")
 
     # ------------------------------------------------------------------ activation and operators
@@ -401,6 +609,7 @@ class ActivationWorkflow:
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:
+        self._new_task()  # a backfill uses this task's budget (core.limits.ADMIT_PER_TASK)
         if request.action == "poll_now":  # a build before it dropped poll_now during a poll (replay)
             self._engine.poll_now_survives_flight = workflow.patched(POLL_NOW_PATCH)
         ok, message = operator.apply(self._engine, request, self._now())
@@ -408,13 +617,14 @@ class ActivationWorkflow:
         return OperatorResult(ok=ok, message=message, action_id=request.action_id)
 
     # ------------------------------------------------------------------ queries and visibility
+    # Query results stay under the gRPC message limit whatever the state holds (core.limits.fit_to_bytes).
     @workflow.query(name="state")
     def state(self) -> dict[str, Any]:
-        return summary.full_state(self._engine)
+        return fit_to_bytes(summary.full_state(self._engine))
 
     @workflow.query(name="summary")
     def summary_query(self) -> dict[str, Any]:
-        return summary.short(self._engine)
+        return fit_to_bytes(summary.short(self._engine))
 
     @workflow.query(name="events")
     def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:

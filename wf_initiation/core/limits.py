@@ -95,6 +95,7 @@ MAX_QUERY_BYTES = 2 * MIB
 """A query result (``state``); past it lists are trimmed and the trim is reported (gRPC: 4 MiB)."""
 
 _INT_BITS = math.ceil(MAX_INT_DIGITS * math.log2(10))
+_INT_CAP = 10**MAX_INT_DIGITS
 
 
 def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> str | None:
@@ -130,7 +131,9 @@ def _scalar_problem(item: Any) -> str | None:
     if isinstance(item, str):
         return None if is_utf8_text(item) else "a string contains a lone surrogate (not valid Unicode text)"
     if isinstance(item, int):
-        return None if item.bit_length() <= _INT_BITS else f"an integer has more than {MAX_INT_DIGITS} digits"
+        if item.bit_length() < _INT_BITS - 4 or abs(item) < _INT_CAP:  # the cheap test first
+            return None
+        return f"an integer has more than {MAX_INT_DIGITS} digits"
     if isinstance(item, float):
         return None if math.isfinite(item) else f"{item!r} is not a JSON number (NaN and infinities have no JSON form)"
     return f"{type(item).__name__} is not a JSON value"
@@ -191,3 +194,51 @@ def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters cut]"
+
+
+def fit_to_bytes(data: dict[str, Any], limit: int = MAX_QUERY_BYTES) -> dict[str, Any]:
+    """Trim a JSON-able query result until it is at most ``limit`` bytes, noting what was cut.
+
+    Repeatedly halves the part that holds most of the bytes (the newest half of a list is kept, the
+    first half of a mapping, the start of a string) and lists the trimmed paths under ``trimmed``.
+    A result within the limit is returned unchanged.
+    """
+    trimmed: list[str] = []
+    for _ in range(200):
+        if json_size(data) <= limit:
+            break
+        found = _largest(data, [])
+        if found is None:
+            break
+        parent, key, path = found
+        node = parent[key]
+        if isinstance(node, list):
+            parent[key] = node[len(node) // 2 :]
+        elif isinstance(node, dict):
+            parent[key] = dict(list(node.items())[: len(node) // 2])
+        else:
+            parent[key] = clip(node, max(len(node) // 2, 200))
+        trimmed.append("/".join(path))
+    if trimmed:
+        data["trimmed"] = sorted(set(trimmed))
+    return data
+
+
+def _largest(root: Any, path: list[str]) -> tuple[Any, Any, list[str]] | None:
+    """(parent, key, path) of the node to trim: descend while one child holds most of the bytes; trim
+    the container where the bytes spread over many children, or the long string they lead to."""
+    parent, key, node, at_root = None, None, root, True
+    while True:
+        if isinstance(node, str):
+            return (parent, key, path) if len(node) > 400 else None
+        if not isinstance(node, (dict, list)) or not node:
+            return None
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        sizes = [(json_size(v), k) for k, v in items]
+        size, biggest = max(sizes, key=lambda sk: sk[0])
+        spread = len(items) > 1 and size * 2 <= sum(s for s, _ in sizes)
+        if spread and not at_root:
+            return parent, key, path
+        parent, key, node, at_root, path = node, biggest, node[biggest], False, [*path, str(biggest)]
+        if spread and isinstance(node, (dict, list)) and len(node) > 1:
+            return parent, key, path  # at the top: trim its largest part

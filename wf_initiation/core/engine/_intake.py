@@ -99,3 +99,12 @@ def deferred(engine: "Engine", entry: EntrySpec, delivery_id: str | None, reason
     engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
     return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
                           message=clip(reason), activation_id=engine.spec.activation_id)
+
+
+def undecodable(engine: "Engine", problem: str, now: Any) -> DeliveryResult:
+    """A delivery whose argument could not even be decoded: ``invalid``, recorded without identity."""
+    engine._count("deliveries")
+    engine._count("invalid")
+    engine.record_error(now, "invalid", f"a delivery was refused before validation: {problem}")
+    return DeliveryResult(entry=None, delivery_id=None, disposition=Disposition.INVALID, message=clip(problem),
+                          activation_id=engine.spec.activation_id)
