@@ -104,6 +104,8 @@ def markdown(engine: Engine) -> str:
         f"· pending {s['runs_pending']} · duplicates {c.get('duplicates', 0)} · suppressed {c.get('suppressed', 0)} "
         f"· errors {sum(s['error_counts'].values())} · dedup ids {s['dedup_entries']}",
     ]
+    if c.get("start_faults"):  # runs that could never be started (issue 11): an operator should look
+        lines.append(f"**start faults {c['start_faults']}**: runs that could not be started; see `wfi state` (errors)")
     for name, sch in s["schedules"].items():
         lines.append(f"schedule `{name}`: next {sch['next'] or '—'} · policy {sch['policy']}"
                      + (" · paused" if sch["paused"] else "") + ("" if sch["active"] else f" · inactive: {sch['inactive_reason']}"))

@@ -1,0 +1,69 @@
+"""Helpers for the hostile-input tests (tests/test_hostile_*.py): plain-client senders, run checks."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from tests.conftest import assert_eventually
+from tests.support.runs import describe_or_none
+from wf_initiation.client import WfiClient
+from wf_initiation.workflows.activation import workflow_id_for
+
+HOOK = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+{extra}
+"""
+
+
+def hook(ident: str, **body: Any) -> dict[str, Any]:
+    return {"delivery_id": ident, "method": "POST", "body": body}
+
+
+def nested(depth: int) -> Any:
+    """A JSON value whose objects nest ``depth`` levels."""
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def plain_signal(client: Client, workflow: str, payload: Any, entry: str | None = None) -> None:
+    """What a bridge with a plain Temporal client does: signal ``deliver_signal`` directly."""
+    await client.get_workflow_handle(workflow_id_for(workflow)).signal(
+        "deliver_signal", {"entry": entry, "payload": payload})
+
+
+async def plain_update(client: Client, workflow: str, payload: Any, entry: str | None = None) -> Any:
+    """The ``deliver`` update from a plain Temporal client (no checks before sending)."""
+    return await client.get_workflow_handle(workflow_id_for(workflow)).execute_update(
+        "deliver", {"entry": entry, "payload": payload}, id=f"plain-{uuid.uuid4().hex}", result_type=dict)
+
+
+async def run_started(client: Client, run_key: str, *, timeout: float = 60.0) -> None:
+    """Wait until the run with this key exists (its start went through)."""
+    async def check() -> None:
+        desc = await describe_or_none(client, run_key)
+        assert desc is not None, f"run {run_key} not started yet"
+        assert desc.status is not None
+
+    await assert_eventually(check, timeout=timeout, interval=0.2)
+
+
+async def still_serves(wfi: WfiClient, client: Client, workflow: str, ident: str = "normal-after", **extra: Any) -> None:
+    """The ending of every hostile test: a normal delivery is accepted and its run starts."""
+    result = await wfi.deliver(workflow, hook(ident, **extra))
+    assert result.disposition.value == "accepted", result
+    await run_started(client, result.run_key)
+    desc = await describe_or_none(client, result.run_key)
+    assert desc is not None and desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED)
+
+
+async def errors_of(wfi: WfiClient, workflow: str, kind: str) -> list[dict[str, Any]]:
+    state = await wfi.state(workflow)
+    return [e for e in state["errors"] if e["kind"] == kind]
