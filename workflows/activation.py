@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
     from wf_initiation.core.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
     from wf_initiation.core.limits import (
-        KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES, MAX_RUN_INPUT_BYTES, MAX_START_BYTES,
+        CARRY_RETRY_EVENTS, KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES, MAX_RUN_INPUT_BYTES, MAX_START_BYTES,
         MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
     )
 
@@ -65,7 +65,6 @@ POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 BOUNDED_PATCH = "wfi-hostile-input-budgets"
 START_ATTEMPTS = 8  # then the chunk's runs are started one by one; one that still fails is a start fault
 ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
-CARRY_RETRY_EVENTS = 500  # history events between attempts to continue-as-new with a state over its limit
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 

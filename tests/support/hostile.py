@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.conftest import assert_eventually
@@ -55,9 +56,11 @@ async def run_started(client: Client, run_key: str, *, timeout: float = 60.0) ->
     await assert_eventually(check, timeout=timeout, interval=0.2)
 
 
-async def still_serves(wfi: WfiClient, client: Client, workflow: str, ident: str = "normal-after", **extra: Any) -> None:
+async def still_serves(
+    wfi: WfiClient, client: Client, workflow: str, ident: str = "normal-after", *, entry: str | None = None, **extra: Any,
+) -> None:
     """The ending of every hostile test: a normal delivery is accepted and its run starts."""
-    result = await wfi.deliver(workflow, hook(ident, **extra))
+    result = await wfi.deliver(workflow, hook(ident, **extra), entry=entry)
     assert result.disposition.value == "accepted", result
     await run_started(client, result.run_key)
     desc = await describe_or_none(client, result.run_key)
@@ -67,3 +70,33 @@ async def still_serves(wfi: WfiClient, client: Client, workflow: str, ident: str
 async def errors_of(wfi: WfiClient, workflow: str, kind: str) -> list[dict[str, Any]]:
     state = await wfi.state(workflow)
     return [e for e in state["errors"] if e["kind"] == kind]
+
+
+async def histories(client: Client, workflow: str) -> list[Any]:
+    """The histories of every run of the activation (continue-as-new makes several)."""
+    wid = workflow_id_for(workflow)
+    runs = [w.run_id async for w in client.list_workflows(f"WorkflowId = '{wid}'")]
+    return [await client.get_workflow_handle(wid, run_id=run_id).fetch_history() for run_id in runs]
+
+
+async def task_failures(client: Client, workflow: str) -> list[str]:
+    """Messages of the activation's failed workflow tasks, in every run (there must be none).
+
+    ``UnhandledCommand`` is left out: the server refuses a continue-as-new while new signals are
+    arriving and the SDK simply runs the task again with them; it is no failure of ours."""
+    unhandled = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+    return [e.workflow_task_failed_event_attributes.failure.message for h in await histories(client, workflow)
+            for e in h.events if e.HasField("workflow_task_failed_event_attributes")
+            and e.workflow_task_failed_event_attributes.cause != unhandled]
+
+
+async def scheduled_bytes_per_task(client: Client, workflow: str) -> dict[tuple[int, int], list[int]]:
+    """Input bytes of the activities each workflow task of the activation scheduled (every run)."""
+    per_task: dict[tuple[int, int], list[int]] = {}
+    for n, history in enumerate(await histories(client, workflow)):
+        for e in history.events:
+            if e.HasField("activity_task_scheduled_event_attributes"):
+                attrs = e.activity_task_scheduled_event_attributes
+                size = sum(len(p.data) for p in attrs.input.payloads)
+                per_task.setdefault((n, attrs.workflow_task_completed_event_id), []).append(size)
+    return per_task

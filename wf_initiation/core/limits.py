@@ -55,6 +55,8 @@ this is ``deferred``: nothing consumed, deliver it again later."""
 MAX_CARRIED_STATE_BYTES = 1536 * KIB
 """The continue-as-new state (compressed). Over it the activation does not continue-as-new: it
 records a ``carry_over_limit`` error, defers deliveries until the state fits and tries again."""
+CARRY_RETRY_EVENTS = 200
+"""History events between two attempts to continue-as-new while the state is over its limit."""
 
 # ---------------------------------------------------------------------------- one workflow task
 MAX_START_BYTES = 1 * MIB

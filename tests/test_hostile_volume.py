@@ -1,0 +1,127 @@
+"""Payload volume against a real activation (issue 11 item 2): a batch of 20 x 150 KB events and 15
+concurrent 200 KB signals used to make one workflow task's commands exceed Temporal's payload limit
+on every retry. Now no start activity carries more than MAX_START_BYTES, no task schedules more than
+MAX_TASK_BYTES, and a batch closes early at MAX_BATCH_BYTES. Each test ends with a normal delivery
+accepted and its run started."""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+
+import pytest
+from temporalio.worker import Worker
+
+from tests.conftest import assert_eventually
+from tests.support.activation import make_spec, unique
+from tests.support.hostile import (
+    HOOK, errors_of, hook, plain_signal, run_started, scheduled_bytes_per_task, still_serves, task_failures,
+)
+from wf_initiation.client import DeliveryTooLarge, WfiClient
+from wf_initiation.core.limits import MAX_BATCH_BYTES, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size
+from wf_initiation.plugin import WfiPlugin
+
+KB = 1000
+BATCHED = """
+name: {name}
+on:
+  - http.request: {{path: /mails}}
+    as: mails
+    batch: {{size: 20, max_wait: 2s}}
+  - http.request: {{path: /hooks}}
+    as: hook
+"""
+
+
+@pytest.fixture
+async def wfi(dev_env, task_queue):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        yield WfiClient(dev_env.client, task_queue=task_queue)
+
+
+def assert_budgets_kept(per_task: dict[tuple[int, int], list[int]]) -> None:
+    for sizes in per_task.values():
+        assert all(size <= MAX_START_BYTES + 64 * 1024 for size in sizes), sizes
+        assert sum(sizes) <= MAX_TASK_BYTES + 64 * 1024, sizes
+
+
+async def test_a_batch_of_twenty_150kb_events_closes_early_by_bytes_and_every_event_gets_its_run(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: BATCH-2, BATCH-4, EXT-6, INIT-7
+    client = dev_env.client
+    name = unique("batched")
+    await wfi.activate(make_spec(tmp_path, BATCHED.format(name=name), task_queue=task_queue))
+    body = "m" * (150 * KB)
+    for i in range(20):
+        result = await wfi.deliver(name, hook(f"mail-{i}", text=body), entry="mails")
+        assert result.disposition.value == "batched", result
+
+    async def every_event_has_a_started_run() -> set[str]:
+        state = await wfi.state(name, include_events=True)
+        keys = {state["events"][f"mails\x1fmail-{i}"]["run_key"] for i in range(20)}
+        assert state["summary"]["open_batches"] == 0 and state["summary"]["runs_starting"] == 0, state["summary"]
+        return keys
+
+    run_keys = await assert_eventually(every_event_has_a_started_run, timeout=90)
+    assert len(run_keys) >= 6, "20 x 150 KB cannot be one run: the batches closed at the byte budget"
+    for key in run_keys:
+        await run_started(client, key)
+        payloads = (await client.get_workflow_handle(key).result())["input"]["bindings"]["mails"]
+        assert json_size(payloads) <= MAX_BATCH_BYTES
+    assert await task_failures(client, name) == []
+    assert_budgets_kept(await scheduled_bytes_per_task(client, name))
+    await still_serves(wfi, client, name, entry="hook")
+
+
+async def test_fifteen_concurrent_200kb_signals_all_start_their_runs_within_the_task_budgets(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-8, INIT-7
+    client = dev_env.client
+    name = unique("volume")
+    await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue))
+    body = "s" * (200 * KB)
+    await asyncio.gather(*(wfi.signal_delivery(name, hook(f"sig-{i}", text=body)) for i in range(15)))
+
+    async def all_accepted() -> list[str]:
+        state = await wfi.state(name, include_events=True)
+        found = [state["events"].get(f"hook\x1fsig-{i}") for i in range(15)]
+        assert all(e is not None and e["disposition"] == "accepted" for e in found), found
+        return [e["run_key"] for e in found]
+
+    for key in await assert_eventually(all_accepted, timeout=90):
+        await run_started(client, key, timeout=90)
+    assert await task_failures(client, name) == []
+    per_task = await scheduled_bytes_per_task(client, name)
+    assert_budgets_kept(per_task)
+    starts = [s for sizes in per_task.values() for s in sizes if s > 100 * KB]
+    assert len(starts) >= 3, "3 MB of run inputs went out in several start activities"
+    await still_serves(wfi, client, name)
+
+
+async def test_a_payload_at_the_byte_limit_is_accepted_and_one_byte_more_is_refused_or_invalid(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-9, EXT-10
+    client = dev_env.client
+    name = unique("limit")
+    await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue))
+    base = hook("at-limit", text="")
+    at_limit = hook("at-limit", text="x" * (MAX_DELIVERY_BYTES - json_size(base)))
+    assert json_size(at_limit) == MAX_DELIVERY_BYTES
+    accepted = await wfi.deliver(name, at_limit)
+    assert accepted.disposition.value == "accepted"
+    await run_started(client, accepted.run_key)
+    past = hook("past-limit", text="x" * (MAX_DELIVERY_BYTES - json_size(base) + 1 - 2))
+    assert json_size(past) == MAX_DELIVERY_BYTES + 1
+    with pytest.raises(DeliveryTooLarge, match=f"the limit is {MAX_DELIVERY_BYTES}"):
+        await wfi.deliver(name, past)
+    await plain_signal(client, name, past)  # a bridge that does not check
+
+    async def recorded() -> None:
+        (error,) = await errors_of(wfi, name, "invalid")
+        assert f"the limit is {MAX_DELIVERY_BYTES}" in error["message"]
+
+    await assert_eventually(recorded, timeout=60)
+    await still_serves(wfi, client, name)
