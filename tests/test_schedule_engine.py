@@ -190,7 +190,7 @@ def test_a_gap_longer_than_one_task_stays_missed_across_tasks_and_keeps_one_boun
     spec = spec_for(tmp_path, '{interval: 1s}', missed=policy, late_after="1h")
     catch_up = policy["policy"] == "catch_up"
     chunk = (ADMIT_PER_TASK if catch_up else ENUMERATE_PER_TASK) if bounded else _schedule.CHUNK
-    gap = 2 * chunk + 123
+    gap = 2 * chunk + chunk // 3
     engine = engine_for(spec)
     engine.bounded = bounded
     now = T0 + timedelta(seconds=gap + 0.5) + timedelta(hours=1)  # t0+1s .. t0+gap are missed, the last hour is not

@@ -336,6 +336,11 @@ def _load_zone(name: Any) -> ZoneInfo:
             ]) from None
 
 
+def load_zone(name: str) -> ZoneInfo:
+    """The zone ``name`` from the tzdata package (a fresh object); ``ScheduleConfigError`` if unknown."""
+    return _load_zone(name)
+
+
 def to_local_iso(instant: datetime, timezone: str) -> str:
     """``instant`` as ISO-8601 with the offset it has in ``timezone`` (e.g. ``2026-03-08T03:00:00-04:00``)."""
     return _require_aware(instant).astimezone(_load_zone(timezone)).isoformat()

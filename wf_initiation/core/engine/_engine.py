@@ -85,6 +85,7 @@ class Engine:
         self._eval = Evaluator()
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
         self._schedules: dict[str, seq.ScheduleSpec] = {}
+        self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
         self._release_queue: deque[tuple[datetime, str]] = deque(
             sorted((r.released_at, k) for k, r in state.events.items() if r.released_at is not None)
         )
@@ -622,13 +623,7 @@ def sync_sources(engine: Engine, now: datetime, previous: ActivationSpec | None)
             state.polls[entry.name] = _poll.new_poll_state(entry, spec, now)
 
 
-def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
-    value: Any = payload
-    for part in (entry.delivery_id_path or "").split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
+entry_delivery_id = _intake.entry_delivery_id  # kept here too: the poll module and callers use this name
 
 
 def dumps_state(state: EngineState) -> bytes:

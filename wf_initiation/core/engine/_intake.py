@@ -36,10 +36,18 @@ if TYPE_CHECKING:
 _LEGACY_DEPTH = 10_000
 
 
+def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
+    """The value at the manifest's ``delivery_id`` path, or None."""
+    value: Any = payload
+    for part in (entry.delivery_id_path or "").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
 def identity(entry: EntrySpec, payload: Any) -> str | None:
     """The delivery id at the manifest's path, as text; None when absent or not a JSON value."""
-    from ._engine import entry_delivery_id
-
     raw = entry_delivery_id(entry, payload)
     if raw is None or isinstance(raw, str):
         return raw

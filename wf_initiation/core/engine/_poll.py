@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, clip, is_utf8_text, json_problem, retained_id, strict_json
 from ._types import OperatorRefused
 from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
+from . import _engine  # used at call time only (it imports this module too)
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -138,11 +140,9 @@ def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: st
     identity unconsumed (EXT-10), so a corrected item with the same id is still accepted, while a
     repeated fetch of the same invalid item finds its quarantine record and adds nothing (POLL-9).
     """
-    from ._engine import event_key, payload_digest
-
-    digest = payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
+    digest = _engine.payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
     ident = quarantine_ident(digest)
-    key = event_key(entry.name, ident)
+    key = _engine.event_key(entry.name, ident)
     if engine.lookup(key) is None:
         detail = f"delivery {retained_id(delivery_id)!r}: {reason}" if delivery_id else reason
         engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
@@ -155,8 +155,6 @@ def quarantine_ident(digest: str) -> str:
 
 def _jsonable(payload: Any) -> bool:
     try:
-        from .._expr import canonical_key
-
         canonical_key(payload)
         return True
     except Exception:

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
-from ..limits import ENUMERATE_PER_TASK, MAX_BACKFILL
-from . import _jobs
+from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
+from . import _engine, _jobs  # _engine is only used at call time (it imports this module too)
 from ._types import OperatorRefused
 from ._types import AdmitJob, OccurrenceRecord, OverflowRange, ScheduleState
 
@@ -180,7 +180,20 @@ def _range(entry: EntrySpec, instants: Sequence[datetime], status: str, decided_
 
 def _ident(instant: datetime) -> str:
     """Compact UTC form of an instant: the occurrence's identity within its binding (SCHED-13)."""
-    return instant.strftime("%Y%m%dT%H%M%S") + (f".{instant.microsecond:06d}" if instant.microsecond else "") + "Z"
+    # Formatted by hand: strftime costs an import hook per call inside the workflow sandbox.
+    t = instant
+    stamp = (f"{t.year:04d}{t.month:02d}{t.day:02d}T{t.hour:02d}{t.minute:02d}{t.second:02d}" if t.year >= 1000
+             else t.strftime("%Y%m%dT%H%M%S"))
+    return stamp + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
+
+
+def local_iso(engine: "Engine", instant: datetime, timezone: str) -> str:
+    """:func:`schedule.to_local_iso` with the zone loaded once per engine: loading it reads the
+    tzdata package through importlib, which the workflow sandbox makes ~1 ms a call."""
+    zone = engine.zones.get(timezone)
+    if zone is None:
+        zone = engine.zones[timezone] = seq.load_zone(timezone)
+    return instant.astimezone(zone).isoformat()
 
 
 def occurrence_key(entry: str, instant: datetime) -> str:
@@ -198,8 +211,8 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
         raise ValueError(f"occurrence {instant.isoformat()} is in the future; it cannot be admitted before its instant (SCHED-6)")
     tz = engine.parsed_schedule(entry.name).timezone
     payload = {
-        "scheduled_at": seq.to_local_iso(instant, tz),
-        "fired_at": seq.to_local_iso(now, tz),
+        "scheduled_at": local_iso(engine, instant, tz),
+        "fired_at": local_iso(engine, now, tz),
         "timezone": tz,
         "tzdata_version": st.tzdata_version,
     }
@@ -212,9 +225,8 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
         engine.record_error(now, "invalid", f"occurrence {payload['scheduled_at']} failed validation: {problem}", entry.name)
         _log(st, engine, entry, instant, "invalid", None, None)
         return "invalid"
-    from ._engine import payload_digest
-
-    disposition, run_key, _ = engine._accept(entry, payload, key, payload_digest({"scheduled_at": payload["scheduled_at"]}),
+    digest = _engine.payload_digest({"scheduled_at": payload["scheduled_at"]})
+    disposition, run_key, _ = engine._accept(entry, payload, key, digest,
                                              now, scheduled_at=payload["scheduled_at"], ident=_ident(instant))
     value = disposition.value
     recorded = how if value in ADMITTED else value
@@ -226,7 +238,7 @@ def _log(st: ScheduleState, engine: "Engine", entry: EntrySpec, instant: datetim
          fired_at: datetime | None, run_key: str | None) -> None:
     tz = engine.parsed_schedule(entry.name).timezone
     st.occurrences.append(OccurrenceRecord(
-        scheduled_at=seq.to_local_iso(instant, tz), utc=instant, disposition=disposition, fired_at=fired_at,
+        scheduled_at=local_iso(engine, instant, tz), utc=instant, disposition=disposition, fired_at=fired_at,
         run_key=run_key, tzdata_version=st.tzdata_version,
     ))
     st.counts[disposition] = st.counts.get(disposition, 0) + 1
@@ -297,21 +309,17 @@ def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, 
         raise OperatorRefused("backfill covers past instants only: end must not be in the future (SCHED-6)")
     if end < start:
         raise OperatorRefused("backfill range is empty: end is before start")
-    limit = MAX_BACKFILL if engine.bounded else CHUNK
-    head = ENUMERATE_PER_TASK if engine.bounded else CHUNK
+    head = ADMIT_PER_TASK if engine.bounded else CHUNK  # what one task may take on at once
     instants = seq.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, head + 1)
-    if len(instants) > limit:
-        raise OperatorRefused(f"backfill range holds more than {limit} occurrences; split it into smaller ranges")
-    if engine.bounded and len(instants) > engine.task_budget:
-        counted = len(instants) <= head
+    if not engine.bounded and len(instants) > CHUNK:
+        raise OperatorRefused(f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges")
+    if engine.bounded and len(instants) > min(head, engine.task_budget):
         job = _jobs.add_job(engine, st, AdmitJob(
             job_id=f"backfill-{engine._next_seq()}", kind="backfill", entry=entry_name, how="backfilled", first=start,
-            last=end, after=start - TICK if counted else instants[-2], status="admitting" if counted else "counting",
-            total=len(instants) if counted else head, requested_at=now,
+            last=end, after=start - TICK, status="counting", requested_at=now,
         ))
-        size = f"{len(instants)} occurrences" if counted else f"more than {head} occurrences (at most {MAX_BACKFILL})"
-        return (f"backfill of {size}: admitted over the next workflow tasks by job {job.job_id} "
-                f"(see `wfi state`, schedules.{entry_name}.jobs)")
+        return (f"backfill of more than {len(instants) - 1} occurrences: counted (at most {MAX_BACKFILL}) and "
+                f"admitted over the next workflow tasks by job {job.job_id} (see `wfi state`, schedules.{entry_name}.jobs)")
     engine.task_budget -= len(instants)
     results = [admit_occurrence(engine, entry, st, t, now, "backfilled") for t in instants]
     return (f"{results.count('backfilled')} admitted, {results.count('duplicate')} already had a run or a disposition, "
