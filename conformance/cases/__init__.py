@@ -7,4 +7,5 @@ MODULES: tuple[str, ...] = (
     "wf_initiation.conformance.cases.polling",
     "wf_initiation.conformance.cases.composition",
     "wf_initiation.conformance.cases.batching",
+    "wf_initiation.conformance.cases.hostile",
 )

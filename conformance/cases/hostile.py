@@ -1,0 +1,192 @@
+"""Hostile input checked from outside (issue 11): no payload, delivery id or operator action within
+the documented limits may wedge an activation, stall it or make an acknowledged delivery disappear.
+
+Each case sends exactly one kind of hostile input, the way a sender would: through ``wfi`` (which
+must refuse what it can with a one-line error) and through a plain Temporal client, as a webhook
+bridge that does no checking would (signal ``deliver_signal`` or update ``deliver`` on the
+activation's workflow id ``wfi-activation:<name>``). Then it proves the activation still accepts a
+normal delivery and starts its run. Limits are those of docs/limits.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from wf_initiation.conformance.kit import EXTERNAL, SCHEDULED, Target, WorkfilePair, case, check, eventually
+
+WAIT_S = 90.0
+HOOK = """name: {name}
+on:
+  http.request: {{path: /hooks/{name}}}
+  as: hook
+steps:
+  - id: handle
+"""
+
+
+def _pair(target: Target) -> WorkfilePair:
+    name = target.unique("hostile")
+    run = {"workflow_type": "wfi.EchoRun", "task_queue": target.deployment.temporal.task_queue}
+    return target.write_pair(name, HOOK.format(name=name), {"run": run})
+
+
+def _hook(ident: str, **body: Any) -> dict[str, Any]:
+    return {"delivery_id": ident, "method": "POST", "body": body}
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+async def _cli_deliver(target: Target, pair: WorkfilePair, payload_text: str) -> Any:
+    path = target.write(f"{target.unique('payload')}.json", payload_text)  # 200 KB is past an argv's limit
+    return await target.wfi("deliver", "--payload-file", str(path), "--workflow", pair.workflow,
+                            "--deployment", str(pair.deployment), "--json")
+
+
+async def _plain_handle(target: Target, pair: WorkfilePair) -> Any:
+    return (await target.client()).get_workflow_handle(f"wfi-activation:{pair.workflow}")
+
+
+async def _plain_signal(target: Target, pair: WorkfilePair, payload: Any) -> None:
+    await (await _plain_handle(target, pair)).signal("deliver_signal", {"entry": None, "payload": payload})
+
+
+async def _plain_update(target: Target, pair: WorkfilePair, payload: Any) -> dict[str, Any]:
+    return await (await _plain_handle(target, pair)).execute_update(
+        "deliver", {"entry": None, "payload": payload}, id=uuid.uuid4().hex, result_type=dict)
+
+
+def _one_line_refusal(result: Any, fragment: str) -> None:
+    said = (result.stdout + result.stderr).strip()
+    check(result.code not in (0,) and fragment in said and "Traceback" not in said and len(said.splitlines()) <= 2,
+          f"expected a one-line refusal naming {fragment!r}:\n{result.describe()}")
+
+
+async def _errors(target: Target, pair: WorkfilePair, kind: str) -> list[dict[str, Any]]:
+    return [e for e in (await target.state(pair))["errors"] if e["kind"] == kind]
+
+
+async def _still_serves(target: Target, pair: WorkfilePair) -> None:
+    ident = target.unique("normal")
+    result = await _cli_deliver(target, pair, json.dumps(_hook(ident, ok=True)))
+    check(result.code == 0 and result.json()["disposition"] == "accepted",
+          f"after the hostile input a normal delivery must be accepted:\n{result.describe()}")
+    run_key = result.json()["run_key"]
+    await eventually(lambda: target.run_started(run_key), lambda found: found is not None,
+                     f"the normal delivery's run {run_key} to start", timeout=WAIT_S)
+
+
+@case(capability=EXTERNAL, clauses=["EXT-2", "EXT-9", "EXT-10", "INIT-7"])
+async def a_deeply_nested_body_is_refused_as_invalid_and_later_runs_still_start(target: Target) -> None:
+    pair = _pair(target)
+    await target.activate(pair)
+    _one_line_refusal(await _cli_deliver(target, pair, json.dumps(_hook("deep-cli", x=_nested(200)))), "levels")
+    answers = [await _plain_update(target, pair, _hook(f"deep-{i}", x=_nested(100 + 50 * (i % 2)))) for i in range(4)]
+    check([a["disposition"] for a in answers] == ["invalid"] * 4 and all(a.get("message") for a in answers),
+          f"a body nested past the limit is invalid, with the reason: {answers}")
+    await _plain_signal(target, pair, _hook("deep-signal", x=_nested(230)))
+    await eventually(lambda: _errors(target, pair, "invalid"), lambda errors: len(errors) >= 5,
+                     "the signalled deep body recorded as invalid (never dropped)", timeout=WAIT_S, describe=str)
+    await _still_serves(target, pair)
+
+
+@case(capability=EXTERNAL, clauses=["EXT-8", "INIT-7"])
+async def fifteen_concurrent_200kb_deliveries_all_start_their_runs(target: Target) -> None:
+    pair = _pair(target)
+    await target.activate(pair)
+    body = "v" * 200_000
+    await asyncio.gather(*(_plain_signal(target, pair, _hook(f"vol-{i}", text=body)) for i in range(15)))
+
+    async def run_keys() -> list[str | None]:
+        events = (await target.state(pair, events=True))["events"]
+        return [events.get(f"hook\x1fvol-{i}", {}).get("run_key") for i in range(15)]
+
+    keys = await eventually(run_keys, lambda ks: all(ks), "all 15 deliveries accepted", timeout=WAIT_S, describe=str)
+    for key in keys:
+        await eventually(lambda k=key: target.run_started(k), lambda found: found is not None,
+                         f"run {key} to start", timeout=WAIT_S)
+    await _still_serves(target, pair)
+
+
+@case(capability=EXTERNAL, clauses=["EXT-10", "INIT-7"])
+async def invalid_deliveries_with_huge_ids_keep_the_state_small(target: Target) -> None:
+    pair = _pair(target)
+    await target.activate(pair)
+    for i in range(12):
+        result = await _cli_deliver(target, pair, json.dumps(_hook(f"{i:02d}" + "i" * 200_000)))
+        check(result.code == 1 and result.json()["disposition"] == "invalid", f"a 200 KB id is invalid:\n{result.describe()}")
+        check(len(result.stdout) < 4_000, "the answer does not echo the 200 KB id")
+    state = await target.wfi("state", "--workflow", pair.workflow, "--deployment", str(pair.deployment), "--json")
+    check(state.code == 0 and len(state.stdout) < 200_000, f"`wfi state` answers, and small: {len(state.stdout)} bytes")
+    await _still_serves(target, pair)
+
+
+@case(capability=EXTERNAL, clauses=["EXT-9", "EXT-10"])
+async def nan_and_infinity_are_refused_before_sending_and_invalid_when_sent(target: Target) -> None:
+    pair = _pair(target)
+    await target.activate(pair)
+    for literal in ("NaN", "Infinity", "-Infinity"):
+        text = json.dumps(_hook("n-cli", x=0)).replace('"x": 0', f'"x": {literal}')
+        _one_line_refusal(await _cli_deliver(target, pair, text), "JSON number")
+    answer = await _plain_update(target, pair, _hook("n-update", x=float("nan")))
+    check(answer["disposition"] == "invalid", f"NaN by update is invalid: {answer}")
+    await _plain_signal(target, pair, _hook("n-signal", x=float("inf")))
+    await eventually(lambda: _errors(target, pair, "invalid"), lambda errors: len(errors) >= 2,
+                     "the signalled Infinity recorded as invalid", timeout=WAIT_S, describe=str)
+    await _still_serves(target, pair)
+
+
+TICKS = """name: {name}
+on:
+  time.schedule: {{cron: "* * * * *", timezone: UTC, end: "{end}"}}
+  as: tick
+  when: "{{{{ tick.scheduled_at.endswith(':00:00+00:00') }}}}"
+steps:
+  - id: handle
+"""
+
+
+@case(capability=SCHEDULED, clauses=["SCHED-5", "SCHED-9"])
+async def a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run(target: Target) -> None:
+    name = target.unique("backfill")
+    end = datetime.now(timezone.utc) - timedelta(days=1)
+    run = {"workflow_type": "wfi.EchoRun", "task_queue": target.unique("conformance-runs")}
+    pair = target.write_pair(name, TICKS.format(name=name, end=end.isoformat()), {"run": run})
+    await target.activate(pair)
+    first = (end - timedelta(days=5)).replace(second=0, microsecond=0)
+    await target.operate(pair, "backfill", "--entry", "tick", "--start", first.isoformat(),
+                         "--end", (first + timedelta(minutes=2999)).isoformat())
+
+    async def jobs() -> list[dict[str, Any]]:
+        return (await target.state(pair))["schedules"]["tick"].get("jobs", [])
+
+    done = await eventually(jobs, lambda js: bool(js) and js[-1]["status"] == "done",
+                            "the 3,000-occurrence backfill to finish", timeout=WAIT_S * 2, describe=str)
+    check(done[-1]["total"] == 3000 and done[-1]["admitted"] + done[-1]["other"] == 3000,
+          f"every one of the 3,000 occurrences was disposed: {done[-1]}")
+    later = first + timedelta(days=3)
+    result = await target.operate(pair, "backfill", "--entry", "tick", "--start", later.isoformat(),
+                                  "--end", (later + timedelta(minutes=59)).isoformat())
+    check(result["ok"] and result["message"].startswith("1 admitted"), f"a later hour's backfill admits its run: {result}")
+    state = await target.state(pair)
+    admitted = [o for o in state["schedules"]["tick"]["occurrences"] if o["disposition"] == "backfilled"]
+    key = admitted[-1]["run_key"]
+    await eventually(lambda: target.run_started(key), lambda found: found is not None, f"run {key} to start",
+                     timeout=WAIT_S)
+
+
+CASES = (
+    a_deeply_nested_body_is_refused_as_invalid_and_later_runs_still_start,
+    fifteen_concurrent_200kb_deliveries_all_start_their_runs,
+    invalid_deliveries_with_huge_ids_keep_the_state_small,
+    nan_and_infinity_are_refused_before_sending_and_invalid_when_sent,
+    a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run,
+)
