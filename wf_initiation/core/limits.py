@@ -101,9 +101,12 @@ MAX_QUERY_BYTES = 2 * MIB
 
 _INT_BITS = math.ceil(MAX_INT_DIGITS * math.log2(10))
 _INT_CAP = 10**MAX_INT_DIGITS
+# Python turns at most 4,300 digits into text (sys.int_info.default_max_str_digits): past that a
+# digest of the payload cannot even be computed. The legacy bound of runs begun before the budgets.
+LEGACY_INT_DIGITS = 4300
 
 
-def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> str | None:
+def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH, max_int_digits: int = MAX_INT_DIGITS) -> str | None:
     """Why ``value`` is not a plain JSON value within the limits, or None.
 
     Iterative (no recursion limit to hit): objects with string keys, arrays, strings that encode
@@ -125,20 +128,21 @@ def json_problem(value: Any, *, max_depth: int = MAX_PAYLOAD_DEPTH) -> str | Non
                     stack.append((child, depth + 1, f"{where}/{key[:40]}"))
             else:
                 stack.extend((child, depth + 1, f"{where}/{i}") for i, child in enumerate(item))
-        elif problem := _scalar_problem(item):
+        elif problem := _scalar_problem(item, max_int_digits):
             return f"{where}: {problem}"
     return None
 
 
-def _scalar_problem(item: Any) -> str | None:
+def _scalar_problem(item: Any, max_int_digits: int = MAX_INT_DIGITS) -> str | None:
     if item is None or isinstance(item, bool):
         return None
     if isinstance(item, str):
         return None if is_utf8_text(item) else "a string contains a lone surrogate (not valid Unicode text)"
     if isinstance(item, int):
-        if item.bit_length() < _INT_BITS - 4 or abs(item) < _INT_CAP:  # the cheap test first
+        if item.bit_length() < _INT_BITS - 4:  # the cheap test first
             return None
-        return f"an integer has more than {MAX_INT_DIGITS} digits"
+        cap = _INT_CAP if max_int_digits == MAX_INT_DIGITS else 10**max_int_digits
+        return None if abs(item) < cap else f"an integer has more than {max_int_digits} digits"
     if isinstance(item, float):
         return None if math.isfinite(item) else f"{item!r} is not a JSON number (NaN and infinities have no JSON form)"
     return f"{type(item).__name__} is not a JSON value"

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from .._expr import ExpressionFault, canonical_key
 from ..activation import EntrySpec
 from ..limits import (
+    LEGACY_INT_DIGITS,
     MAX_DELIVERY_BYTES,
     MAX_DELIVERY_ID_CHARS,
     MAX_HELD_BYTES,
-    MAX_PAYLOAD_DEPTH,
     clip,
     json_problem,
     json_size,
@@ -59,7 +59,8 @@ def identity(entry: EntrySpec, payload: Any) -> str | None:
 
 def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> str | None:
     """Why the engine cannot take this payload at all, or None (then the manifest schema decides)."""
-    problem = json_problem(payload, max_depth=MAX_PAYLOAD_DEPTH if engine.bounded else _LEGACY_DEPTH)
+    problem = (json_problem(payload) if engine.bounded
+               else json_problem(payload, max_depth=_LEGACY_DEPTH, max_int_digits=LEGACY_INT_DIGITS))
     if problem is not None or not engine.bounded:
         return problem
     if delivery_id is not None and len(delivery_id) > MAX_DELIVERY_ID_CHARS:
