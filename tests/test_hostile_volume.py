@@ -15,10 +15,12 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import (
-    HOOK, errors_of, hook, plain_signal, run_started, scheduled_bytes_per_task, still_serves, task_failures,
+    HOOK, errors_of, histories, hook, plain_signal, run_started, scheduled_bytes_per_task, still_serves, task_failures,
 )
 from wf_initiation.client import DeliveryTooLarge, WfiClient
-from wf_initiation.core.limits import MAX_BATCH_BYTES, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size
+from wf_initiation.core.limits import (
+    DELIVERIES_PER_TASK, MAX_BATCH_BYTES, MAX_BULK, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size,
+)
 from wf_initiation.plugin import WfiPlugin
 
 KB = 1000
@@ -125,3 +127,27 @@ async def test_a_payload_at_the_byte_limit_is_accepted_and_one_byte_more_is_refu
 
     await assert_eventually(recorded, timeout=60)
     await still_serves(wfi, client, name)
+
+
+async def test_ten_concurrent_bulk_updates_of_500_are_taken_in_bounded_tasks_in_arrival_order(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-8, EXT-11
+    client = dev_env.client
+    name = unique("bulk")
+    await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                 task_queue=task_queue))
+    batches = [[(None, hook(f"b{b}-{i}", go=False)) for i in range(MAX_BULK)] for b in range(10)]
+    results = await asyncio.gather(*(wfi.deliver_many(name, batch) for batch in batches))
+    assert all(r.disposition.value == "suppressed" for batch in results for r in batch)
+    assert await task_failures(client, name) == [], "no task ran into the deadlock timeout"
+    timers = [e for h in await histories(client, name) for e in h.events
+              if e.HasField("timer_started_event_attributes")]
+    assert len(timers) >= (10 * MAX_BULK) // DELIVERIES_PER_TASK - 1, "deliveries past a task's budget waited for the next"
+    events = [e async for e in wfi.events(name)]
+    for b in range(10):
+        seqs = [e["seq"] for e in events if e["delivery_id"].startswith(f"b{b}-")]
+        order = [int(e["delivery_id"].split("-")[1]) for e in sorted(
+            (e for e in events if e["delivery_id"].startswith(f"b{b}-")), key=lambda e: e["seq"])]
+        assert len(seqs) == MAX_BULK and order == list(range(MAX_BULK)), "each update's deliveries in their order"
+    await still_serves(wfi, client, name, go=True)

@@ -42,8 +42,8 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
     from wf_initiation.core.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
     from wf_initiation.core.limits import (
-        CARRY_RETRY_EVENTS, KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES, MAX_RUN_INPUT_BYTES, MAX_START_BYTES,
-        MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
+        CARRY_RETRY_EVENTS, DELIVERIES_PER_TASK, KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES,
+        MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
     )
 
     from . import search_attributes as sa
@@ -117,6 +117,9 @@ class ActivationWorkflow:
         self._engine.bounded = workflow.patched(BOUNDED_PATCH)
         self._task_marker = -1  # history length at the current workflow task: a new one resets its budgets
         self._task_bytes = 0
+        self._task_deliveries = 0
+        self._admission_queue: list[int] = []  # tickets of handlers waiting for a task with room
+        self._admission_tickets = 0
         self._signal_backlog: list[SignalRun] = []
         self._isolate: set[str] = set()  # run keys to start alone (their chunk failed)
         self._input_sizes: dict[str, int] = {}
@@ -202,7 +205,7 @@ class ActivationWorkflow:
         """Reset the per-task budgets when this is a new workflow task (history grew since the last)."""
         marker = workflow.info().get_current_history_length()
         if marker != self._task_marker:
-            self._task_marker, self._task_bytes = marker, 0
+            self._task_marker, self._task_bytes, self._task_deliveries = marker, 0, 0
             self._engine.begin_task()
 
     def _dispatch(self, hold: timedelta | None = None) -> bool:
@@ -482,13 +485,13 @@ class ActivationWorkflow:
     # ------------------------------------------------------------------ deliveries
     # Arguments anyone with a Temporal client can send arrive raw and are decoded by ``_intake``.
     @workflow.update(name="deliver")
-    def deliver(self, request: RawValue) -> DeliveryResult:
-        now = self._now()
+    async def deliver(self, request: RawValue) -> DeliveryResult:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
-            return intake.undecodable(self._engine, str(exc), now)
-        result = self._engine.deliver(decoded.entry, decoded.payload, now)
+            return intake.undecodable(self._engine, str(exc), self._now())
+        await self._admission(1)
+        result = self._engine.deliver(decoded.entry, decoded.payload, self._now())
         self._poke()
         return result
 
@@ -501,13 +504,16 @@ class ActivationWorkflow:
                              "reference (URL, object key) instead of the content")
 
     @workflow.update(name="deliver_many")
-    def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
+    async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
         try:
             decoded = self._decode_many(requests)
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type="InvalidArgument", non_retryable=True) from None
-        now = self._now()
-        results = [self._engine.deliver(r.entry, r.payload, now) for r in decoded]
+        results: list[DeliveryResult] = []
+        while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
+            granted = await self._admission(len(decoded) - len(results))
+            now = self._now()
+            results += [self._engine.deliver(r.entry, r.payload, now) for r in decoded[len(results):len(results) + granted]]
         self._poke()
         return results
 
@@ -529,14 +535,14 @@ class ActivationWorkflow:
         return limit + ENVELOPE if self._engine.bounded else 64 * MIB
 
     @workflow.signal(name="deliver_signal")
-    def deliver_signal(self, request: RawValue) -> None:
-        now = self._now()
+    async def deliver_signal(self, request: RawValue) -> None:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
-            intake.undecodable(self._engine, str(exc), now)  # recorded: the sender was told it is durable
+            intake.undecodable(self._engine, str(exc), self._now())  # recorded: the sender was told it is durable
         else:
-            self._signal_safely("deliver_signal", lambda: self._engine.deliver(decoded.entry, decoded.payload, now))
+            await self._admission(1)
+            self._signal_safely("deliver_signal", lambda: self._engine.deliver(decoded.entry, decoded.payload, self._now()))
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
@@ -555,12 +561,47 @@ class ActivationWorkflow:
         self._poke()
 
     @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
-    def lifecycle_event(self, event: RawValue) -> None:
+    async def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
         decoded = self._decode_signal(event, LifecycleEvent, "lifecycle_event")
         if decoded is not None:
+            await self._admission(1)
             self._signal_safely("lifecycle_event", lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
         self._poke()
+
+    async def _admission(self, wanted: int) -> int:
+        """How many of ``wanted`` deliveries this handler may take now (at least one), in arrival order.
+
+        A workflow task takes at most DELIVERIES_PER_TASK deliveries: past that the worker's 2 s
+        deadlock timeout comes near on a loaded machine, and a task failed as a deadlock is retried
+        with the same deliveries forever. Handlers past the budget wait, first come first served,
+        for the next task, which a short timer brings (deliveries are then acknowledged a task later).
+        """
+        if not self._engine.bounded:
+            return wanted
+        self._new_task()
+        if not self._admission_queue and self._deliveries_left() > 0:
+            return self._take_deliveries(wanted)
+        ticket = self._admission_tickets = self._admission_tickets + 1
+        self._admission_queue.append(ticket)
+        if len(self._admission_queue) == 1:
+            asyncio.create_task(self._bring_next_tasks(), name="next task for deliveries")
+        await workflow.wait_condition(lambda: self._admission_queue[0] == ticket and self._deliveries_left() > 0)
+        self._admission_queue.pop(0)
+        return self._take_deliveries(wanted)
+
+    def _deliveries_left(self) -> int:
+        self._new_task()
+        return DELIVERIES_PER_TASK - self._task_deliveries
+
+    def _take_deliveries(self, wanted: int) -> int:
+        granted = min(wanted, self._deliveries_left())
+        self._task_deliveries += granted
+        return granted
+
+    async def _bring_next_tasks(self) -> None:
+        while self._admission_queue:
+            await workflow.sleep(timedelta(milliseconds=1), summary="next task for waiting deliveries")
 
     def _decode_signal(self, raw: Any, kind: type[Any], name: str) -> Any:
         try:

@@ -55,7 +55,7 @@ def payload_digest(payload: Any) -> str:
 
 def digest_and_size(payload: Any) -> tuple[str, int]:
     """:func:`payload_digest` and the payload's size in bytes as canonical JSON, from one encoding."""
-    text = canonical_key(payload).encode()
+    text = _intake.canonical_text(payload).encode()
     return hashlib.sha256(text).hexdigest()[:16], len(text)
 
 

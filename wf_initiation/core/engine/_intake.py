@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import json
+
 from .._expr import ExpressionFault, canonical_key
 from ..activation import EntrySpec
 from ..limits import (
@@ -34,6 +36,28 @@ if TYPE_CHECKING:
 # Before the budgets (an unpatched run) only what always failed the workflow task is refused; a
 # payload nested this deep never reached a handler through the data converter.
 _LEGACY_DEPTH = 10_000
+
+
+def canonical_text(payload: Any) -> str:
+    """Exactly :func:`canonical_key` (the text digests are taken of), computed without
+    ``isinstance`` for plain JSON types: inside the workflow sandbox that builtin is wrapped and costs
+    tens of microseconds a call, which made the digest of a large payload take seconds."""
+    return json.dumps(_normalised(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _normalised(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ExpressionFault("key value is not a JSON value: NaN or infinity")
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _normalised(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_normalised(v) for v in value]
+    return json.loads(canonical_key(value))  # anything else: the general rules (and their errors)
 
 
 def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
