@@ -491,7 +491,7 @@ class ActivationWorkflow:
         except Undecodable as exc:
             return intake.undecodable(self._engine, str(exc), self._now())
         await self._admission(1)
-        result = self._engine.deliver(decoded.entry, decoded.payload, self._now())
+        result = self._update_safely("deliver", lambda: self._engine.deliver(decoded.entry, decoded.payload, self._now()))
         self._poke()
         return result
 
@@ -512,8 +512,8 @@ class ActivationWorkflow:
         results: list[DeliveryResult] = []
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
-            now = self._now()
-            results += [self._engine.deliver(r.entry, r.payload, now) for r in decoded[len(results):len(results) + granted]]
+            now, chunk = self._now(), decoded[len(results):len(results) + granted]
+            results += self._update_safely("deliver_many", lambda: [self._engine.deliver(r.entry, r.payload, now) for r in chunk])
         self._poke()
         return results
 
@@ -609,6 +609,17 @@ class ActivationWorkflow:
         except Undecodable as exc:
             self._engine.record_error(self._now(), "signal_refused", str(exc))
             return None
+
+    def _update_safely(self, name: str, handle: Any) -> Any:
+        """An update's work; with the budgets, a failure the input caused fails this update (its caller
+        gets the reason), never the workflow task, which would be retried with the same update forever."""
+        if not self._engine.bounded:
+            return handle()
+        try:
+            return handle()
+        except SIGNAL_ERRORS as exc:
+            raise ApplicationError(f"the {name} update could not be handled: {type(exc).__name__}: {exc}",
+                                   type="HandlerFailed", non_retryable=True) from None
 
     def _signal_safely(self, name: str, handle: Any) -> None:
         """Run a signal's work; with the budgets, a failure the input caused is recorded, not a failed

@@ -195,8 +195,10 @@ def is_utf8_text(text: str) -> bool:
 
 
 def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON (what the data converter sends, near enough)."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
+    """Bytes of ``value`` as compact UTF-8 JSON (what the data converter sends, near enough).
+
+    A measure, never a check: values JSON has no form for are measured by their text."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8", "replace"))
 
 
 def strict_json(text: str) -> Any:
