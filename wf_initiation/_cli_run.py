@@ -21,7 +21,7 @@ from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.wire import OperatorRequest
 
-from . import _temporal
+from . import _cli_serve, _temporal
 
 T = TypeVar("T")
 
@@ -81,6 +81,7 @@ def _register_up(subparsers: argparse._SubParsersAction) -> None:
                    help="SQLite file the embedded server persists to (default: %(default)s).")
     p.add_argument("--activate", action="store_true",
                    help="Activate every Workfile the deployment lists under workflows.<name>.workfile.")
+    _cli_serve.add_up_arguments(p)  # webhook ingress beside the worker (issue 13)
     p.set_defaults(handler=_up, exit_hard=True)
 
 
@@ -217,8 +218,9 @@ async def _serve(
         print(f"warning: {warning}", file=sys.stderr, flush=True)
     stop, ready = asyncio.Event(), asyncio.Event()
     _temporal.stop_on_signals(stop)
+    worker_stop = await _cli_serve.beside_worker(args, deployment, client, stop)  # `wfi up`: ingress drains first
     queue = deployment.temporal.task_queue
-    worker = asyncio.create_task(_temporal.run_worker(client, queue, stop, on_ready=ready.set))
+    worker = asyncio.create_task(_temporal.run_worker(client, queue, worker_stop, on_ready=ready.set))
     await asyncio.wait([worker, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
     if worker.done():
         worker.result()

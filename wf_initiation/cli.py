@@ -22,6 +22,7 @@ _GROUPS = (
     "wf_initiation._cli_schedule",
     "wf_initiation._cli_run",
     "wf_initiation._cli_conformance",
+    "wf_initiation._cli_serve",
 )
 
 
