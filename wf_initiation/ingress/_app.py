@@ -14,6 +14,7 @@ import asyncio
 import collections
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -49,6 +50,7 @@ REASONS = {
     Disposition.REFUSED: "the cycle guard refused it (causation depth beyond max_causation_depth)",
 }
 RECEIVED_AT_MEMORY = 10_000
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 READY_CACHE_SECONDS = 2.0
 
 
@@ -187,26 +189,23 @@ class Ingress:
         self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
         return error(401, "unauthenticated", result.reason)
 
-    def _payload(self, route: Route, request: Request, headers: dict[str, str], body: bytes) -> tuple[Any, str | None]:
-        from wf_initiation.client import update_id_for
-
+    def _payload(self, route: Route, request: Request, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
         github = route.auth is not None and route.auth.scheme == "github"
         parsed = _payload.parse_body(body, headers.get("content-type"), self.config.max_json_depth, form_payload=github)
         if not route.envelope:
             if parsed is None:
                 raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
-            return parsed, None
+            return parsed, request_update_id()
         delivery_id = self._delivery_id(route, headers, parsed)
         token_header = route.auth.header if route.auth is not None and route.auth.header else None
         payload = _payload.request_payload(
-            delivery_id=delivery_id, method=request.method, path=request.url.path,
+            delivery_id=delivery_id, method=request.method, path=route.canonical_path,
             headers=_payload.kept_headers(request.headers.items(), route.headers, [token_header] if token_header else []),
             query=request.query_params.multi_items(), body=_payload.without_paths(parsed, route.ignore_body),
         )
-        update_id = update_id_for(route.entry, payload)  # before received_at: a retry shares it
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
-        return payload, update_id
+        return payload, request_update_id()
 
     def _delivery_id(self, route: Route, headers: dict[str, str], parsed: Any) -> str:
         source = route.delivery_id
@@ -233,7 +232,7 @@ class Ingress:
                 self._received.popitem(last=False)
         return seen
 
-    async def _deliver(self, route: Route, payload: Any, update_id: str | None) -> Response:
+    async def _deliver(self, route: Route, payload: Any, update_id: str) -> Response:
         gate = self._gates.setdefault(route.workflow, Gate(self.config.updates_per_workflow, self.config.max_waiting))
         waiting = self.metrics.waiting.labels(route.workflow)
         waiting.inc()
@@ -254,8 +253,8 @@ class Ingress:
         self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
         return disposition_response(route, result)
 
-    async def _call(self, route: Route, payload: Any, update_id: str | None) -> DeliveryResult | Response:
-        from temporalio.client import WorkflowUpdateFailedError
+    async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
+        from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
         from temporalio.service import RPCError, RPCStatusCode
 
         from wf_initiation import _temporal
@@ -271,7 +270,7 @@ class Ingress:
         except _temporal.TemporalUnavailable as exc:
             log.error("delivery to %s failed: %s", route.label, exc)
             return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, RPCTimeoutOrCancelledError):
             log.warning("delivery to %s: no disposition within %gs (is a worker running on task queue %r?)",
                         route.label, timeout, self.deployment.temporal.task_queue)
             return error(503, "timeout", f"no durable disposition within {timeout:g}s; retrying is safe", retry_after=retry)
@@ -331,6 +330,13 @@ class Ingress:
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
+def request_update_id() -> str:
+    """One update id per HTTP request (WfiClient reuses it for its own retries of the call). A
+    sender's retry is a new update, so the activation answers it ``duplicate`` with the retained
+    disposition (or ``conflict``), rather than the server replaying the first update's result."""
+    return f"http-{uuid.uuid4().hex}"
+
+
 def disposition_response(route: Route, result: DeliveryResult) -> JSONResponse:
     body: dict[str, Any] = {
         "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
@@ -383,11 +389,13 @@ def build_app(ingress: Ingress) -> Starlette:
         StarletteRoute("/readyz", ingress.readyz, methods=["GET"]),
         StarletteRoute("/metrics", ingress.metrics_endpoint, methods=["GET"]),
     ]
+    # Every method reaches the handler, which answers 405 naming the entry's methods: a route that
+    # refused a method would let the request fall through to a /hooks/{workflow} pattern (404).
     for path, route in ingress.table.by_path.items():
-        routes.append(StarletteRoute(path, ingress.declared(route, path), methods=sorted(route.methods)))
+        routes.append(StarletteRoute(path, ingress.declared(route, path), methods=METHODS))
     routes += [
-        StarletteRoute("/hooks/{workflow}/{entry}", ingress.hook, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
-        StarletteRoute("/hooks/{workflow}", ingress.hook, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        StarletteRoute("/hooks/{workflow}/{entry}", ingress.hook, methods=METHODS),
+        StarletteRoute("/hooks/{workflow}", ingress.hook, methods=METHODS),
     ]
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found})
     app.state.ingress = ingress

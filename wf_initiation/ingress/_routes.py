@@ -1,8 +1,10 @@
 """The route table: which HTTP paths deliver to which trigger entry, and how each authenticates.
 
 Built once from the deployment and the Workfiles it lists (``workflows.<name>.workfile``): every
-entry whose manifest is ``kind: external`` is served (lifecycle events ``workflow.*`` are not: only
-runs publish them), at
+entry whose manifest is ``kind: external`` is served. An ``http.request`` entry gets the request as
+its payload; any other external entry (``mail.received``, lifecycle events ``workflow.*`` relayed from
+another deployment, whose causation chain the cycle guard checks) gets the JSON body as its payload.
+Each is served at
 
 - ``POST /hooks/{workflow}/{entry}`` and, for a workflow with one such entry, ``POST /hooks/{workflow}``;
 - the ``path`` an ``http.request`` entry declares in its Workfile (e.g. ``/hooks/github``), with its
@@ -62,6 +64,12 @@ class Route:
         return self.connector == ENVELOPE_CONNECTOR
 
     @property
+    def canonical_path(self) -> str:
+        """The ``path`` of its payloads, whichever route a request came by: the first declared path,
+        else ``/hooks/{workflow}/{entry}``. A retry sent to another of its routes stays a duplicate."""
+        return self.paths[0] if self.paths else f"/hooks/{self.workflow}/{self.entry}"
+
+    @property
     def label(self) -> str:
         return f"{self.workflow}/{self.entry}"
 
@@ -108,7 +116,7 @@ def _external_entries(deployment: Deployment, problems: list[str]) -> dict[str, 
             problems.append(f"workflow {name}: its Workfile {workfile} cannot be activated, so it is not served: "
                             + "; ".join(d.message for d in exc.diagnostics)[:300])
             continue
-        served = [e for e in spec.entries if e.kind == "external" and not e.connector.startswith("workflow.")]
+        served = [e for e in spec.entries if e.kind == "external"]
         if served:
             out[name] = served
     return out
