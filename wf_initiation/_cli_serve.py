@@ -84,7 +84,7 @@ async def _run(ingress: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _start(ingress: Any, host: str | None, port: int | None, *, access_log: bool = False) -> Any:
+async def _start(ingress: Any, host: str | None, port: int | None, *, access_log: bool = False, fail: bool = True) -> Any:
     from wf_initiation.ingress._app import build_app
     from wf_initiation.ingress._server import IngressServer, PortInUse
 
@@ -95,6 +95,8 @@ async def _start(ingress: Any, host: str | None, port: int | None, *, access_log
             graceful_timeout=config.queue_timeout.total_seconds() + config.delivery_timeout.total_seconds() + GRACEFUL_MARGIN,
         )
     except PortInUse as exc:
+        if not fail:
+            raise
         raise _user_error(str(exc)) from None
 
 
@@ -124,10 +126,16 @@ async def beside_worker(args: argparse.Namespace, deployment: Any, client: Any, 
     ``--no-ingress``) it is ``stop`` itself. Problems of the ``ingress:`` section are printed and
     the rest is served (``wfi serve`` refuses to start on them instead).
     """
+    from wf_initiation.ingress._server import PortInUse
+
     if not getattr(args, "ingress", False):
         return stop
     ingress = _build(deployment, strict=False, client=client)
-    server = await _start(ingress, None, getattr(args, "ingress_port", None))
+    try:
+        server = await _start(ingress, None, getattr(args, "ingress_port", None), fail=False)
+    except PortInUse as exc:  # the worker is the main job of `wfi up`: it runs anyway
+        print(f"warning: webhook ingress not started: {exc} (or --ingress-port / --no-ingress)", file=sys.stderr, flush=True)
+        return stop
     _announce(ingress, server)
     worker_stop = asyncio.Event()
 

@@ -44,7 +44,8 @@ def build(
             except SecretUnavailable as exc:
                 problems.append(f"{route.label}: {exc}; until it resolves, requests to it are answered 503")
     if problems and strict:
-        raise IngressConfigError("the ingress cannot serve this deployment:\n  " + "\n  ".join(problems))
+        raise IngressConfigError("the ingress cannot serve this deployment (fix these, or serve the rest with "
+                                 "wfi serve --lenient or strict=False): " + "; ".join(problems))
     for problem in problems:
         log.warning("%s", problem)
     return Ingress(deployment, config, table, client=client, connect=connect)
