@@ -136,8 +136,9 @@ class IngressConfig(_Strict):
     max_body_bytes: int = Field(default=MAX_BODY_BYTES, ge=1, le=MAX_BODY_BYTES)
     max_json_depth: int = Field(default=MAX_JSON_DEPTH, ge=1, le=MAX_JSON_DEPTH)
     updates_per_workflow: int = Field(
-        default=8, ge=1, le=MAX_UPDATES_IN_FLIGHT,
-        description="Deliveries in flight to one activation at once (Temporal admits 10 updates in flight per workflow).",
+        default=8, ge=1, le=1000,
+        description=f"Deliveries in flight to one activation at once; keep it below the cluster's "
+        f"history.maxInFlightUpdates (default {MAX_UPDATES_IN_FLIGHT}), which refuses the rest.",
     )
     max_waiting: int = Field(
         default=256, ge=0, description="Requests waiting for a slot, per workflow; one more is answered 429.",

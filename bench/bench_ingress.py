@@ -1,0 +1,206 @@
+"""The HTTP webhook ingress next to the same deliveries sent with ``WfiClient`` directly, in one run
+on one dev server (issue 13's benchmark).
+
+    .venv/bin/python bench/bench_ingress.py [--quick] [--in-memory] [--kinds suppressed,accepted]
+                                            [--updates-per-workflow 8] [--dynamic-config KEY=VALUE ...]
+
+Starts its own dev server, the two bench worker processes (``bench/_workers.py``: activations; runs)
+and ``wfi serve`` as a process of its own (token authentication, default limits), the way a
+deployment runs them; this process only sends. For 1, 16 and 64 concurrent clients it sends N
+distinct deliveries of one kind to one activation, once over HTTP (httpx, one connection per
+client, ``POST /hooks/{workflow}``) and once with ``WfiClient.deliver`` (the same payload the
+ingress builds), alternating which goes first, and measures deliveries acknowledged per second and
+the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
+run) and ``accepted`` (each starts a run; runs are drained between phases).
+
+Targets (ingress / direct): throughput >= 0.9x; p50 <= 1.2x direct + 5 ms. Prints the table and
+writes ``bench/results/ingress.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from bench._common import (  # noqa: E402
+    Figure, Target, dev_server, drain, fan_out, free_port, percentile, results_dir, server_label, table, write_results,
+)
+from bench._workers import Queues, worker_processes  # noqa: E402
+from wf_initiation.client import WfiClient, build_spec  # noqa: E402
+from wf_initiation.core.deployment import load_deployment  # noqa: E402
+
+CONCURRENCY = (1, 16, 64)
+TOKEN = "bench-" + uuid.uuid4().hex
+WORKFILE = """
+name: {name}
+on:
+  http.request: {{}}
+  when: "{{{{ request.body.run }}}}"
+"""
+
+
+def sizes(quick: bool, kind: str) -> dict[int, int]:
+    if kind == "accepted":
+        return {1: 40, 16: 120, 64: 192} if quick else {1: 100, 16: 320, 64: 640}
+    return {1: 100, 16: 320, 64: 640} if quick else {1: 300, 16: 1200, 64: 1920}
+
+
+class Side:
+    """One way of delivering: over HTTP to the ingress, or WfiClient directly."""
+
+    def __init__(self, name: str, wfi: WfiClient, http: httpx.AsyncClient, workflow: str, path: str):
+        self.name, self.wfi, self.http, self.workflow, self.path = name, wfi, http, workflow, path
+        self.failed = 0
+
+    async def one(self, delivery_id: str, body: dict[str, Any]) -> None:
+        if self.name == "http":
+            response = await self.http.post(self.path, content=json.dumps(body), headers={
+                "authorization": f"Bearer {TOKEN}", "content-type": "application/json", "idempotency-key": delivery_id})
+            if response.status_code >= 300:
+                self.failed += 1
+            return
+        payload = {"delivery_id": delivery_id, "method": "POST", "path": self.path,
+                   "headers": {"content-type": "application/json"}, "query": {}, "body": body}
+        await self.wfi.deliver(self.workflow, payload, entry="request")
+
+
+async def phase(side: Side, kind: str, n: int, concurrency: int) -> tuple[float, list[float]]:
+    prefix = f"{side.name}-{kind}-{concurrency}-{uuid.uuid4().hex[:6]}"
+    body = {"run": kind == "accepted", "customer": "c-1", "items": [{"sku": "A-1", "qty": 2}]}
+    began = time.perf_counter()
+    latencies = await fan_out(n, concurrency, lambda i: side.one(f"{prefix}-{i}", {**body, "n": i}))
+    return n / (time.perf_counter() - began), latencies
+
+
+def start_ingress(deployment: pathlib.Path, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, WFI_BENCH_TOKEN=TOKEN, PYTHONTZPATH="")
+    with log.open("ab") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "wf_initiation", "serve", "--deployment", str(deployment),
+                                 "--port", str(port)], stdout=subprocess.PIPE, stderr=sink, env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if re.search(r"Temporal at .*: connected", line):
+            return proc
+        if proc.poll() is not None:
+            raise RuntimeError(f"wfi serve exited with {proc.returncode}; see {log}")
+    raise TimeoutError(f"wfi serve did not connect within 60s; see {log}")
+
+
+def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, name: str, port: int, slots: int) -> pathlib.Path:
+    (tmp / f"{name}.yaml").write_text(WORKFILE.format(name=name))
+    path = tmp / "deployment.json"
+    path.write_text(json.dumps({
+        "temporal": {"address": address, "task_queue": queues.activations},
+        "workflows": {name: {"workfile": f"{name}.yaml", "lifecycle_events": False,
+                             "run": {"workflow_type": "wfi.EchoRun", "task_queue": queues.runs}}},
+        "ingress": {"port": port, "default_auth": {"scheme": "token", "secrets": ["env:WFI_BENCH_TOKEN"]},
+                    "updates_per_workflow": slots, "max_waiting": 1024},
+    }))
+    return path
+
+
+async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse.Namespace, log: Any) -> list[Figure]:
+    kinds, quick = [k for k in args.kinds.split(",") if k], args.quick
+    name, port = f"bench-ingress-{uuid.uuid4().hex[:6]}", free_port()
+    address = server.client.service_client.config.target_host
+    deployment_path = write_deployment(tmp, address, queues, name, port, args.updates_per_workflow)
+    deployment = load_deployment(deployment_path)
+    wfi = WfiClient(server.client, task_queue=queues.activations)
+    await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
+    ingress = start_ingress(deployment_path, port, results_dir() / "ingress-serve.log")
+    figures: list[Figure] = []
+    try:
+        for kind in kinds:
+            for c, n in sizes(quick, kind).items():
+                limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120, limits=limits) as http:
+                    sides = {s: Side(s, wfi, http, name, f"/hooks/{name}") for s in ("direct", "http")}
+                    order = ("direct", "http") if c != 16 else ("http", "direct")
+                    results = {}
+                    for s in order:
+                        log(f"{kind}: {n} deliveries, {c} client(s), {s}")
+                        results[s] = await phase(sides[s], kind, n, c)
+                        if kind == "accepted":
+                            await drain(server.client, "wfi.EchoRun")
+                figures += compare(kind, c, n, results, sides["http"].failed)
+    finally:
+        ingress.terminate()
+        ingress.wait(timeout=60)
+    return figures
+
+
+def compare(kind: str, c: int, n: int, results: dict[str, tuple[float, list[float]]], failed: int) -> list[Figure]:
+    (rate_d, lat_d), (rate_h, lat_h) = results["direct"], results["http"]
+    p50_d, p50_h = percentile(lat_d, 0.5) * 1000, percentile(lat_h, 0.5) * 1000
+    p99_d, p99_h = percentile(lat_d, 0.99) * 1000, percentile(lat_h, 0.99) * 1000
+    note = f"{n} distinct deliveries, {kind}; bare = WfiClient.deliver directly"
+    return [
+        Figure(metric=f"{kind} deliveries/s, {c} client(s)", unit="/s", ours=rate_h, bare=rate_d,
+               target=Target(op=">=", value=0.9), note=note),
+        Figure(metric=f"{kind} ack p50, {c} client(s)", unit="ms", ours=p50_h, bare=p50_d, note=note),
+        Figure(metric=f"{kind} ack p50 - (1.2 x direct p50), {c} client(s)", unit="ms", ours=p50_h - 1.2 * p50_d,
+               target=Target(op="<=", value=5, on="ours"), note="target: p50 <= 1.2x direct + 5 ms"),
+        Figure(metric=f"{kind} ack p99, {c} client(s)", unit="ms", ours=p99_h, bare=p99_d, note=note),
+        Figure(metric=f"{kind} HTTP answers not 2xx, {c} client(s)", unit="", ours=failed,
+               target=Target(op="<=", value=0, on="ours")),
+    ]
+
+
+async def main(args: argparse.Namespace) -> int:
+    extra = [a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]
+    kinds = [k for k in args.kinds.split(",") if k]
+    began, load_before = time.monotonic(), os.getloadavg()[0]
+    log = lambda msg: print(f"[{time.monotonic() - began:6.1f}s] {msg}", flush=True)  # noqa: E731
+    server_log = results_dir() / "ingress-server.log"
+    server_log.unlink(missing_ok=True)
+    async with dev_server(in_memory=args.in_memory, extra_args=extra, log_file=server_log) as server:
+        suffix = uuid.uuid4().hex[:6]
+        queues = Queues(activations=f"bench-ingress-{suffix}", runs=f"bench-ingress-runs-{suffix}")
+        address = server.client.service_client.config.target_host
+        with tempfile.TemporaryDirectory() as tmp, worker_processes(address, queues, results_dir() / "ingress-workers.log"):
+            figures = await measure(server, queues, pathlib.Path(tmp), args, log)
+    elapsed, load = time.monotonic() - began, f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"\nHTTP ingress vs WfiClient directly, {server_label(args.in_memory, extra)}, ingress updates_per_workflow "
+          f"{args.updates_per_workflow}, {'quick' if args.quick else 'full'} "
+          f"sizes, {elapsed:.0f}s, code {code}, load average {load} on {os.cpu_count()} cores\n")
+    print(table(figures))
+    path = write_results("ingress", figures, {"server": server_label(args.in_memory, extra), "kinds": kinds,
+                                              "updates_per_workflow": args.updates_per_workflow,
+                                              "quick": args.quick, "elapsed_seconds": round(elapsed, 1), "code": code,
+                                              "load_average": load, "cores": os.cpu_count()})
+    print(f"\nwritten to {path.relative_to(ROOT)}")
+    return 0 if all(f.passed is not False for f in figures) else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--in-memory", action="store_true", help="dev server without a SQLite file")
+    parser.add_argument("--kinds", default="suppressed,accepted", help="suppressed, accepted or both (default)")
+    parser.add_argument("--updates-per-workflow", type=int, default=8,
+                        help="the ingress's ingress.updates_per_workflow (default 8; raise it with history.maxInFlightUpdates)")
+    parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="server dynamic config, e.g. history.maxInFlightUpdates=10 (repeatable)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))
