@@ -95,3 +95,20 @@ def test_the_payload_leaves_out_credentials_transport_and_retry_dependent_parts(
                               body=None)
     assert payload == {"delivery_id": "d", "method": "POST", "path": "/hooks/x", "headers": {}, "query": {"a": ["1", "2"]},
                        "body": None}
+
+
+def test_the_ingress_public_names_are_pinned() -> None:
+    import wf_initiation.ingress as ingress
+
+    assert ingress.__all__ == ["IngressConfig", "IngressConfigError", "app", "build"]
+    assert all(callable(getattr(ingress, name)) for name in ingress.__all__)
+
+
+def test_the_deployment_model_imports_the_ingress_config_without_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import wf_initiation.core.deployment; "
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'prometheus_client') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

@@ -233,7 +233,9 @@ class Ingress:
         return seen
 
     async def _deliver(self, route: Route, payload: Any, update_id: str) -> Response:
-        gate = self._gates.setdefault(route.workflow, Gate(self.config.updates_per_workflow, self.config.max_waiting))
+        gate = self._gates.get(route.workflow)
+        if gate is None:
+            gate = self._gates[route.workflow] = Gate(self.config.updates_per_workflow, self.config.max_waiting)
         waiting = self.metrics.waiting.labels(route.workflow)
         waiting.inc()
         try:
