@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
@@ -143,6 +143,11 @@ class Ingress:
                                 headers={"Allow": ", ".join(sorted(route.methods))})
         try:
             body = await self._read_body(request)
+        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
+            return error(400, "client_disconnected", "the request body was not received in full")
+        except _payload.BadRequest as exc:
+            return error(exc.status, exc.code, str(exc))
+        try:
             headers = {k.lower(): v for k, v in request.headers.items()}
             refused = self._authenticate(route, headers, body, request)
             if refused is not None:
