@@ -25,6 +25,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wf_initiation import _temporal
+from wf_initiation.client import DeliveryTooLarge, WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 
@@ -68,16 +73,23 @@ class Gate:
         self.max_waiting = max_waiting
         self.waiting = 0
 
-    async def enter(self, timeout: float) -> None:
-        if self._sem.locked() and self.waiting >= self.max_waiting:
+    async def enter(self, timeout: float, waiting_gauge: Any = None) -> None:
+        if not self._sem.locked():  # a free slot: taken at once (acquire does not suspend)
+            await self._sem.acquire()
+            return
+        if self.waiting >= self.max_waiting:
             raise Pressure(429, "too_many_waiting", f"{self.waiting} deliveries to this workflow are already waiting")
         self.waiting += 1
+        if waiting_gauge is not None:
+            waiting_gauge.inc()
         try:
             await asyncio.wait_for(self._sem.acquire(), timeout)
         except asyncio.TimeoutError:
             raise Pressure(503, "busy", f"no delivery slot for this workflow within {timeout:g}s") from None
         finally:
             self.waiting -= 1
+            if waiting_gauge is not None:
+                waiting_gauge.dec()
 
     def leave(self) -> None:
         self._sem.release()
@@ -99,6 +111,7 @@ class Ingress:
         self.metrics = IngressMetrics()
         self._client = client
         self._connect = connect
+        self._wfi_client: WfiClient | None = None
         self._connect_lock = asyncio.Lock()
         self._gates: dict[str, Gate] = {}
         self._received: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
@@ -110,16 +123,15 @@ class Ingress:
         if self._client is None:
             async with self._connect_lock:
                 if self._client is None:
-                    from wf_initiation import _temporal
-
                     connect = self._connect or (lambda: _temporal.connect(self.deployment.temporal))
                     self._client = await connect()
         return self._client
 
-    def _wfi(self, client: Any) -> Any:
-        from wf_initiation.client import WfiClient
-
-        return WfiClient(client, task_queue=self.deployment.temporal.task_queue, update_timeout=self.config.delivery_timeout)
+    def _wfi(self, client: Any) -> WfiClient:
+        if self._wfi_client is None or self._wfi_client.client is not client:
+            self._wfi_client = WfiClient(client, task_queue=self.deployment.temporal.task_queue,
+                                         update_timeout=self.config.delivery_timeout)
+        return self._wfi_client
 
     # ------------------------------------------------------------------ delivery routes
     async def hook(self, request: Request) -> Response:
@@ -241,14 +253,10 @@ class Ingress:
         gate = self._gates.get(route.workflow)
         if gate is None:
             gate = self._gates[route.workflow] = Gate(self.config.updates_per_workflow, self.config.max_waiting)
-        waiting = self.metrics.waiting.labels(route.workflow)
-        waiting.inc()
         try:
-            await gate.enter(self.config.queue_timeout.total_seconds())
+            await gate.enter(self.config.queue_timeout.total_seconds(), self.metrics.waiting.labels(route.workflow))
         except Pressure as exc:
             return error(exc.status, exc.code, str(exc), retry_after=self.config.retry_after)
-        finally:
-            waiting.dec()
         self.metrics.in_flight.inc()
         try:
             result = await self._call(route, payload, update_id)
@@ -261,17 +269,12 @@ class Ingress:
         return disposition_response(route, result)
 
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
-        from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
-        from temporalio.service import RPCError, RPCStatusCode
-
-        from wf_initiation import _temporal
-        from wf_initiation.client import DeliveryTooLarge
-
         retry = self.config.retry_after
         timeout = self.config.delivery_timeout.total_seconds()
         try:
             wfi = self._wfi(await self.client())
-            return await asyncio.wait_for(wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id), timeout)
+            async with asyncio.timeout(timeout):  # WfiClient ends its call on cancellation
+                return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id)
         except DeliveryTooLarge as exc:
             return error(413, "payload_too_large", str(exc))
         except _temporal.TemporalUnavailable as exc:
@@ -319,8 +322,6 @@ class Ingress:
         return (200 if ready else 503), {"ready": ready, "temporal": "ok", "activations": states}
 
     async def _activation(self, client: Any, workflow: str) -> str:
-        from temporalio.service import RPCError, RPCStatusCode
-
         from wf_initiation.workflows.activation import workflow_id_for
 
         try:
