@@ -41,9 +41,20 @@ def _user_error(message: str) -> Exception:
     return UserError(message)
 
 
+def _load(path: str) -> Any:
+    from wf_initiation.core._diagnostics import DiagnosticError
+    from wf_initiation.core.deployment import load_deployment
+
+    try:
+        return load_deployment(path)
+    except DiagnosticError as exc:
+        for d in exc.diagnostics:
+            print(d.render(path), file=sys.stderr)
+        raise _user_error(f"the deployment file {path} is not valid (see above)") from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from wf_initiation import _temporal
-    from wf_initiation._cli_run import _load
 
     _temporal.configure_logging()
     deployment = _load(args.deployment)
@@ -137,7 +148,7 @@ async def beside_worker(args: argparse.Namespace, deployment: Any, client: Any, 
         print(f"warning: webhook ingress not started: {exc} (or --ingress-port / --no-ingress)", file=sys.stderr, flush=True)
         return stop
     _announce(ingress, server)
-    worker_stop = asyncio.Event()
+    worker_stop = _WorkerStop()
 
     async def drain_then_stop_worker() -> None:
         await stop.wait()
@@ -145,6 +156,11 @@ async def beside_worker(args: argparse.Namespace, deployment: Any, client: Any, 
         await server.stop()
         worker_stop.set()
 
-    task = asyncio.create_task(drain_then_stop_worker(), name="ingress drain")
-    worker_stop.drain_task = task  # type: ignore[attr-defined]  # keep a reference: the loop holds tasks weakly
+    worker_stop.drain = asyncio.create_task(drain_then_stop_worker(), name="ingress drain")
     return worker_stop
+
+
+class _WorkerStop(asyncio.Event):
+    """Set once the ingress drained; holds the draining task (the loop keeps only weak references)."""
+
+    drain: asyncio.Task[None] | None = None
