@@ -272,3 +272,33 @@ async def test_health_readiness_and_metrics(dev_env, worker: WfiClient, task_que
     async with served(deployment, dev_env.client) as s:
         ready = await s.http.get("/readyz")
         assert ready.status_code == 200 and ready.json()["ready"] is True
+
+
+async def test_answers_are_not_held_by_nagle_every_connection_has_tcp_nodelay(tmp_path: pathlib.Path) -> None:
+    # A response written in two parts (headers, body) would wait for the client's delayed ACK (~40 ms)
+    # without TCP_NODELAY, which asyncio sets only on sockets whose protocol says TCP.
+    import socket
+
+    from wf_initiation.ingress._server import IngressServer, bind
+
+    listening = bind("127.0.0.1", 0)
+    assert listening.proto == socket.IPPROTO_TCP
+    listening.close()
+    name = unique("nodelay")
+    deployment = deployment_with(tmp_path, {name: SKIPPING.format(name=name)}, task_queue="unused",
+                                 ingress={"default_auth": {"scheme": "none"}})
+    from wf_initiation.ingress import app
+
+    server = await IngressServer.start(app(deployment, client=object()), "127.0.0.1", 0)
+    try:
+        import httpx
+
+        async with httpx.AsyncClient(base_url=server.url) as http:
+            assert (await http.get("/healthz")).status_code == 200
+            connections = list(server._server.server_state.connections)
+            assert connections, "the keep-alive connection is open"
+            for connection in connections:
+                sock = connection.transport.get_extra_info("socket")
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        await server.stop()
