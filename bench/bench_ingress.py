@@ -7,8 +7,8 @@ on one dev server (issue 13's benchmark).
 Starts its own dev server, the two bench worker processes (``bench/_workers.py``: activations; runs)
 and ``wfi serve`` as a process of its own (token authentication, default limits), the way a
 deployment runs them; this process only sends. For 1, 16 and 64 concurrent clients it sends N
-distinct deliveries of one kind to one activation, once over HTTP (httpx, one connection per
-client, ``POST /hooks/{workflow}``) and once with ``WfiClient.deliver`` (the same payload the
+distinct deliveries of one kind to one activation, once over HTTP (``POST /hooks/{workflow}``,
+keep-alive HTTP/1.1, one connection per client, a minimal client: see ``Connections``) and once with ``WfiClient.deliver`` (the same payload the
 ingress builds), alternating which goes first, and measures deliveries acknowledged per second and
 the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
 run) and ``accepted`` (each starts a run; runs are drained between phases).
@@ -35,8 +35,6 @@ from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-import httpx  # noqa: E402
 
 from bench._common import (  # noqa: E402
     Figure, Target, dev_server, drain, fan_out, free_port, percentile, results_dir, server_label, table, write_results,
@@ -66,18 +64,56 @@ def sizes(quick: bool, kind: str) -> dict[int, int]:
     return {1: 100, 16: 320, 64: 640} if quick else {1: 300, 16: 1200, 64: 1920}
 
 
+class Connections:
+    """Keep-alive HTTP/1.1 connections, one per concurrent sender, each request on a free one.
+
+    The load generator must cost less than what it measures: httpx, fine for the tests, spends
+    several milliseconds of CPU per request on this machine and, at 64 concurrent requests in one
+    process, became the bottleneck (measured: 33 requests/s where the ingress served 360/s to this
+    client, with a 50 ms stand-in for Temporal). Webhook senders are other machines."""
+
+    def __init__(self, port: int, size: int):
+        self.port, self.size = port, size
+        self._free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = asyncio.Queue()
+        for _ in range(size):
+            self._free.put_nowait(None)
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        conn = await self._free.get()
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection("127.0.0.1", self.port)
+            reader, writer = conn
+            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            writer.write(f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}content-length: {len(body)}\r\n\r\n".encode() + body)
+            status_line, *lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+            await reader.readexactly(length)
+            self._free.put_nowait(conn)
+            return int(status_line.split()[1])
+        except BaseException:
+            self._free.put_nowait(None)  # a broken connection is replaced by a new one
+            raise
+
+    async def close(self) -> None:
+        while not self._free.empty():
+            conn = self._free.get_nowait()
+            if conn is not None:
+                conn[1].close()
+
+
 class Side:
     """One way of delivering: over HTTP to the ingress, or WfiClient directly."""
 
-    def __init__(self, name: str, wfi: WfiClient, http: httpx.AsyncClient, workflow: str, path: str):
+    def __init__(self, name: str, wfi: WfiClient, http: Connections, workflow: str, path: str):
         self.name, self.wfi, self.http, self.workflow, self.path = name, wfi, http, workflow, path
         self.failed = 0
 
     async def one(self, delivery_id: str, body: dict[str, Any]) -> None:
         if self.name == "http":
-            response = await self.http.post(self.path, content=json.dumps(body), headers={
+            status = await self.http.post(self.path, json.dumps(body).encode(), {
                 "authorization": f"Bearer {TOKEN}", "content-type": "application/json", "idempotency-key": delivery_id})
-            if response.status_code >= 300:
+            if status >= 300:
                 self.failed += 1
             return
         payload = {"delivery_id": delivery_id, "method": "POST", "path": self.path,
@@ -94,18 +130,20 @@ async def phase(side: Side, kind: str, n: int, concurrency: int) -> tuple[float,
 
 
 def start_ingress(deployment: pathlib.Path, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """``wfi serve`` with its stdout and stderr in ``log`` (a pipe nobody reads would fill and stall it)."""
     env = dict(os.environ, WFI_BENCH_TOKEN=TOKEN, PYTHONTZPATH="")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")
     with log.open("ab") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "wf_initiation", "serve", "--deployment", str(deployment),
-                                 "--port", str(port)], stdout=subprocess.PIPE, stderr=sink, env=env, cwd=ROOT)
-    assert proc.stdout is not None
+                                 "--port", str(port)], stdout=sink, stderr=sink, env=env, cwd=ROOT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        line = proc.stdout.readline().decode()
-        if re.search(r"Temporal at .*: connected", line):
+        if re.search(r"Temporal at .*: connected", log.read_text(errors="replace")):
             return proc
         if proc.poll() is not None:
             raise RuntimeError(f"wfi serve exited with {proc.returncode}; see {log}")
+        time.sleep(0.1)
     raise TimeoutError(f"wfi serve did not connect within 60s; see {log}")
 
 
@@ -135,16 +173,16 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     try:
         for kind in kinds:
             for c, n in sizes(quick, kind).items():
-                limits = httpx.Limits(max_connections=c, max_keepalive_connections=c)
-                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120, limits=limits) as http:
-                    sides = {s: Side(s, wfi, http, name, f"/hooks/{name}") for s in ("direct", "http")}
-                    order = ("direct", "http") if c != 16 else ("http", "direct")
-                    results = {}
-                    for s in order:
-                        log(f"{kind}: {n} deliveries, {c} client(s), {s}")
-                        results[s] = await phase(sides[s], kind, n, c)
-                        if kind == "accepted":
-                            await drain(server.client, "wfi.EchoRun")
+                http = Connections(port, c)
+                sides = {s: Side(s, wfi, http, name, f"/hooks/{name}") for s in ("direct", "http")}
+                order = ("direct", "http") if c != 16 else ("http", "direct")
+                results = {}
+                for s in order:
+                    log(f"{kind}: {n} deliveries, {c} client(s), {s}")
+                    results[s] = await phase(sides[s], kind, n, c)
+                    if kind == "accepted":
+                        await drain(server.client, "wfi.EchoRun")
+                await http.close()
                 figures += compare(kind, c, n, results, sides["http"].failed)
     finally:
         ingress.terminate()
