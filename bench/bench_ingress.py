@@ -7,7 +7,7 @@ on one dev server (issue 13's benchmark).
 Starts its own dev server, the two bench worker processes (``bench/_workers.py``: activations; runs)
 and ``wfi serve`` as a process of its own (token authentication, default limits), the way a
 deployment runs them; this process only sends. For 1, 16 and 64 concurrent clients it sends N
-distinct deliveries of one kind to one activation, once over HTTP (``POST /hooks/{workflow}``,
+distinct deliveries of one kind to an activation (a fresh one per phase and side), once over HTTP (``POST /hooks/{workflow}``,
 keep-alive HTTP/1.1, one connection per client, a minimal client: see ``Connections``) and once with ``WfiClient.deliver`` (the same payload the
 ingress builds), alternating which goes first, and measures deliveries acknowledged per second and
 the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
@@ -147,13 +147,14 @@ def start_ingress(deployment: pathlib.Path, port: int, log: pathlib.Path) -> sub
     raise TimeoutError(f"wfi serve did not connect within 60s; see {log}")
 
 
-def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, name: str, port: int, slots: int) -> pathlib.Path:
-    (tmp / f"{name}.yaml").write_text(WORKFILE.format(name=name))
+def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: list[str], port: int, slots: int) -> pathlib.Path:
+    for name in names:
+        (tmp / f"{name}.yaml").write_text(WORKFILE.format(name=name))
     path = tmp / "deployment.json"
     path.write_text(json.dumps({
         "temporal": {"address": address, "task_queue": queues.activations},
         "workflows": {name: {"workfile": f"{name}.yaml", "lifecycle_events": False,
-                             "run": {"workflow_type": "wfi.EchoRun", "task_queue": queues.runs}}},
+                             "run": {"workflow_type": "wfi.EchoRun", "task_queue": queues.runs}} for name in names},
         "ingress": {"port": port, "default_auth": {"scheme": "token", "secrets": ["env:WFI_BENCH_TOKEN"]},
                     "updates_per_workflow": slots, "max_waiting": 1024},
     }))
@@ -161,29 +162,34 @@ def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, name: str,
 
 
 async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse.Namespace, log: Any) -> list[Figure]:
-    kinds, quick = [k for k in args.kinds.split(",") if k], args.quick
-    name, port = f"bench-ingress-{uuid.uuid4().hex[:6]}", free_port()
+    """Every phase delivers to an activation of its own, so neither side inherits the other's
+    history (a longer history, a continue-as-new in the middle of a phase)."""
+    kinds, quick, port = [k for k in args.kinds.split(",") if k], args.quick, free_port()
+    suffix = uuid.uuid4().hex[:6]
+    phases = [(kind, c, n) for kind in kinds for c, n in sizes(quick, kind).items()]
+    names = {(kind, c, side): f"bi-{kind}-{c}-{side}-{suffix}" for kind, c, _ in phases for side in ("direct", "http")}
     address = server.client.service_client.config.target_host
-    deployment_path = write_deployment(tmp, address, queues, name, port, args.updates_per_workflow)
+    deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow)
     deployment = load_deployment(deployment_path)
     wfi = WfiClient(server.client, task_queue=queues.activations)
-    await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
+    for name in names.values():
+        await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
     ingress = start_ingress(deployment_path, port, results_dir() / "ingress-serve.log")
     figures: list[Figure] = []
     try:
-        for kind in kinds:
-            for c, n in sizes(quick, kind).items():
-                http = Connections(port, c)
-                sides = {s: Side(s, wfi, http, name, f"/hooks/{name}") for s in ("direct", "http")}
-                order = ("direct", "http") if c != 16 else ("http", "direct")
-                results = {}
-                for s in order:
-                    log(f"{kind}: {n} deliveries, {c} client(s), {s}")
-                    results[s] = await phase(sides[s], kind, n, c)
-                    if kind == "accepted":
-                        await drain(server.client, "wfi.EchoRun")
-                await http.close()
-                figures += compare(kind, c, n, results, sides["http"].failed)
+        for kind, c, n in phases:
+            http = Connections(port, c)
+            results, failed = {}, 0
+            for side in (("direct", "http") if c != 16 else ("http", "direct")):
+                name = names[(kind, c, side)]
+                log(f"{kind}: {n} deliveries, {c} client(s), {side}")
+                one = Side(side, wfi, http, name, f"/hooks/{name}")
+                results[side] = await phase(one, kind, n, c)
+                failed += one.failed
+                if kind == "accepted":
+                    await drain(server.client, "wfi.EchoRun")
+            await http.close()
+            figures += compare(kind, c, n, results, failed)
     finally:
         ingress.terminate()
         ingress.wait(timeout=60)
