@@ -9,7 +9,7 @@ and ``wfi serve`` as a process of its own (token authentication, default limits)
 deployment runs them; this process only sends. For 1, 16 and 64 concurrent clients it sends N
 distinct deliveries of one kind to an activation (a fresh one per phase and side), once over HTTP (``POST /hooks/{workflow}``,
 keep-alive HTTP/1.1, one connection per client, a minimal client: see ``Connections``) and once with ``WfiClient.deliver`` (the same payload the
-ingress builds), alternating which goes first, and measures deliveries acknowledged per second and
+ingress builds), in ``--rounds`` rounds (default 2) in A-B-B-A order, and measures deliveries acknowledged per second and
 the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
 run) and ``accepted`` (each starts a run; runs are drained between phases).
 
@@ -59,9 +59,10 @@ on:
 
 
 def sizes(quick: bool, kind: str) -> dict[int, int]:
+    """Deliveries per side and round, by number of concurrent clients."""
     if kind == "accepted":
-        return {1: 40, 16: 120, 64: 192} if quick else {1: 100, 16: 320, 64: 640}
-    return {1: 100, 16: 320, 64: 640} if quick else {1: 300, 16: 1200, 64: 1920}
+        return {1: 20, 16: 64, 64: 128} if quick else {1: 50, 16: 160, 64: 320}
+    return {1: 50, 16: 160, 64: 320} if quick else {1: 150, 16: 600, 64: 960}
 
 
 class Connections:
@@ -167,7 +168,9 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     kinds, quick, port = [k for k in args.kinds.split(",") if k], args.quick, free_port()
     suffix = uuid.uuid4().hex[:6]
     phases = [(kind, c, n) for kind in kinds for c, n in sizes(quick, kind).items()]
-    names = {(kind, c, side): f"bi-{kind}-{c}-{side}-{suffix}" for kind, c, _ in phases for side in ("direct", "http")}
+    rounds = range(args.rounds)
+    names = {(kind, c, side, r): f"bi-{kind}-{c}-{side}-{r}-{suffix}"
+             for kind, c, _ in phases for side in ("direct", "http") for r in rounds}
     address = server.client.service_client.config.target_host
     deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow)
     deployment = load_deployment(deployment_path)
@@ -179,17 +182,23 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     try:
         for kind, c, n in phases:
             http = Connections(port, c)
-            results, failed = {}, 0
-            for side in (("direct", "http") if c != 16 else ("http", "direct")):
-                name = names[(kind, c, side)]
-                log(f"{kind}: {n} deliveries, {c} client(s), {side}")
-                one = Side(side, wfi, http, name, f"/hooks/{name}")
-                results[side] = await phase(one, kind, n, c)
-                failed += one.failed
-                if kind == "accepted":
-                    await drain(server.client, "wfi.EchoRun")
+            seconds, latencies, failed = {"direct": 0.0, "http": 0.0}, {"direct": [], "http": []}, 0
+            # Rounds in A-B-B-A order: neither side always goes first (drift, a busy machine).
+            for r in rounds:
+                for side in (("direct", "http") if r % 2 == 0 else ("http", "direct")):
+                    name = names[(kind, c, side, r)]
+                    log(f"{kind}: {n} deliveries, {c} client(s), {side}, round {r + 1}")
+                    one = Side(side, wfi, http, name, f"/hooks/{name}")
+                    rate, lat = await phase(one, kind, n, c)
+                    seconds[side] += n / rate
+                    latencies[side] += lat
+                    failed += one.failed
+                    if kind == "accepted":
+                        await drain(server.client, "wfi.EchoRun")
             await http.close()
-            figures += compare(kind, c, n, results, failed)
+            total = n * args.rounds
+            results = {side: (total / seconds[side], latencies[side]) for side in seconds}
+            figures += compare(kind, c, total, results, failed)
     finally:
         ingress.terminate()
         ingress.wait(timeout=60)
@@ -245,6 +254,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--in-memory", action="store_true", help="dev server without a SQLite file")
     parser.add_argument("--kinds", default="suppressed,accepted", help="suppressed, accepted or both (default)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds per phase, sides in A-B-B-A order (default 2); each side's figures pool its rounds")
     parser.add_argument("--server-defaults", action="store_true",
                         help="the server's default history.maxInFlightUpdates (10) and the ingress's default "
                         "updates_per_workflow (8), instead of 100 and 64: WfiClient's direct callers collapse at 16 and 64")
