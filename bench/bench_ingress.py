@@ -181,21 +181,21 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     figures: list[Figure] = []
     try:
         for kind, c, n in phases:
-            http = Connections(port, c)
             seconds, latencies, failed = {"direct": 0.0, "http": 0.0}, {"direct": [], "http": []}, 0
             # Rounds in A-B-B-A order: neither side always goes first (drift, a busy machine).
             for r in rounds:
                 for side in (("direct", "http") if r % 2 == 0 else ("http", "direct")):
                     name = names[(kind, c, side, r)]
                     log(f"{kind}: {n} deliveries, {c} client(s), {side}, round {r + 1}")
+                    http = Connections(port, c)  # fresh: a connection idle past the keep-alive timeout is closed
                     one = Side(side, wfi, http, name, f"/hooks/{name}")
                     rate, lat = await phase(one, kind, n, c)
+                    await http.close()
                     seconds[side] += n / rate
                     latencies[side] += lat
                     failed += one.failed
                     if kind == "accepted":
                         await drain(server.client, "wfi.EchoRun")
-            await http.close()
             total = n * args.rounds
             results = {side: (total / seconds[side], latencies[side]) for side in seconds}
             figures += compare(kind, c, total, results, failed)

@@ -21,6 +21,11 @@ from typing import Any
 import uvicorn
 
 
+# Longer than uvicorn's 5 s: a sender that reuses a connection after a pause otherwise races the
+# server closing it and sees a reset (nginx keeps idle connections 75 s).
+KEEP_ALIVE_SECONDS = 75
+
+
 class PortInUse(OSError):
     pass
 
@@ -40,7 +45,8 @@ class IngressServer:
                     access_log: bool = False) -> "IngressServer":
         sock = bind(host, port)
         config = uvicorn.Config(app, log_level="warning", access_log=access_log, lifespan="off",
-                                timeout_graceful_shutdown=graceful_timeout, server_header=False)
+                                timeout_graceful_shutdown=graceful_timeout, server_header=False,
+                                timeout_keep_alive=KEEP_ALIVE_SECONDS)
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name="wfi ingress")
         while not server.started:
