@@ -88,6 +88,7 @@ async def _run(ingress: Any, args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     waiter = asyncio.create_task(stop.wait())
     await asyncio.wait([waiter, asyncio.create_task(server.wait())], return_when=asyncio.FIRST_COMPLETED)
+    server.begin_stop()
     print("ingress stopping: finishing the requests in flight", flush=True)
     await server.stop()
     waiter.cancel()
@@ -152,6 +153,7 @@ async def beside_worker(args: argparse.Namespace, deployment: Any, client: Any, 
 
     async def drain_then_stop_worker() -> None:
         await stop.wait()
+        server.begin_stop()
         print("ingress stopping: finishing the requests in flight", flush=True)
         await server.stop()
         worker_stop.set()

@@ -69,9 +69,15 @@ class IngressServer:
         host = self.host
         return f"http://{'[' + host + ']' if ':' in host else host}:{self.port}"
 
+    def begin_stop(self) -> None:
+        """Stop accepting connections now (uvicorn itself would notice at its next tick)."""
+        self._server.should_exit = True
+        for listening in self._server.servers:
+            listening.close()
+
     async def stop(self) -> None:
         """Stop accepting connections and wait until every request in flight was answered."""
-        self._server.should_exit = True
+        self.begin_stop()
         await self._task
 
     async def wait(self) -> None:
