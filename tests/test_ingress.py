@@ -300,5 +300,8 @@ async def test_answers_are_not_held_by_nagle_every_connection_has_tcp_nodelay(tm
             for connection in connections:
                 sock = connection.transport.get_extra_info("socket")
                 assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            # This app's "Temporal client" is no client: a failure of the ingress itself is a JSON 500.
+            broken = await http.post(f"/hooks/{name}", json={}, headers={"Idempotency-Key": "b-1"})
+            assert broken.status_code == 500 and broken.json()["error"] == "internal_error"
     finally:
         await server.stop()

@@ -391,6 +391,12 @@ async def _not_found(request: Request, exc: HTTPException) -> Response:
                  f"nothing is served at {request.url.path}" if exc.status_code == 404 else str(exc.detail))
 
 
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # Starlette logs the traceback and re-raises; the sender gets JSON and may retry (nothing was
+    # acknowledged: a delivery is answered 2xx only with its durable disposition).
+    return error(500, "internal_error", "the ingress failed on this request; retrying is safe")
+
+
 def build_app(ingress: Ingress) -> Starlette:
     routes = [
         StarletteRoute("/healthz", ingress.healthz, methods=["GET"]),
@@ -405,7 +411,7 @@ def build_app(ingress: Ingress) -> Starlette:
         StarletteRoute("/hooks/{workflow}/{entry}", ingress.hook, methods=METHODS),
         StarletteRoute("/hooks/{workflow}", ingress.hook, methods=METHODS),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found})
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
     app.state.ingress = ingress
     app.add_middleware(_Observe, metrics=ingress.metrics)
     return app
