@@ -21,6 +21,7 @@ _GROUPS = (
     "wf_initiation._cli_validate",
     "wf_initiation._cli_schedule",
     "wf_initiation._cli_run",
+    "wf_initiation._cli_deactivate",
     "wf_initiation._cli_conformance",
 )
 
