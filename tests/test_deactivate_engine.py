@@ -261,3 +261,15 @@ def test_waiting_runs_subscriptions_end_as_refused(tmp_path: pathlib.Path, queue
     assert not _deactivate.settled(e), "the notice must be sent before the activation completes"
     late = SubscribeRequest(sub_id="s2", entry="hook", run_workflow_id="late")
     assert _deactivate.refuse_subscription(e, late, T0) and "ended\x1fs2" in e.state.unacked
+
+
+def test_a_continue_as_new_while_deactivating_goes_on_and_issues_its_controls_again(tmp_path: pathlib.Path) -> None:
+    s = spec(tmp_path)
+    e = engine_for(s)
+    keys = busy(e)
+    _deactivate.deactivate(e, Req("cancel", "terminate"), T0)
+    e.take_commands()  # lost: the run continued as new before the shell sent them
+    carried = Engine(s, decode_state(encode_state(e)))
+    assert not _deactivate.on_start(carried, s, T0 + timedelta(seconds=1))
+    assert summary.status(carried) == "deactivating"
+    assert [(c.run_key, c.action) for c in carried.take_commands() if isinstance(c, ControlRun)] == [(keys["h1"], "terminate")]

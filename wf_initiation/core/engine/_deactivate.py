@@ -293,10 +293,18 @@ def _delivery_id(entry: EntrySpec, payload: Any) -> str | None:
 def on_start(engine: Engine, spec: ActivationSpec, now: datetime) -> bool:
     """A new run started with a deactivated activation's final state: activate it again (True).
 
-    A run continued-as-new while still deactivating carries an unfinished deactivation: kept as is.
+    A run continued-as-new while still deactivating carries an unfinished deactivation: it goes on,
+    and its control requests are issued again (one may not have left the previous run; a repeat
+    of an applied one changes nothing).
     """
     d = engine.state.deactivation
-    if d is None or d.completed_at is None:
+    if d is None:
+        return False
+    if d.completed_at is None:
+        for run in engine.in_flight():
+            if run.status == "running" and run.run_key in d.controlled:
+                engine.outbox.append(ControlRun(run_key=run.run_key, action=d.controlled[run.run_key],
+                                                reason=f"activation of {engine.spec.workflow} deactivated"))
         return False
     state = engine.state
     state.deactivation = None
