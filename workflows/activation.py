@@ -277,7 +277,8 @@ class ActivationWorkflow:
             )
         finally:
             self._controls -= 1
-            self._poke()
+            if self._engine.state.deactivation is not None:  # only then: histories before it must replay
+                self._poke()
 
     async def _signal(self, command: SignalRun) -> None:
         handle = workflow.get_external_workflow_handle(command.workflow_id)
@@ -339,7 +340,7 @@ class ActivationWorkflow:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
         await workflow.wait_condition(lambda: self._start_tasks == 0)
-        if self._engine.state.deactivation is not None:  # its controls are not re-issued by the next run
+        if self._engine.state.deactivation is not None:  # let its controls land (the next run would repeat them)
             await workflow.wait_condition(lambda: self._controls == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
