@@ -459,8 +459,9 @@ async def _run_one(target: Target, info: CaseInfo, timeout: float) -> CaseResult
         outcome, message = "failed", f"did not finish within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - a crashing case is a reported failure, never an abort of the run
         outcome, message = "error", one_line(exc)
+    duration = time.monotonic() - started
     cleanup = await target.cleanup()
-    return _result(info, outcome, message, time.monotonic() - started, detail=detail.strip(), cleanup=cleanup)
+    return _result(info, outcome, message, duration, detail=detail.strip(), cleanup=cleanup)
 
 
 def one_line(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -25,6 +26,8 @@ WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sy
 EXAMPLES = ROOT / "examples" / "deployment.yaml"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the whole kit: ~4 min alone, 12 min on a 2-core machine shared with other test runs
 async def test_the_kit_passes_against_the_example_deployment_and_leaves_nothing_running(tmp_path) -> None:
     # proves: CAP-9
     env = await WorkflowEnvironment.start_local(
