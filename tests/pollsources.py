@@ -23,6 +23,7 @@ from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 
 @dataclass
@@ -243,6 +244,20 @@ def postgres_dsn(postgres_server: PostgresServer) -> str:
 # --- Contract checks shared by the connector tests ----------------------------------------------
 
 
+def activity_env(start_to_close: float = 30.0) -> ActivityEnvironment:
+    """An ActivityEnvironment whose activity has ``start_to_close`` seconds, as a real poll does.
+
+    The connectors derive their deadline from it (ActivityEnvironment's default is 1 s: too short
+    for a loaded machine, and not what a deployment gives).
+    """
+    import dataclasses
+    from datetime import timedelta
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, start_to_close_timeout=timedelta(seconds=start_to_close))
+    return env
+
+
 def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
     """Every payload satisfies the manifest's payload_schema and carries a non-empty delivery id."""
     import jsonschema
@@ -257,16 +272,15 @@ def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
 
 
 def assert_manifest_names_activity(connector: str, activity_fn: object) -> None:
-    """The manifest's `implementation` is ``activity_fn`` and its activity name is the contract's."""
-    import importlib
-
+    """The manifest's `implementation` is ``activity_fn``, its activity name is the contract's, and the
+    worker registers it (POLL_ACTIVITIES is resolved from the manifests)."""
     from temporalio import activity
 
-    from wf_initiation.activities.poll import activity_name_for
+    from wf_initiation.activities.poll import POLL_ACTIVITIES, activity_name_for
+    from wf_initiation.activities.poll._registry import load_implementation
     from wf_initiation.core._catalog import Catalog
 
     manifest = Catalog.default(third_party=False).get(connector)
     assert manifest is not None and manifest.implementation and manifest.stable_order is True
-    module, _, name = manifest.implementation.partition(":")
-    assert getattr(importlib.import_module(module), name) is activity_fn
+    assert load_implementation(manifest) is activity_fn and activity_fn in POLL_ACTIVITIES
     assert activity._Definition.must_from_callable(activity_fn).name == activity_name_for(connector)

@@ -304,7 +304,8 @@ class ActivationWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
                 summary=f"poll {call.entry} from cursor {call.cursor}",
             )
-            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after, problem=i.problem)
+                                         for i in response.items],
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc

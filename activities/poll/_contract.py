@@ -51,6 +51,12 @@ class PollItem(BaseModel):
 
     payload: dict[str, Any] = Field(description="The event payload; carries the manifest's delivery_id.")
     cursor_after: str = Field(description="Resuming from this cursor returns the items after this one.")
+    problem: str | None = Field(
+        default=None,
+        description="Set when the connector cannot return this item (e.g. it is over the item byte limit): "
+        "`payload` then holds only its delivery id, and the activation treats the item as invalid with this "
+        "reason (quarantined or held, per the deployment's `invalid_items`, POLL-11).",
+    )
 
 
 class PollResponse(BaseModel):
