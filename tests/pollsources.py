@@ -28,13 +28,19 @@ from temporalio.testing import ActivityEnvironment
 
 @dataclass
 class FeedContent:
-    """What the server answers: status, content type and body; and the headers it received."""
+    """What the server answers: status, content type and body (or a redirect, or a trickle); and the
+    headers it received."""
 
     status: int = 200
     content_type: str = "application/rss+xml"
     body: bytes = b""
+    redirect: str | None = None  # answer 302 with this Location
+    trickle: float | None = None  # send one byte every this-many seconds, never finishing
+    delay: float = 0.0  # wait this long before answering
     received_headers: list[dict[str, str]] = field(default_factory=list)
+    active: int = 0  # requests being answered now
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 class FeedServer:
@@ -46,19 +52,40 @@ class FeedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/feed.xml"
+        return f"http://{host}:{port}"
 
-    def serve(self, body: str, *, content_type: str = "application/rss+xml") -> None:
-        """Answer 200 with ``body`` from now on."""
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/feed.xml"
+
+    def serve(self, body: str | bytes, *, content_type: str = "application/rss+xml", delay: float = 0.0) -> None:
+        """Answer 200 with ``body`` from now on (after ``delay`` seconds)."""
+        data = body.encode() if isinstance(body, str) else body
         with self.content.lock:
-            self.content.status, self.content.content_type, self.content.body = 200, content_type, body.encode()
+            self.content.status, self.content.content_type, self.content.body = 200, content_type, data
+            self.content.redirect, self.content.trickle, self.content.delay = None, None, delay
 
     def fail(self, status: int = 500) -> None:
         """Answer ``status`` with an empty body from now on."""
         with self.content.lock:
-            self.content.status, self.content.body = status, b""
+            self.content.status, self.content.body, self.content.redirect, self.content.trickle = status, b"", None, None
+
+    def redirect(self, location: str) -> None:
+        """Answer requests for /feed.xml with 302 to ``location`` from now on (other paths: the body)."""
+        with self.content.lock:
+            self.content.redirect, self.content.trickle = location, None
+
+    def trickle(self, seconds_per_byte: float = 2.0) -> None:
+        """From now on, answer 200 and then send one byte every ``seconds_per_byte``, forever."""
+        with self.content.lock:
+            self.content.trickle, self.content.redirect = seconds_per_byte, None
+
+    def active(self) -> int:
+        """Requests being answered right now (a trickle in progress counts)."""
+        with self.content.lock:
+            return self.content.active
 
     def received_headers(self) -> list[dict[str, str]]:
         with self.content.lock:
@@ -69,6 +96,7 @@ class FeedServer:
         return self
 
     def stop(self) -> None:
+        self.content.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -79,12 +107,42 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with content.lock:
                 content.received_headers.append(dict(self.headers.items()))
+                content.active += 1
                 status, ctype, body = content.status, content.content_type, content.body
+                redirect, trickle, delay = content.redirect, content.trickle, content.delay
+            try:
+                if delay:
+                    content.stopping.wait(delay)
+                if redirect is not None and self.path == "/feed.xml":
+                    self._answer(302, ctype, b"", location=redirect)
+                elif trickle is not None:
+                    self._trickle(trickle)
+                else:
+                    self._answer(status, ctype, body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up: what the connector is expected to do with a trickle
+            finally:
+                with content.lock:
+                    content.active -= 1
+
+        def _answer(self, status: int, ctype: str, body: bytes, location: str | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            if location is not None:
+                self.send_header("Location", location)
             self.end_headers()
             self.wfile.write(body)
+
+        def _trickle(self, seconds_per_byte: float) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            self.send_header("Content-Length", str(10**9))
+            self.end_headers()
+            self.wfile.flush()
+            while not content.stopping.wait(seconds_per_byte):
+                self.wfile.write(b" ")
+                self.wfile.flush()
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet test output
             pass
@@ -95,6 +153,14 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def feed_server() -> Iterator[FeedServer]:
     """A running feed server, stopped after the test."""
+    server = FeedServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def other_server() -> Iterator[FeedServer]:
+    """A second feed server: another origin (another port), for cross-origin redirects."""
     server = FeedServer().start()
     yield server
     server.stop()

@@ -82,6 +82,11 @@ async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> 
                     "URL and the connection's credentials, polling retries with backoff"
                 )
             return None, await _read_body(response, shown)
+    except httpx.InvalidURL:  # httpx parses a redirect's Location before handing the response over
+        raise config_invalid(
+            f"rss.item_published: feed {shown} redirected to a URL that is not a valid http:// or https:// URL; "
+            "only http:// and https:// URLs are fetched (file:, ftp:, data: and other schemes are refused)"
+        ) from None
     except httpx.HTTPError as exc:
         raise source_unavailable(
             f"feed {shown} could not be fetched ({type(exc).__name__}: {exc or 'no detail'}); check that the host "

@@ -10,6 +10,12 @@ from wf_initiation.activities.poll._budget import ResponseBuilder
 from wf_initiation.activities.poll._contract import PollResponse, config_invalid, decode_cursor, encode_cursor
 
 CONNECTOR = "sheet.row_added"
+# The csv module refuses a cell over 128 KiB by default, which would fail every poll of the sheet
+# for good. The file is already bounded (MAX_SHEET_BYTES), and an item too big for a run is cut out
+# by the response budget, so let the parser read any cell the file can hold. Only ever raised.
+_FIELD_LIMIT = 64 * 1024 * 1024
+if csv.field_size_limit() < _FIELD_LIMIT:
+    csv.field_size_limit(_FIELD_LIMIT)
 
 
 @dataclass(frozen=True)

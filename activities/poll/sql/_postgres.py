@@ -57,7 +57,7 @@ async def read_postgres(
             dsn, connect_timeout=max(1, min(CONNECT_TIMEOUT_S, int(deadline))), **extra)
     except psycopg.Error as exc:
         raise source_unavailable(
-            f"{source} refused or did not answer the connection ({_kind(exc)}); check the host, the "
+            f"{source} refused or did not answer the connection ({_first_line(exc)}); check the host, the "
             "credentials and that the server is up, polling retries with backoff"
         ) from None
     try:
@@ -89,11 +89,6 @@ async def _read(conn: Any, query: SqlQuery, after: Any, request_cursor: str | No
             return collector.response()
 
 
-def _kind(exc: Exception) -> str:
-    # A connection error's text can echo connection parameters; its class and SQLSTATE cannot.
-    state = getattr(exc, "sqlstate", None)
-    return type(exc).__name__ + (f", SQLSTATE {state}" if state else "")
-
-
 def _first_line(exc: Exception) -> str:
+    # libpq's texts name host and port, never the password; run_poll redacts the resolved secrets anyway.
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
