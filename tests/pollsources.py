@@ -11,11 +11,15 @@ import contextlib
 import glob
 import html
 import os
+import pathlib
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -350,3 +354,60 @@ def assert_manifest_names_activity(connector: str, activity_fn: object) -> None:
     assert manifest is not None and manifest.implementation and manifest.stable_order is True
     assert load_implementation(manifest) is activity_fn and activity_fn in POLL_ACTIVITIES
     assert activity._Definition.must_from_callable(activity_fn).name == activity_name_for(connector)
+
+
+# --- A real `wfi worker` process ------------------------------------------------------------------
+
+
+class CliWorker:
+    """``wfi worker`` in a subprocess: the real entry point (logging, SIGTERM = graceful shutdown),
+    with its own environment (e.g. the secrets connections reference) and its output in a log file."""
+
+    def __init__(self, directory: pathlib.Path, address: str, task_queue: str, env: dict[str, str] | None = None):
+        self.deployment = directory / f"worker-{task_queue}.yaml"
+        self.deployment.write_text(f"temporal: {{address: '{address}', task_queue: '{task_queue}'}}\n")
+        self.log_path = directory / f"worker-{task_queue}.log"
+        self.env = {**os.environ, "PYTHONTZPATH": "", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()
+
+    def start(self, timeout: float = 60.0) -> CliWorker:
+        self._ready.clear()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wf_initiation", "worker", "--deployment", str(self.deployment)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
+        )
+        threading.Thread(target=self._copy_output, args=(self.proc,), daemon=True).start()
+        if not self._ready.wait(timeout):
+            self.kill()
+            raise RuntimeError(f"the worker was not ready within {timeout}s; its log:\n{self.log()}")
+        return self
+
+    def _copy_output(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with self.log_path.open("ab") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if b"worker ready" in line:
+                    self._ready.set()
+
+    def terminate(self, timeout: float) -> float:
+        """SIGTERM; the seconds until the process exited (AssertionError if it did not within ``timeout``)."""
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the worker ignored SIGTERM for {timeout}s; its log:\n{self.log()}") from None
+        return time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
