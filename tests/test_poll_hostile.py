@@ -21,6 +21,8 @@ from pollsources import (
     FeedServer,
     feed_server,  # noqa: F401 - fixture
     other_server,  # noqa: F401 - fixture
+    postgres_dsn,  # noqa: F401 - fixture
+    postgres_server,  # noqa: F401 - fixture
     rss_document,
 )
 from temporalio.worker import Worker
@@ -169,3 +171,146 @@ async def test_sigterm_stops_a_worker_within_its_graceful_timeout_while_a_feed_t
         await accepted(wfi, name, "post", ["post-1"])
     finally:
         restarted.kill()
+
+
+# --- item 8: connection secrets stay out of history, state, the UI and the worker log ---------------
+
+SECRETS = {
+    "pg": "Pg-s3cret-PLANTED-1",
+    "bad_dsn": "Bad-dsn-s3cret-PLANTED-2",
+    "down": "Down-s3cret-PLANTED-3",
+    "mail": "Mail-s3cret-PLANTED-4",
+    "token": "Feed-t0ken-PLANTED-5",
+}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``wfi`` as a user would; its combined output (it must succeed)."""
+    done = subprocess.run([sys.executable, "-m", "wf_initiation", *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, f"wfi {' '.join(args)} failed ({done.returncode}): {done.stdout}{done.stderr}"
+    return done.stdout + done.stderr
+
+
+async def clis(*commands: tuple[str, ...]) -> list[str]:
+    """Several ``wfi`` commands, two at a time (each is mostly interpreter start-up)."""
+    limit = asyncio.Semaphore(2)
+
+    async def one(args: tuple[str, ...]) -> str:
+        async with limit:
+            return await asyncio.to_thread(cli, *args)
+
+    return list(await asyncio.gather(*(one(args) for args in commands)))
+
+
+async def everything_recorded(client, names: list[str]) -> bytes:
+    """Every event of every activation (and every run it started), serialized: inputs, results, failures."""
+    out = bytearray()
+    ids = [f"wfi-activation:{n}" for n in names]
+    for name in names:
+        ids += [w.id async for w in client.list_workflows(f'WfiWorkflow = "{name}" AND WorkflowType = "wfi.EchoRun"')]
+    for workflow_id in ids:
+        async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+            out += event.SerializeToString()
+    return bytes(out)
+
+
+async def current_details(client, name: str) -> str:
+    from temporalio.api.sdk.v1 import WorkflowMetadata
+
+    metadata = await client.get_workflow_handle(f"wfi-activation:{name}").query(
+        "__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return metadata.current_details
+
+
+@pytest.fixture
+def pg_table(postgres_dsn: str) -> tuple[str, str]:
+    import uuid
+
+    import psycopg
+
+    table = f"orders_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigserial PRIMARY KEY, item_id text NOT NULL)")
+    return postgres_dsn, table
+
+
+async def test_planted_secrets_appear_in_no_history_state_summary_current_details_or_worker_log(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, pg_table: tuple[str, str]
+) -> None:
+    # proves: TRIG-6, INIT-3
+    import socket
+
+    import psycopg
+
+    dsn, table = pg_table
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    token_file = tmp_path / "feed-token"
+    token_file.write_text(f"Bearer {SECRETS['token']}\n")
+    worker_env = {
+        # PostgreSQL trusts local connections here: the planted password is sent, and ignored.
+        "WFI_T_PG_DSN": dsn.replace("postgresql://postgres@", f"postgresql://postgres:{SECRETS['pg']}@"),
+        "WFI_T_BAD_DSN": f"host=127.0.0.1 password={SECRETS['bad_dsn']} port",
+        "WFI_T_DOWN_DSN": f"postgresql://app:{SECRETS['down']}@127.0.0.1:{closed_port}/shop",
+        "WFI_T_MAIL_PW": SECRETS["mail"],
+    }
+    names = {key: unique(f"sec-{key}") for key in ("pg", "bad", "down", "feed", "mail")}
+    sql = "sql.row_inserted: {{table: {table}, column: id, id_column: item_id, connection: {conn}}}"
+    workfiles = {
+        "pg": sql.format(table=table, conn="pg"), "bad": sql.format(table=table, conn="pg-bad"),
+        "down": sql.format(table=table, conn="pg-down"),
+        "feed": f'rss.item_published: {{feed: "{feed_server.url}", connection: blog}}',
+        "mail": "mail.received: {inbox: help@acme.com, connection: mailbox}",
+    }
+    for key, trigger in workfiles.items():
+        (tmp_path / f"{key}.yaml").write_text(f"name: {names[key]}\non:\n  {trigger}\n  as: item\n")
+    address = dev_env.client.service_client.config.target_host
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text("\n".join([
+        f"temporal: {{address: '{address}', task_queue: '{task_queue}'}}",
+        "defaults: {poll: {interval: 300ms, backoff_initial: 300ms, backoff_max: 1s, timeout: 10s}}",
+        "connections:",
+        "  pg: {connector: sql, dsn: 'env:WFI_T_PG_DSN'}",
+        "  pg-bad: {connector: sql, dsn: 'env:WFI_T_BAD_DSN'}",
+        "  pg-down: {connector: sql, dsn: 'env:WFI_T_DOWN_DSN'}",
+        f"  blog: {{connector: rss, headers: {{Authorization: 'file:{token_file}'}}}}",
+        "  mailbox: {connector: mail, password: 'env:WFI_T_MAIL_PW'}",
+        "workflows:",
+        *[f"  {n}: {{workfile: {k}.yaml, run: {{workflow_type: wfi.EchoRun, task_queue: {task_queue}}}}}"
+          for k, n in names.items()],
+    ]) + "\n")
+    feed_server.serve(rss_document(posts(1)))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} (item_id) VALUES ('order-1')")
+    worker = CliWorker(tmp_path, address, task_queue, env=worker_env).start()
+    wfi = WfiClient(dev_env.client, task_queue=task_queue)
+    try:
+        outputs = await clis(*[("activate", str(tmp_path / f"{key}.yaml"), "--deployment", str(deployment))
+                               for key in names])
+        outputs.append(cli("deliver", "--deployment", str(deployment), "--workflow", names["mail"], "--payload",
+                           '{"message_id": "m-1", "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi"}'))
+        await accepted(wfi, names["pg"], "item", ["order-1"])  # the poll used the resolved DSN
+        await accepted(wfi, names["feed"], "item", ["post-1"])
+        await accepted(wfi, names["mail"], "item", ["m-1"])
+        assert feed_server.received_headers()[-1]["Authorization"] == f"Bearer {SECRETS['token']}"
+        await failed_polls(wfi, names["bad"], "item", 2, "not a valid PostgreSQL connection string")
+        await failed_polls(wfi, names["down"], "item", 2, "refused or did not answer")
+        target = ("--deployment", str(deployment), "--workflow")
+        outputs += await clis(*[("state", *target, name, "--json") for name in names.values()],
+                              *[("state", *target, names[key], *flag) for key in ("bad", "down")
+                                for flag in (("--summary",), ())])
+        outputs += [await current_details(dev_env.client, name) for name in names.values()]
+        recorded = await everything_recorded(dev_env.client, list(names.values()))
+    finally:
+        await asyncio.to_thread(worker.terminate, 30.0)
+    log = worker.log()
+    assert "Completing activity as failed" in log and "not a valid PostgreSQL connection string" in log
+    assert b"env:WFI_T_PG_DSN" in recorded and b"order-1" in recorded  # what history does carry
+    shown = "\n".join(outputs)
+    assert "env:WFI_T_PG_DSN" in shown and "refused or did not answer" in shown
+    for label, secret in SECRETS.items():
+        assert secret.encode() not in recorded, f"{label} secret in workflow history"
+        assert secret not in shown, f"{label} secret in wfi output or current details"
+        assert secret not in log, f"{label} secret in the worker log"
