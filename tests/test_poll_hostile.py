@@ -314,3 +314,114 @@ async def test_planted_secrets_appear_in_no_history_state_summary_current_detail
         assert secret.encode() not in recorded, f"{label} secret in workflow history"
         assert secret not in shown, f"{label} secret in wfi output or current details"
         assert secret not in log, f"{label} secret in the worker log"
+
+
+# --- item 9: redirects -----------------------------------------------------------------------------
+
+
+async def test_a_feed_redirecting_elsewhere_gets_no_credentials_and_one_to_a_file_is_refused(
+    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, other_server: FeedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WFI_T_REDIRECT_TOKEN", "Bearer redirect-s3cret")  # this worker's environment
+    other_server.serve(rss_document(posts(1)))
+    feed_server.redirect(other_server.url)  # another origin: another port
+    name = unique("redirect")
+    await wfi.activate(rss_spec(tmp_path, name, task_queue, feed_server.url, connections={
+        "blog": {"connector": "rss", "headers": {"Authorization": "env:WFI_T_REDIRECT_TOKEN"}}}))
+    await accepted(wfi, name, "post", ["post-1"])
+    assert feed_server.received_headers()[0]["Authorization"] == "Bearer redirect-s3cret"
+    assert all("Authorization" not in h for h in other_server.received_headers())
+    feed_server.redirect("file:///etc/passwd")
+    state = await failed_polls(wfi, name, "post", 2, "only http:// and https://")
+    assert "root:" not in str(state)
+    feed_server.serve(rss_document(posts(1, 2)))
+    await accepted(wfi, name, "post", ["post-1", "post-2"])
+    assert feed_server.received_headers()[-1]["Authorization"] == "Bearer redirect-s3cret"
+
+
+# --- item 10: a sheet path that leaves its directory ------------------------------------------------
+
+
+async def test_a_sheet_leading_out_of_its_directory_is_refused_and_a_real_one_then_starts_runs(
+    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path
+) -> None:
+    sheets, outside = tmp_path / "sheets", tmp_path / "outside"
+    sheets.mkdir()
+    outside.mkdir()
+    (outside / "private.csv").write_text("id,secret\np1,PRIVATE-ROW\n")
+    (sheets / "Plan.csv").symlink_to(outside / "private.csv")  # a symlink pointing out
+    name = unique("sheetpath")
+    await wfi.activate(make_spec(tmp_path, f"""
+        name: {name}
+        on:
+          sheet.row_added: {{sheet: Plan, id_column: id}}
+          as: row
+    """, task_queue=task_queue, connections={"s": {"connector": "sheet", "dir": str(sheets)}}, poll=FAST_POLL))
+    state = await failed_polls(wfi, name, "row", 2, "outside the connection's directory")
+    assert "PRIVATE-ROW" not in str(state) and state["counters"].get("runs_started", 0) == 0
+    (sheets / "Plan.csv").unlink()
+    (sheets / "Plan.csv").write_text("id,title\nr1,first\n")
+    await accepted(wfi, name, "row", ["r1"])
+
+
+async def test_a_workfile_naming_a_sheet_outside_the_directory_is_refused_by_validate(tmp_path: pathlib.Path) -> None:
+    workfile = tmp_path / "escape.yaml"
+    workfile.write_text("name: escape\non:\n  sheet.row_added: {sheet: ../../outside/private}\n")
+    done = subprocess.run([sys.executable, "-m", "wf_initiation", "validate", str(workfile)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "sheet" in done.stdout + done.stderr and "Traceback" not in done.stderr
+
+
+# --- item 11: responses too big for one payload ------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["quarantine", "hold"])
+async def test_rows_too_big_for_one_response_are_paged_and_a_row_too_big_for_a_run_is_quarantined(
+    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, policy: str
+) -> None:
+    # proves: POLL-11, POLL-8
+    db = make_table(tmp_path / "wide.db")
+    rows = [(f"w{n:02d}", "b" * 40_000) for n in range(40)]  # 1.6 MB: more than one response
+    rows[20] = ("huge", "H" * 300_000)  # over the 256 KiB item limit
+    insert(db, *rows)
+    name = unique(f"wide-{policy}")
+    await wfi.activate(sql_spec(tmp_path, name, task_queue, db, invalid_items=policy))
+    small = [r[0] for r in rows if r[0] != "huge"]
+    if policy == "hold":
+        async def held() -> dict:
+            state = await wfi.state(name, include_events=True)
+            held_item = state["polls"]["row"]["held"]
+            assert held_item is not None and "at most 262,144 bytes" in held_item["reason"], state["polls"]["row"]
+            return state
+
+        await assert_eventually(held, timeout=60)
+        await accepted(wfi, name, "row", small[:20])
+        result = await wfi.operate(name, OperatorRequest(action="release_held", entry="row", choice="quarantine"))
+        assert result.ok, result.message
+    state = await accepted(wfi, name, "row", small, timeout=90)
+    poll = state["polls"]["row"]
+    assert poll["cursor"] == "40" and poll["failures"] == 0 and state["error_counts"].get("quarantined") == 1
+    (quarantined,) = [e for e in state["events"].values() if e["disposition"] == "quarantined"]
+    assert "'huge'" in quarantined["detail"] and "cannot start a run" in quarantined["detail"]
+    insert(db, ("after", "small"))
+    await accepted(wfi, name, "row", [*small, "after"])
+
+
+async def test_a_feed_of_six_half_megabyte_items_is_quarantined_and_the_next_item_starts_a_run(
+    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer
+) -> None:
+    # proves: POLL-11
+    feed_server.serve(rss_document(posts(*range(1, 7), summary="s" * 500_000)))
+    name = unique("bigfeed")
+    await wfi.activate(rss_spec(tmp_path, name, task_queue, feed_server.url))
+
+    async def quarantined() -> dict:
+        state = await wfi.state(name, include_events=True)
+        assert state["error_counts"].get("quarantined") == 6 and state["polls"]["post"]["failures"] == 0
+        return state
+
+    state = await assert_eventually(quarantined, timeout=60)
+    assert state["counters"].get("runs_started", 0) == 0
+    feed_server.serve(rss_document(posts(*range(1, 7), summary="s" * 500_000)[:6] + posts(7)))
+    await accepted(wfi, name, "post", ["post-7"])
