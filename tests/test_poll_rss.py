@@ -239,18 +239,24 @@ def test_the_public_surface_of_activities_poll_is_pinned():
     from wf_initiation import activities
 
     assert sorted(activities.poll.__all__) == [
+        "MAX_ITEM_BYTES",
+        "MAX_RESPONSE_BYTES",
         "POLL_ACTIVITIES",
         "POLL_CONFIG_INVALID",
         "POLL_SOURCE_UNAVAILABLE",
         "PollItem",
         "PollRequest",
         "PollResponse",
+        "ResponseBuilder",
         "activity_name_for",
         "poll_activities",
         "poll_rss",
         "poll_sheet",
         "poll_sql",
+        "run_poll",
     ]
+    for name in activities.poll.__all__:
+        assert getattr(activities.poll, name) is not None, name
     assert activities.poll.POLL_ACTIVITIES == [poll_rss, activities.poll.poll_sheet, activities.poll.poll_sql]
     assert activities.poll.activity_name_for("sql.row_inserted") == "wfi.poll.sql.row_inserted"
 

@@ -8,7 +8,9 @@ built-ins and any third-party connector installed through the ``wf_initiation.co
 points. The activation calls the activity named ``activity_name_for(manifest.name)`` with a
 :class:`PollRequest`.
 
-Importing this package imports nothing heavy (names resolve on first use), so that the catalog can
+A third-party connector can build on the same pieces: :func:`run_poll` (secret references resolved,
+a deadline below the activity's start-to-close, every error redacted) and :class:`ResponseBuilder`
+(the response and item byte budgets). Importing this package imports nothing heavy (names resolve on first use), so that the catalog can
 read the manifests in the connector folders without importing Temporal.
 """
 
@@ -26,29 +28,37 @@ if TYPE_CHECKING:
         PollRequest,
         PollResponse,
     )
+    from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder
     from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, activity_name_for, poll_activities
+    from wf_initiation.activities.poll._runtime import run_poll
     from wf_initiation.activities.poll.rss.activity import poll_rss
     from wf_initiation.activities.poll.sheet.activity import poll_sheet
     from wf_initiation.activities.poll.sql.activity import poll_sql
 
 __all__ = [
+    "MAX_ITEM_BYTES",
+    "MAX_RESPONSE_BYTES",
     "POLL_ACTIVITIES",
     "POLL_CONFIG_INVALID",
     "POLL_SOURCE_UNAVAILABLE",
     "PollItem",
     "PollRequest",
     "PollResponse",
+    "ResponseBuilder",
     "activity_name_for",
     "poll_activities",
     "poll_rss",
     "poll_sheet",
     "poll_sql",
+    "run_poll",
 ]
 
 __getattr__ = lazy_exports(__name__, {
     **{name: "_contract" for name in ("POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest",
                                        "PollResponse")},
     **{name: "_registry" for name in ("POLL_ACTIVITIES", "activity_name_for", "poll_activities")},
+    **{name: "_budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
+    "run_poll": "_runtime",
     "poll_rss": "rss.activity",
     "poll_sheet": "sheet.activity",
     "poll_sql": "sql.activity",
