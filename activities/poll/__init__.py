@@ -27,9 +27,10 @@ if TYPE_CHECKING:
         PollItem,
         PollRequest,
         PollResponse,
+        activity_name_for,
     )
     from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder
-    from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, activity_name_for, poll_activities
+    from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, poll_activities
     from wf_initiation.activities.poll._runtime import run_poll
     from wf_initiation.activities.poll.rss.activity import poll_rss
     from wf_initiation.activities.poll.sheet.activity import poll_sheet
@@ -55,8 +56,8 @@ __all__ = [
 
 __getattr__ = lazy_exports(__name__, {
     **{name: "_contract" for name in ("POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest",
-                                       "PollResponse")},
-    **{name: "_registry" for name in ("POLL_ACTIVITIES", "activity_name_for", "poll_activities")},
+                                       "PollResponse", "activity_name_for")},
+    **{name: "_registry" for name in ("POLL_ACTIVITIES", "poll_activities")},
     **{name: "_budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
     "run_poll": "_runtime",
     "poll_rss": "rss.activity",

@@ -27,6 +27,15 @@ ACTIVITY_PREFIX = "wfi.poll."
 """Activity names are ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
 
 
+def activity_name_for(connector: str) -> str:
+    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
+
+    Args:
+        connector: The manifest name, e.g. ``rss.item_published``.
+    """
+    return ACTIVITY_PREFIX + connector
+
+
 class PollRequest(BaseModel):
     """One poll: the binding's configuration, its connection and the cursor to resume from."""
 

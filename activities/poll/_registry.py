@@ -16,7 +16,7 @@ from typing import Any
 
 from temporalio import activity
 
-from wf_initiation.activities.poll._contract import ACTIVITY_PREFIX
+from wf_initiation.activities.poll._contract import activity_name_for
 from wf_initiation.core._catalog import Catalog, Manifest
 
 _log = logging.getLogger("wf_initiation.poll")
@@ -24,15 +24,6 @@ _log = logging.getLogger("wf_initiation.poll")
 
 class ImplementationError(ValueError):
     """A poll manifest's ``implementation`` cannot be used as its activity."""
-
-
-def activity_name_for(connector: str) -> str:
-    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
-
-    Args:
-        connector: The manifest name, e.g. ``rss.item_published``.
-    """
-    return ACTIVITY_PREFIX + connector
 
 
 def load_implementation(manifest: Manifest) -> Callable[..., Any]:
