@@ -130,3 +130,20 @@ async def test_a_third_party_connector_polls_and_starts_runs(
             assert state["counters"].get("runs_started") == 3 and state["polls"]["ticket"]["cursor"] == "3", state["polls"]
 
         await assert_eventually(started, timeout=60)
+
+
+def test_the_catalog_reads_the_connector_folders_without_importing_temporal_or_connector_code() -> None:
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from wf_initiation.core._catalog import Catalog, builtin_manifests\n"
+        "names = [m.name for m in builtin_manifests()]\n"
+        "assert {'rss.item_published', 'sql.row_inserted', 'sheet.row_added'} <= set(names), names\n"
+        "assert Catalog.default().get('sql.row_inserted').implementation\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('temporalio', 'httpx', 'psycopg', 'feedparser')\n"
+        "               or m.endswith('.activity'))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
