@@ -319,3 +319,42 @@ async def test_a_feed_of_six_items_of_500_kilobytes_returns_six_stand_ins_and_mo
     feed_server.serve(rss_document(posts(7, summary="s" * 500_000)[:6] + posts(7)[6:]))
     after = await run(poll_rss, RSS, {"feed": feed_server.url}, cursor=response.cursor)
     assert [(i.payload["id"], i.problem) for i in after.items] == [("post-7", None)]
+
+
+def test_only_the_newest_items_of_a_very_long_feed_count():
+    from wf_initiation.activities.poll.rss._feed import MAX_FEED_ENTRIES, parse_feed
+
+    at = parse_feed(rss_document(posts_many(MAX_FEED_ENTRIES)).encode(), "http://x.test/feed")
+    past = parse_feed(rss_document(posts_many(MAX_FEED_ENTRIES + 1)).encode(), "http://x.test/feed")
+    assert len(at) == len(past) == MAX_FEED_ENTRIES
+    assert at[0].id == "p-0" and past[0].id == "p-1" and past[-1].id == f"p-{MAX_FEED_ENTRIES}"
+
+
+def posts_many(n: int) -> list[Entry]:
+    """n items an hour apart, newest first (as most feeds list them)."""
+    from datetime import datetime, timedelta
+
+    start = datetime(2010, 1, 1)
+    return [Entry(guid=f"p-{i}", title="t", link=f"http://e.test/{i}",
+                  published=(start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%SZ")) for i in range(n)][::-1]
+
+
+def test_the_item_limit_is_the_delivery_limit():
+    from wf_initiation.wire import MAX_DELIVERY_BYTES
+
+    assert MAX_ITEM_BYTES == MAX_DELIVERY_BYTES
+
+
+def test_a_secret_file_at_the_limit_is_read_and_one_byte_more_or_a_fifo_is_refused(tmp_path: pathlib.Path):
+    from wf_initiation.activities.poll._runtime import read_secret_file
+    from wf_initiation.core.connections import MAX_SECRET_FILE_BYTES
+
+    secret = tmp_path / "secret"
+    secret.write_text("s" * MAX_SECRET_FILE_BYTES)
+    assert len(read_secret_file(str(secret))) == MAX_SECRET_FILE_BYTES
+    secret.write_text("s" * (MAX_SECRET_FILE_BYTES + 1))
+    with pytest.raises(ValueError, match="larger than 64 KiB"):
+        read_secret_file(str(secret))
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_secret_file(str(tmp_path / "fifo"))
