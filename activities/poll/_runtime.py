@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -74,18 +75,12 @@ def read_secret_file(path: str) -> str:
     """A secret file's text (at most 64 KiB; a FIFO or device is refused, never waited on)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     with os.fdopen(fd, "rb") as file:
-        if not _is_regular(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file")
         data = file.read(MAX_SECRET_FILE_BYTES + 1)
     if len(data) > MAX_SECRET_FILE_BYTES:
         raise ValueError("larger than 64 KiB")
     return data.decode("utf-8")
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
 
 
 def resolve_connection(connection: dict[str, Any], connector: str) -> ResolvedConnection:
@@ -184,7 +179,7 @@ class SourceLimits:
 
         Waits (within the caller's deadline) while the source already has ``max_threads`` threads.
         """
-        while not self._take_thread(source):
+        while not self._take_thread(source):  # slots are freed by threads: poll for one (the deadline bounds this)
             await asyncio.sleep(0.05)
         loop = asyncio.get_running_loop()
         done: asyncio.Future[T] = loop.create_future()
