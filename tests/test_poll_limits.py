@@ -358,3 +358,12 @@ def test_a_secret_file_at_the_limit_is_read_and_one_byte_more_or_a_fifo_is_refus
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(ValueError, match="not a regular file"):
         read_secret_file(str(tmp_path / "fifo"))
+
+
+async def test_a_feed_url_with_credentials_in_it_is_refused_at_validation_and_poll_time():
+    from wf_initiation.core import load_workfile
+
+    url = "https://reader:hunter2@blog.test/feed.xml"
+    assert load_workfile(f'name: w\non:\n  rss.item_published: {{feed: "{url}"}}\n').status == "invalid"
+    error = await failure(poll_rss, RSS, {"feed": url})
+    assert error.type == POLL_CONFIG_INVALID and "carries credentials" in error.message and "hunter2" not in error.message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 from temporalio import activity
@@ -41,6 +42,11 @@ def feed_url(config: dict[str, Any]) -> str:
     """The configured feed URL; PollConfigInvalid unless it is http(s)."""
     url = require_str(config, "feed", CONNECTOR)
     check_http_url(url, "feed")
+    if "@" in urllib.parse.urlsplit(url).netloc:
+        raise config_invalid(
+            f"{CONNECTOR}: the feed URL carries credentials (user:password@); a Workfile never holds credentials: "
+            "put them in the connection, e.g. headers: {Authorization: \"env:FEED_AUTH\"}"
+        )
     return url
 
 
