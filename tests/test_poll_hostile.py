@@ -110,7 +110,7 @@ async def failed_polls(wfi: WfiClient, name: str, entry: str, at_least: int, tex
 
 
 async def test_a_trickling_feed_starves_no_other_poll_and_its_activation_recovers(
-    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer
+    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, other_server: FeedServer
 ) -> None:
     # proves: POLL-10
     feed_server.trickle(2.0)  # the issue's feed: one byte every 2 s, never finishing
@@ -121,7 +121,9 @@ async def test_a_trickling_feed_starves_no_other_poll_and_its_activation_recover
     sheets = tmp_path / "sheets"
     sheets.mkdir()
     (sheets / "Plan.csv").write_text("id,title\n")
-    fast_sql, fast_sheet = unique("sqlfast"), unique("sheetfast")
+    fast_sql, fast_sheet, fast_feed = unique("sqlfast"), unique("sheetfast"), unique("feedfast")
+    other_server.serve(rss_document([]))
+    await wfi.activate(rss_spec(tmp_path, fast_feed, task_queue, other_server.url))
     await wfi.activate(sql_spec(tmp_path, fast_sql, task_queue, db))
     await wfi.activate(make_spec(tmp_path, f"""
         name: {fast_sheet}
@@ -135,8 +137,10 @@ async def test_a_trickling_feed_starves_no_other_poll_and_its_activation_recover
         insert(db, (f"o{round_}", "x"))
         with (sheets / "Plan.csv").open("a") as sheet:
             sheet.write(f"s{round_},row\n")
+        other_server.serve(rss_document(posts(*range(1, round_ + 2))))
         await accepted(wfi, fast_sql, "row", [f"o{i}" for i in range(round_ + 1)], timeout=20)
         await accepted(wfi, fast_sheet, "row", [f"s{i}" for i in range(round_ + 1)], timeout=20)
+        await accepted(wfi, fast_feed, "post", [f"post-{i}" for i in range(1, round_ + 2)], timeout=20)
     feed_server.serve(rss_document(posts(1)))
     for name in slow:
         await accepted(wfi, name, "post", ["post-1"])
