@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
     from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.connections import redact
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
@@ -318,11 +319,13 @@ class ActivationWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
                 summary=f"poll {call.entry} from cursor {call.cursor}",
             )
-            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after, problem=i.problem)
+                                         for i in response.items],
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            self._engine.poll_failed(call.entry, call.seq, str(cause), self._now())
+            # Built-in connectors redact their errors; this also strips URL/DSN passwords from any other's.
+            self._engine.poll_failed(call.entry, call.seq, redact(str(cause)), self._now())
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
             self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now())
         else:
