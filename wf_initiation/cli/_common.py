@@ -21,7 +21,7 @@ from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.wire import OperatorRequest
 
-from . import _temporal
+from wf_initiation import _temporal
 
 T = TypeVar("T")
 

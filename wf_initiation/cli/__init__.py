@@ -18,10 +18,10 @@ import sys
 from typing import NoReturn
 
 _GROUPS = (
-    "wf_initiation._cli_validate",
-    "wf_initiation._cli_schedule",
-    "wf_initiation._cli_run",
-    "wf_initiation._cli_conformance",
+    "wf_initiation.cli.validate",
+    "wf_initiation.cli.schedule",
+    "wf_initiation.cli._common",
+    "wf_initiation.cli.conformance",
 )
 
 
