@@ -108,17 +108,17 @@ async def test_activating_twice_gives_the_same_id_and_a_changed_input_rebinds(wo
     # proves: INIT-4
     first = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
     assert first.code == 0, first.stderr
-    again = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+    assert first.json()["outcome"] == "activated"
+    again = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
     assert again.code == 0, again.stderr
-    assert again.json()["activation_id"] == first.json()["activation_id"]
-    assert again.json()["outcome"] == "current"
+    assert again.stdout.strip() == f"unchanged {pair.name}: {first.json()['activation_id']}"
 
     pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue, inputs={"region": "us"})
-    changed = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
+    changed = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
     assert changed.code == 0, changed.stderr
-    new_id = changed.stdout.split(": ", 1)[1].split(" ", 1)[0]
-    assert new_id != first.json()["activation_id"] and "(rebound)" in changed.stdout
-    assert f"previous: {first.json()['activation_id']}" in changed.stdout
+    assert changed.json()["outcome"] == "rebound"
+    assert changed.json()["activation_id"] != first.json()["activation_id"]
+    assert changed.json()["previous"] == [first.json()["activation_id"]]
 
 
 async def test_deliver_reports_accepted_duplicate_and_conflict_with_their_exit_codes(worker, pair: Pair) -> None:
@@ -270,7 +270,7 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
         seen = await asyncio.wait_for(_read_until(proc, "worker ready", log), 60)
         assert repr(queue) in seen[-1]
         activated = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
-        assert activated.code == 0 and activated.json()["outcome"] == "current", activated.stderr
+        assert activated.code == 0 and activated.json()["outcome"] == "activated", activated.stderr
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
@@ -279,8 +279,8 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
             await proc.wait()
 
 
-def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_temporal_address(tmp_path: pathlib.Path) -> None:
-    from wf_initiation._temporal import connect_options
+def test_the_address_flag_wins_then_the_deployment_then_temporal_address_then_the_profile(tmp_path: pathlib.Path) -> None:
+    from wf_initiation._temporal import ConnectFlags, connect_options
     from wf_initiation.core.deployment import TemporalTarget
 
     config = tmp_path / "temporal.toml"
@@ -291,12 +291,12 @@ def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_tempora
     assert connect_options(bare, environ={})["target_host"] == "localhost:7233"
     assert connect_options(bare, environ=env)["target_host"] == "env.example:7233"
     assert connect_options(TemporalTarget(address="dep:1"), environ=env)["target_host"] == "dep:1"
-    assert connect_options(TemporalTarget(address="dep:1"), address="flag:2", environ=env)["target_host"] == "flag:2"
+    assert connect_options(TemporalTarget(address="dep:1"), ConnectFlags(address="flag:2"), environ=env)["target_host"] == "flag:2"
     prod = connect_options(profiled, environ={"TEMPORAL_CONFIG_FILE": str(config)})
     assert (prod["target_host"], prod["namespace"], prod["api_key"]) == ("prod.example:7233", "prod-ns", "k-123")
     assert connect_options(profiled, environ=env)["target_host"] == "env.example:7233"
     assert connect_options(TemporalTarget(profile="prod", namespace="mine"), environ=env)["namespace"] == "mine"
-    assert connect_options(profiled, namespace="flag-ns", environ=env)["namespace"] == "flag-ns"
+    assert connect_options(profiled, ConnectFlags(namespace="flag-ns"), environ=env)["namespace"] == "flag-ns"
 
 
 def test_a_missing_temporal_binary_names_the_package_to_install(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,11 @@
-"""`wfi`: the command line of wf-initiation.
+"""`wfi`: the command line of wf-initiation. Reference with every flag and exit status: docs/cli.md.
 
-Each command group lives in its own module with a ``register(subparsers)`` function; the chosen
-sub-parser's ``handler(args) -> int`` runs. Exit codes: 0 ok, 1 invalid input / failure,
-2 usage error, 3 unsupported (validate). User errors print a message, never a traceback.
+One module per group of verbs, each with a ``register(subparsers)`` function that adds its
+sub-parsers; the chosen sub-parser's ``handler(args) -> int`` runs. To add a group, write the module
+and add its import path to :data:`GROUPS` (one line). Exit codes: 0 ok, 1 failed, 2 usage error or
+input refused before sending, 3 unsupported (validate, activate), 130 interrupted, 141 output pipe
+closed. A problem the user can fix prints one line, never a traceback (``WFI_DEBUG=1`` shows the
+traceback of an unexpected error).
 
 A sub-parser that talks to Temporal sets ``exit_hard=True``: after its handler, :func:`main` ends
 the process with :func:`exit_process`, because a process that used the Temporal runtime can abort
@@ -17,25 +20,54 @@ import os
 import sys
 from typing import NoReturn
 
-_GROUPS = (
+GROUPS = (
     "wf_initiation.cli.validate",
     "wf_initiation.cli.schedule",
-    "wf_initiation.cli._common",
+    "wf_initiation.cli.server",
+    "wf_initiation.cli.activation",
+    "wf_initiation.cli.deliver",
+    "wf_initiation.cli.state",
+    "wf_initiation.cli.operate",
     "wf_initiation.cli.conformance",
 )
+# Verbs written on other branches as ``register(subparsers)`` modules; registered once they exist.
+OPTIONAL_GROUPS = (
+    "wf_initiation._cli_deactivate",
+    "wf_initiation._cli_serve",
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT / SIGPIPE, as a shell reports them
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors exit 2 with a hint, like argparse
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
+class UserError(Exception):
+    """A problem the user can fix; printed as one line without a traceback."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("wf-initiation")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="wfi", description="Start Temporal workflow runs from schedules, events and polled sources.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _GROUPS:
+    parser = argparse.ArgumentParser(
+        prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
+        epilog="`wfi COMMAND --help` describes a command; docs/cli.md lists every flag and exit status.",
+    )
+    parser.add_argument("--version", action="version", version=f"wfi (wf-initiation) {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in GROUPS:
+        importlib.import_module(name).register(sub)
+    for name in OPTIONAL_GROUPS:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -47,48 +79,73 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help(sys.stderr)
-        return 2
-    code = _dispatch(args)
+    """Parse ``argv`` (default: the process's), run the command, return (or exit with) its status."""
+    args = build_parser().parse_args(argv)
+    code = _flush_stdout(_dispatch(args))
     if getattr(args, "exit_hard", False):
         exit_process(code)
     return code
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    """Run the handler; every way it can end becomes an exit status and at most one line on stderr."""
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except UserError as exc:
-        print(f"wfi {args.command}: {exc}", file=sys.stderr)
+        _say(f"wfi {args.command}: {exc}")
         return exc.exit_code
+    except BrokenPipeError:  # `wfi state | head -1`: the reader is gone; say nothing, as cat and grep do
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:  # a bug of ours: one line unless asked for the traceback
+        if os.environ.get("WFI_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _say(f"wfi {args.command}: internal error: {type(exc).__name__}: {first} "
+             "(rerun with WFI_DEBUG=1 for the traceback and report it)")
+        return EXIT_FAILED
+
+
+def _say(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again (Python docs, SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _flush_stdout(code: int) -> int:
+    """Flush now, so that a reader that went away is noticed here and not at interpreter exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return code or EXIT_BROKEN_PIPE
+    except (OSError, ValueError):
+        pass
+    return code
 
 
 def exit_process(code: int) -> NoReturn:
     """Flush stdout/stderr and end the process now with ``code``, skipping interpreter finalisation.
 
     After the Temporal runtime was used the interpreter may abort at exit (sdk-python#300, exit
-    134); this keeps the exit status the command's. Only for commands run as a process.
+    134); this keeps the exit status the command's. A closed stdout turns a success into 141.
+    Only for commands run as a process.
     """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe must not change the exit status
-            pass
+    code = _flush_stdout(code)
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
     os._exit(code)
-
-
-class UserError(Exception):
-    """A problem the user can fix; printed without a traceback."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
