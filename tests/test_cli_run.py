@@ -4,83 +4,25 @@ dev server with an in-process worker, and `wfi up` end to end with its own embed
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import pathlib
 import signal
 import sys
 import textwrap
 import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.support.activation import unique
+from tests.support.cli import MAIL_WORKFILE, WFI, Pair, mail, wfi
+from tests.support.cli import cli_env as _env
 from tests.support.worker_proc import free_port
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.workflows.activation import workflow_id_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-WFI = (sys.executable, "-m", "wf_initiation")
-MAIL_WORKFILE = """
-name: {name}
-inputs:
-  region: eu
-on:
-  mail.received:
-    inbox: support@acme.com
-  as: message
-  queue_by: "{{{{ message.thread_id }}}}"
-"""
-
-
-@dataclass
-class Cli:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
-async def wfi(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> Cli:
-    """Run ``python -m wfi ARGS`` without blocking the event loop (the in-process worker keeps serving)."""
-    proc = await asyncio.create_subprocess_exec(
-        *WFI, *args, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env or _env(),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
-    return Cli(proc.returncode or 0, out.decode(), err.decode())
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    return {**env, "PYTHONTZPATH": "", **extra}
-
-
-@dataclass
-class Pair:
-    name: str
-    workfile: pathlib.Path
-    deployment: pathlib.Path
-
-    def write_deployment(self, address: str, task_queue: str, *, inputs: dict[str, Any] | None = None,
-                         capabilities: list[str] | None = None) -> None:
-        doc: dict[str, Any] = {
-            "temporal": {"address": address, "task_queue": task_queue},
-            "workflows": {self.name: {"workfile": str(self.workfile), "inputs": inputs or {},
-                                      "run": {"workflow_type": "wfi.EchoRun", "task_queue": task_queue}}},
-        }
-        if capabilities is not None:
-            doc["capabilities"] = capabilities
-        with self.deployment.open("w") as fh:
-            YAML(typ="safe", pure=True).dump(doc, fh)
 
 
 @pytest.fixture
@@ -97,11 +39,6 @@ def pair(dev_env, task_queue: str, tmp_path: pathlib.Path) -> Pair:
     made = Pair(name, workfile, tmp_path / "deployment.yaml")
     made.write_deployment(dev_env.client.service_client.config.target_host, task_queue)
     return made
-
-
-def mail(mid: str, thread: str = "t1", **extra: Any) -> str:
-    return json.dumps({"message_id": mid, "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi",
-                       "thread_id": thread, **extra})
 
 
 async def test_activating_twice_gives_the_same_id_and_a_changed_input_rebinds(worker, pair: Pair, dev_env, task_queue: str) -> None:
