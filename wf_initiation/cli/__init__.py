@@ -65,13 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wfi (wf-initiation) {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in GROUPS:
-        importlib.import_module(name).register(sub)
-    for name in OPTIONAL_GROUPS:
+    for name in dict.fromkeys((*GROUPS, *OPTIONAL_GROUPS)):  # a group listed twice registers once
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name != name:
+            if exc.name != name or name not in OPTIONAL_GROUPS:
                 raise
             continue
         module.register(sub)
