@@ -58,12 +58,20 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse._VersionAction):
+    """argparse's version action, reading the version only when asked (importlib.metadata is slow to import)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        self.version = f"wfi (wf-initiation) {version()}"
+        super().__call__(parser, *args, **kwargs)  # type: ignore[arg-type]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
         epilog="`wfi COMMAND --help` describes a command; docs/cli.md lists every flag and exit status.",
     )
-    parser.add_argument("--version", action="version", version=f"wfi (wf-initiation) {version()}")
+    parser.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in dict.fromkeys((*GROUPS, *OPTIONAL_GROUPS)):  # a group listed twice registers once
         try:

@@ -134,6 +134,17 @@ def request(args: argparse.Namespace, deployment: Deployment, operation: Callabl
     return task.result()
 
 
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """``await awaitable`` for at most ``seconds``; TimeoutError after that without waiting for it to
+    notice the cancellation (a WfiClient call retries a cancelled RPC, see :func:`request`)."""
+    task = asyncio.ensure_future(awaitable)
+    await asyncio.wait([task], timeout=seconds)
+    if not task.done():
+        task.cancel()
+        raise TimeoutError(f"no answer within {seconds:g}s")
+    return task.result()
+
+
 def _timeout_message(args: argparse.Namespace, deployment: Deployment, workflow: str | None, phase: str) -> str:
     if phase == "connect":
         options = _temporal.connect_options(deployment.temporal, connect_flags(args))
@@ -192,4 +203,4 @@ def emit(data: Any, human: str, as_json: bool) -> None:
 
 
 __all__ = ["DEFAULT_TIMEOUT", "EXIT_FAILED", "EXIT_USAGE", "add_connection_flags", "add_request_flags", "connect",
-           "emit", "load", "print_diagnostics", "request", "seconds"]
+           "emit", "load", "print_diagnostics", "request", "seconds", "within"]

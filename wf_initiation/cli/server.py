@@ -12,7 +12,7 @@ from typing import Any
 
 from wf_initiation import _temporal
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
-from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, print_diagnostics
+from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, print_diagnostics, within
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
 
@@ -123,7 +123,7 @@ async def _activate_all(client: Any, deployment: Deployment, specs: list[Any]) -
     failed = 0
     for spec in specs:
         try:
-            word, result = await asyncio.wait_for(activate_one(wfi, spec), DEFAULT_TIMEOUT)
+            word, result = await within(activate_one(wfi, spec), DEFAULT_TIMEOUT)
         except Exception as exc:  # one failing activation must not stop the worker serving the others
             failed += 1
             print(f"activation of {spec.workflow} failed: {_temporal.one_line(exc)}", file=sys.stderr, flush=True)
