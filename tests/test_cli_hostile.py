@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, WFI, Cli, Pair, cli_env, mail, wfi
 from wf_initiation.cli._payload import PayloadRefused, parse
-from wf_initiation.core.limits import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
+from wf_initiation.core.limits import MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH
 from wf_initiation.plugin import WfiPlugin
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -59,13 +59,15 @@ def hostile_payloads(tmp_path: pathlib.Path) -> list[tuple[str, list[str], str]]
         ("invalid UTF-8 in a file", ["--payload-file", _file(tmp_path, "latin1.json", b'{"subject": "caf\xe9"}')],
          "is not UTF-8 text (byte 0xe9 at offset 16)"),
         ("invalid UTF-8 on stdin", ["--payload-file", "-"], "is not UTF-8 text"),
-        ("a 5,000-digit integer", ["--payload", '{"n": ' + "7" * 5000 + "}"], "integer of more than 4300 digits"),
+        ("a 5,000-digit integer", ["--payload", '{"n": ' + "7" * 5000 + "}"], f"integer of more than {MAX_INT_DIGITS} digits"),
+        ("an integer one digit past the limit", ["--payload", "[-" + "9" * (MAX_INT_DIGITS + 1) + "]"],
+         f"integer of more than {MAX_INT_DIGITS} digits"),
         ("NaN", ["--payload", '{"n": NaN}'], "contains NaN, which is not a JSON number"),
         ("Infinity", ["--payload-file", _file(tmp_path, "inf.json", b'[-Infinity]')], "contains -Infinity"),
         ("a number beyond a double", ["--payload", "[1e999]"], "1e999, beyond the range of a double"),
         ("one byte over the size limit",
-         ["--payload-file", _file(tmp_path, "big.json", json.dumps("x" * (MAX_PAYLOAD_BYTES - 1)).encode())],
-         f"is {MAX_PAYLOAD_BYTES + 1} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES}"),
+         ["--payload-file", _file(tmp_path, "big.json", json.dumps("x" * (MAX_DELIVERY_BYTES - 1)).encode())],
+         f"is {MAX_DELIVERY_BYTES + 1} bytes of JSON; the limit is {MAX_DELIVERY_BYTES}"),
         ("not JSON", ["--payload", "{nope"], "is not valid JSON"),
         ("empty", ["--payload", "  "], "is empty"),
     ]
@@ -104,10 +106,13 @@ def test_the_payload_limits_hold_at_the_limit_and_one_past_it() -> None:
     assert parse(nested(MAX_PAYLOAD_DEPTH), "t") is not None
     with pytest.raises(PayloadRefused, match=f"\\({MAX_PAYLOAD_DEPTH + 1} levels\\)"):
         parse(nested(MAX_PAYLOAD_DEPTH + 1), "t")
-    at_limit = json.dumps("x" * (MAX_PAYLOAD_BYTES - 2))
-    assert len(at_limit) == MAX_PAYLOAD_BYTES and parse(at_limit, "t")
+    at_limit = json.dumps("x" * (MAX_DELIVERY_BYTES - 2))
+    assert len(at_limit) == MAX_DELIVERY_BYTES and parse(at_limit, "t")
     with pytest.raises(PayloadRefused, match="bytes of JSON"):
-        parse(json.dumps("x" * (MAX_PAYLOAD_BYTES - 1)), "t")
+        parse(json.dumps("x" * (MAX_DELIVERY_BYTES - 1)), "t")
+    assert parse("9" * MAX_INT_DIGITS, "t") == int("9" * MAX_INT_DIGITS)
+    with pytest.raises(PayloadRefused, match=f"more than {MAX_INT_DIGITS} digits"):
+        parse("[1" + "0" * MAX_INT_DIGITS + "]", "t")
     assert parse('{"a": 1.5e308, "b": -0.0, "c": "\\ud83d\\ude00"}', "t")["c"] == "\U0001f600", "a surrogate pair is fine"
 
 

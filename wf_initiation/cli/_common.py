@@ -165,8 +165,8 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
         return exc
     if isinstance(exc, _temporal.TemporalUnavailable):
         return UserError(str(exc))
-    if isinstance(exc, DeliveryTooLarge):
-        return UserError(str(exc), EXIT_USAGE)
+    if isinstance(exc, DeliveryTooLarge) or (isinstance(exc, ValueError) and type(exc).__module__ == "wf_initiation.client"):
+        return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
     if isinstance(exc, RPCError):
         return UserError(_rpc_message(exc, args, deployment, workflow))
     if isinstance(exc, WorkflowUpdateFailedError):

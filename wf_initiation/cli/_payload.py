@@ -2,9 +2,9 @@
 
 Refused here, each with one line and exit status 2: text that is not UTF-8, not JSON, NaN or
 Infinity (Python's ``json`` accepts them, JSON does not, and they cannot be compared or stored),
-numbers out of float range (``1e999``), integers longer than Python's int-string limit, lone UTF-16
-surrogates (not Unicode text), nesting deeper than ``MAX_PAYLOAD_DEPTH`` and compact JSON larger
-than ``MAX_PAYLOAD_BYTES`` (wf_initiation.core.limits; the activation enforces the same limits).
+numbers out of float range (``1e999``), integers of more than ``MAX_INT_DIGITS`` digits, lone
+UTF-16 surrogates (not Unicode text), nesting deeper than ``MAX_PAYLOAD_DEPTH`` and compact JSON
+larger than ``MAX_DELIVERY_BYTES`` (wf_initiation.core.limits; the activation enforces the same limits).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 from typing import Any, BinaryIO
 
 from wf_initiation.cli import EXIT_USAGE, UserError
-from wf_initiation.core.limits import MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH
+from wf_initiation.core.limits import MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH
 
 # Indented JSON is larger than its compact form: read this much before judging the size.
-MAX_TEXT_BYTES = 8 * MAX_PAYLOAD_BYTES
+MAX_TEXT_BYTES = 8 * MAX_DELIVERY_BYTES
 
 
 class PayloadRefused(UserError):
@@ -55,7 +55,7 @@ def _read_limited(stream: BinaryIO, source: str) -> bytes:
     data = stream.read(MAX_TEXT_BYTES + 1)
     if len(data) > MAX_TEXT_BYTES:
         raise PayloadRefused(f"the payload from {source} is over {MAX_TEXT_BYTES} bytes; the limit is "
-                             f"{MAX_PAYLOAD_BYTES} bytes of JSON: send a reference (URL, object key) instead")
+                             f"{MAX_DELIVERY_BYTES} bytes of JSON: send a reference (URL, object key) instead")
     return data
 
 
@@ -77,29 +77,37 @@ def parse(text: str, source: str) -> Any:
         raise PayloadRefused(f"the payload from {source} is not valid JSON: {exc}") from None
     except RecursionError:  # json's decoder recurses once per level: ~1,000 levels end it
         raise _too_deep(source, "too many to read") from None
-    except ValueError as exc:  # Python's int-string limit (4300 digits by default)
+    except ValueError as exc:  # Python's own int-string limit (4300 digits) ends the parse
         if "integer string conversion" in str(exc):
-            raise PayloadRefused(f"the payload from {source} has an integer of more than "
-                                 f"{sys.get_int_max_str_digits()} digits: send such a number as a string") from None
+            raise _long_integer(source) from None
         raise
-    depth = nesting_depth(value)
+    depth, longest_int = measure(value)
     if depth > MAX_PAYLOAD_DEPTH:
         raise _too_deep(source, f"{depth} levels")
+    if longest_int > MAX_INT_DIGITS:
+        raise _long_integer(source)
     _check_value(value, source)
     return value
 
 
-def nesting_depth(value: Any) -> int:
-    """Levels of arrays and objects in a JSON value (a scalar is 0, ``[]`` is 1), without recursion."""
-    deepest, stack = 0, [(value, 1)]
+def measure(value: Any) -> tuple[int, int]:
+    """Levels of arrays and objects in a JSON value (a scalar is 0, ``[]`` is 1) and the most digits
+    of an integer in it, without recursion (so without a limit of its own)."""
+    deepest, longest, stack = 0, 0, [(value, 0)]
+    big = 10**MAX_INT_DIGITS
     while stack:
         node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return deepest
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= big:
+            longest = max(longest, len(str(abs(node))))
+    return deepest, longest
+
+
+def _long_integer(source: str) -> PayloadRefused:
+    return PayloadRefused(f"the payload from {source} has an integer of more than {MAX_INT_DIGITS} digits: "
+                          "send such a number as a string")
 
 
 def _too_deep(source: str, levels: str) -> PayloadRefused:
@@ -131,6 +139,6 @@ def _check_value(value: Any, source: str) -> None:
         bad = exc.object[exc.start] if isinstance(exc.object, str) else "?"
         raise PayloadRefused(f"the payload from {source} contains a lone UTF-16 surrogate (\\u{ord(bad):04x}), "
                              "which is not Unicode text: fix the text's encoding at its source") from None
-    if len(compact) > MAX_PAYLOAD_BYTES:
+    if len(compact) > MAX_DELIVERY_BYTES:
         raise PayloadRefused(f"the payload from {source} is {len(compact)} bytes of JSON; the limit is "
-                             f"{MAX_PAYLOAD_BYTES}: send a reference (URL, object key) instead of the content")
+                             f"{MAX_DELIVERY_BYTES}: send a reference (URL, object key) instead of the content")
