@@ -58,15 +58,16 @@ def _port(text: str) -> int:
 # ---------------------------------------------------------------------------- worker
 def _worker(args: argparse.Namespace) -> int:
     deployment = load(args.deployment)
-    return asyncio.run(_serve(deployment, connect_flags(args), specs=[]))
+    return asyncio.run(_serve(args, deployment, connect_flags(args), specs=[]))
 
 
 async def _serve(
-    deployment: Deployment, flags: _temporal.ConnectFlags, *, specs: list[Any],
+    args: argparse.Namespace, deployment: Deployment, flags: _temporal.ConnectFlags, *, specs: list[Any],
     server: _temporal.DevServer | None = None, stop: asyncio.Event | None = None,
 ) -> int:
     """Connect, check the namespace, register search attributes, run the worker until SIGINT/SIGTERM;
-    activate ``specs`` once it is ready."""
+    activate ``specs`` once it is ready. ``args`` are the command's own (``up`` or ``worker``), for
+    what runs beside the worker."""
     _temporal.configure_logging()
     stop = stop or _stop_event()
     try:
@@ -140,7 +141,7 @@ def _up(args: argparse.Namespace) -> int:
     external = args.address or os.environ.get("TEMPORAL_ADDRESS")
     if external:
         print(f"using the Temporal at {external} (--address or TEMPORAL_ADDRESS); no embedded server", flush=True)
-        return asyncio.run(_serve(deployment, connect_flags(args), specs=specs)) or int(bool(problems))
+        return asyncio.run(_serve(args, deployment, connect_flags(args), specs=specs)) or int(bool(problems))
     return asyncio.run(_up_embedded(args, deployment, specs)) or int(bool(problems))
 
 
@@ -164,7 +165,7 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
         if stop.is_set():
             return EXIT_OK
         flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace)
-        return await _serve(deployment, flags, specs=specs, server=server, stop=stop)
+        return await _serve(args, deployment, flags, specs=specs, server=server, stop=stop)
     finally:
         await server.stop()
         print("Temporal dev server stopped", flush=True)
