@@ -342,6 +342,15 @@ async def start_dev_server(
 ) -> DevServer:
     """``temporal server start-dev`` with the Web UI, SQLite persistence, the namespace and the search attributes.
 
+    What ``start_local`` does not do, and the minimum kept here for it: it takes another server on
+    the port for ours (ports are checked first), checks readiness on 127.0.0.1 only (``--ip`` is
+    limited to 127.0.0.1 / 0.0.0.0), waits for gRPC but not the Web UI (waited for after), writes
+    the server's output to our stdout/stderr (pointed at the log file while it spawns), and does not
+    notice a server that exits at once (a bad db file is reported when ``ready_timeout`` ends, with
+    the log's last lines). It stops the server with SIGKILL and cannot make it die with us (the old
+    ``PR_SET_PDEATHSIG``): a SIGKILLed ``wfi up`` leaves its server running, and the next one says
+    the port is taken.
+
     Raises:
         TemporalUnavailable: a port is taken, or the server exited or did not get ready (quoting its log).
     """
