@@ -180,3 +180,17 @@ def test_rendering_says_what_a_missing_value_means() -> None:
     text = render_state(summary, full)
     assert "None" not in text
     assert "no cursor yet (reads from the start)" in text and "no next occurrence" in text and "empty" in text
+
+
+async def test_a_profile_or_the_environment_reaches_the_server_like_the_temporal_cli(dev_env, tmp_path: pathlib.Path) -> None:
+    address = dev_env.client.service_client.config.target_host
+    deployment = tmp_path / "bare.yaml"
+    deployment.write_text("temporal: {task_queue: wfi-profile-test}\n")  # no address: it comes from elsewhere
+    config = tmp_path / "temporal.toml"
+    config.write_text(f'[profile.local]\naddress = "{address}"\n')
+    target = ("state", "--deployment", str(deployment), "--workflow", "nobody", "--timeout", "30")
+    by_profile = await wfi(*target, "--profile", "local", "--config-file", str(config))
+    by_env = await wfi(*target, env=cli_env(TEMPORAL_PROFILE="local", TEMPORAL_CONFIG_FILE=str(config)))
+    by_address = await wfi(*target, env=cli_env(TEMPORAL_ADDRESS=address))
+    for reached in (by_profile, by_env, by_address):  # the server answered: there is no such activation
+        reached.assert_one_line_error(1, "no activation of workflow 'nobody' is running")
