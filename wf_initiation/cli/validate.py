@@ -16,11 +16,9 @@ import argparse
 import json
 import pathlib
 import sys
-from dataclasses import dataclass
-from typing import Any
 
-from wf_initiation.core import Catalog, ClaimsError, ValidationResult, load_workfile, read_claims
-from wf_initiation.core._yaml import is_mapping, parse_yaml
+from wf_initiation.cli._skipped import Skipped, validate_one
+from wf_initiation.core import Catalog, ClaimsError, ValidationResult, read_claims
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ClaimsError as exc:
         raise UserError(str(exc), exit_code=EXIT_USAGE) from None
     catalog = Catalog.default()
-    results = [_validate_one(path, catalog, claims) for path in args.workfiles]
+    results = [validate_one(path, catalog, claims) for path in args.workfiles]
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
     else:
@@ -61,36 +59,6 @@ def run(args: argparse.Namespace) -> int:
     if all(isinstance(r, Skipped) for r in results):
         raise UserError("no Workfile among the files (deployment files are skipped)", exit_code=EXIT_USAGE)
     return exit_status([r for r in results if isinstance(r, ValidationResult)])
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file given to validate that is not a Workfile (a deployment file)."""
-
-    file: str
-    status: str = "skipped"
-    reason: str = "a deployment file, not a Workfile: give it to activate, up or worker with --deployment"
-
-    def summary(self) -> dict[str, Any]:
-        return {"file": self.file, "status": self.status, "workflow": None, "required_capabilities": [],
-                "diagnostics": [{"code": "WF-NOT-A-WORKFILE", "message": self.reason, "entry": None, "path": None,
-                                 "line": None, "capability": None}]}
-
-
-def _validate_one(path: pathlib.Path, catalog: Catalog, claims: Any) -> ValidationResult | Skipped:
-    result = load_workfile(path, catalog=catalog, claims=claims)
-    if result.status == "invalid" and is_deployment_file(path):
-        return Skipped(str(path))
-    return result
-
-
-def is_deployment_file(path: pathlib.Path) -> bool:
-    """A YAML mapping with a deployment's ``workflows`` or ``temporal`` section and no Workfile ``on``."""
-    try:
-        doc, problems = parse_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return False
-    return not problems and is_mapping(doc) and "on" not in doc and bool({"workflows", "temporal"} & set(doc))
 
 
 def render_text(result: ValidationResult | Skipped) -> str:
