@@ -13,7 +13,8 @@ from typing import Any
 
 from wf_initiation.wire import DeactivatedResult, DeactivateRequest
 
-from ._cli_run import EXIT_FAILED, EXIT_OK, EXIT_USAGE, _client, _client_args, _emit, _guarded, _load, _user_error, _wfi_client
+from wf_initiation.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UserError
+from wf_initiation.cli._common import add_request_flags, emit, load, request
 
 RUNNING_CHOICES = ("leave", "cancel", "terminate")
 
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(--cancel-queued). Once nothing is left to settle the activation workflow completes; its final state "
         "stays readable with `wfi state`, and `wfi activate` starts it again from that state (docs/lifecycle.md).",
     )
-    _client_args(p)
+    add_request_flags(p)
     p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--drain", dest="queued", action="store_const", const="drain",
@@ -46,32 +47,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _deactivate(args: argparse.Namespace) -> int:
     if args.queued == "drain" and args.running != "leave":
-        raise _user_error("--drain lets every run finish; to cancel or terminate running runs use "
+        raise UserError("--drain lets every run finish; to cancel or terminate running runs use "
                           f"--cancel-queued --running {args.running}", EXIT_USAGE)
-    deployment = _load(args.deployment)
-    request = DeactivateRequest(queued=args.queued, running=args.running, note=args.note, action_id=args.action_id)
+    deployment = load(args.deployment)
+    deactivate = DeactivateRequest(queued=args.queued, running=args.running, note=args.note, action_id=args.action_id)
     started = time.monotonic()
 
-    async def go() -> tuple[str, dict[str, Any]]:
-        wfi = _wfi_client(await _client(args, deployment), deployment)
-        closed = await _guarded(_closed(wfi, args.workflow), args, deployment, args.workflow)
+    async def go(wfi: Any) -> tuple[str, dict[str, Any]]:
+        closed = await _closed(wfi, args.workflow)
         if closed is not None:
             return closed
-        result = await _guarded(_send(wfi, args.workflow, request), args, deployment, args.workflow)
+        result = await _send(wfi, args.workflow, deactivate)
         if isinstance(result, tuple):
             return result  # it completed between the two calls
         data = {"workflow": args.workflow, **result.model_dump(mode="json")}
         if not result.ok or not args.wait or result.status != "deactivating":
             return ("refused" if not result.ok else result.status), data
-        left = max(args.timeout - (time.monotonic() - started), 0.1)
+        # Leave a moment of the whole command's --timeout to report "still deactivating" in.
+        left = max(args.timeout - (time.monotonic() - started) - 1.0, 0.1)
         try:
             final = await asyncio.wait_for(wfi.handle(args.workflow).result(), left)
         except asyncio.TimeoutError:
             return "still_deactivating", data
         return "deactivated", _final(args.workflow, final)
 
-    outcome, data = asyncio.run(go())
-    _emit({**data, "outcome": outcome}, _human(args, outcome, data), args.json)
+    outcome, data = request(args, deployment, go, workflow=args.workflow)
+    emit({**data, "outcome": outcome}, _human(args, outcome, data), args.json)
     return EXIT_OK if outcome in ("deactivating", "deactivated", "already_deactivated", "not_running", "active") else EXIT_FAILED
 
 
@@ -84,7 +85,7 @@ async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:
         desc = await wfi.handle(workflow).describe()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise _user_error(f"there is no activation of workflow {workflow!r} to deactivate") from None
+            raise UserError(f"there is no activation of workflow {workflow!r} to deactivate") from None
         raise
     if desc.status == WorkflowExecutionStatus.RUNNING:
         return None
