@@ -126,9 +126,9 @@ async def test_each_sender_is_authenticated_over_http_and_its_resigned_retry_is_
                    pay: HOOK.format(name=pay, path=f"/in/{pay}")},
         task_queue=task_queue,
         ingress={"endpoints": [
-            {"workflow": svix, "auth": {"scheme": "standard", "secrets": ["env:WFI_TEST_STD_OLD", "file:std-new.secret"]}},
+            {"workflow": svix, "auth": {"scheme": "standard", "secrets": ["env:WFI_TEST_STD_OLD", f"file:{tmp_path / 'std-new.secret'}"]}},
             {"workflow": gh, "auth": {"scheme": "github", "secrets": ["env:WFI_TEST_GITHUB"]}},
-            {"workflow": pay, "auth": {"scheme": "stripe", "secrets": ["file:stripe.secret"], "tolerance": "2m"}},
+            {"workflow": pay, "auth": {"scheme": "stripe", "secrets": [f"file:{tmp_path / 'stripe.secret'}"], "tolerance": "2m"}},
         ]},
     )
     await activate_all(worker, deployment)

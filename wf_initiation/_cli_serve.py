@@ -24,11 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Receive webhooks over HTTP, authenticate them and deliver them to their activations; the "
         "HTTP status carries the durable disposition (docs/webhooks.md).",
     )
-    p.add_argument("--deployment", required=True, metavar="FILE", help="The deployment file.")
+    from wf_initiation.cli._common import add_connection_flags
+
+    add_connection_flags(p)
     p.add_argument("--host", help="Interface to bind (default: ingress.host of the deployment, else 127.0.0.1).")
     p.add_argument("--port", type=int, help="Port (default: ingress.port of the deployment, else 8780; 0 = any free port).")
-    p.add_argument("--address", metavar="HOST:PORT", help="Temporal frontend; overrides the deployment and TEMPORAL_ADDRESS.")
-    p.add_argument("--namespace", metavar="NAME", help="Temporal namespace; overrides the deployment.")
     p.add_argument("--lenient", action="store_true",
                    help="Serve what can be served and log each problem (unknown entry, unset secret) instead of refusing to start.")
     p.add_argument("--access-log", action="store_true", help="Log one line per request.")
@@ -41,25 +41,14 @@ def _user_error(message: str) -> Exception:
     return UserError(message)
 
 
-def _load(path: str) -> Any:
-    from wf_initiation.core._diagnostics import DiagnosticError
-    from wf_initiation.core.deployment import load_deployment
-
-    try:
-        return load_deployment(path)
-    except DiagnosticError as exc:
-        for d in exc.diagnostics:
-            print(d.render(path), file=sys.stderr)
-        raise _user_error(f"the deployment file {path} is not valid (see above)") from None
-
-
 def _serve(args: argparse.Namespace) -> int:
     from wf_initiation import _temporal
+    from wf_initiation.cli._common import connect_flags, load
 
     _temporal.configure_logging()
-    deployment = _load(args.deployment)
-    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(
-        deployment.temporal, address=args.address, namespace=args.namespace))
+    deployment = load(args.deployment)
+    flags = connect_flags(args)
+    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(deployment.temporal, flags))
     return asyncio.run(_run(ingress, args))
 
 
@@ -80,9 +69,8 @@ async def _run(ingress: Any, args: argparse.Namespace) -> int:
     server = await _start(ingress, args.host, args.port, access_log=args.access_log)
     _announce(ingress, server)
     try:
-        await asyncio.wait_for(ingress.client(), 10)
-        print(f"Temporal at {ingress.deployment.temporal.resolved_address() if not args.address else args.address}: "
-              "connected", flush=True)
+        client = await asyncio.wait_for(ingress.client(), 10)
+        print(f"Temporal at {client.service_client.config.target_host}: connected", flush=True)
     except (asyncio.TimeoutError, _temporal.TemporalUnavailable) as exc:
         print(f"warning: {exc or 'Temporal did not answer within 10s'}; deliveries are answered 503 until it does",
               file=sys.stderr, flush=True)

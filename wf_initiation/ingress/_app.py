@@ -46,7 +46,7 @@ STATUS = {
     Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202, Disposition.GUARD_FAULT: 202,
     Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202, Disposition.QUARANTINED: 202,
     Disposition.DROPPED: 202, Disposition.DUPLICATE: 200, Disposition.CONFLICT: 409, Disposition.REFUSED: 409,
-    Disposition.INVALID: 422,
+    Disposition.INVALID: 422, Disposition.DEACTIVATED: 503,
 }
 REASONS = {
     Disposition.SUPPRESSED: "the trigger's `when` guard was false",
@@ -266,7 +266,7 @@ class Ingress:
         if isinstance(result, Response):
             return result
         self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
-        return disposition_response(route, result)
+        return disposition_response(route, result, self.config.retry_after)
 
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
         retry = self.config.retry_after
@@ -345,7 +345,7 @@ def request_update_id() -> str:
     return f"http-{uuid.uuid4().hex}"
 
 
-def disposition_response(route: Route, result: DeliveryResult) -> JSONResponse:
+def disposition_response(route: Route, result: DeliveryResult, retry_after: int) -> JSONResponse:
     body: dict[str, Any] = {
         "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
         "delivery_id": result.delivery_id, "run_key": result.run_key, "activation_id": result.activation_id,
@@ -355,7 +355,9 @@ def disposition_response(route: Route, result: DeliveryResult) -> JSONResponse:
     reason = result.message or REASONS.get(result.disposition)
     if reason:
         body["reason"] = reason
-    return JSONResponse(body, status_code=STATUS.get(result.disposition, 202))
+    status = STATUS.get(result.disposition, 202)
+    headers = {"Retry-After": str(retry_after)} if status == 503 else None
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 class _Observe:

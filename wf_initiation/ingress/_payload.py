@@ -15,11 +15,13 @@ transport and proxy headers, tracing headers, and the body paths listed in ``ign
 from __future__ import annotations
 
 import json
+import math
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._auth import AUTH_HEADERS
+from .limits import MAX_INT_DIGITS
 
 # Added or rewritten by clients, proxies and load balancers; different between two attempts.
 TRANSPORT_HEADERS = frozenset({
@@ -80,9 +82,22 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of more than {MAX_INT_DIGITS} digits: send such a number as a string")
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of the range of a JSON number (a double)")
+    return value
+
+
 def _json(body: bytes, max_depth: int) -> Any:
     try:
-        value = json.loads(body, parse_constant=_refuse_constant)
+        value = json.loads(body, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite)
     except RecursionError:
         raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels") from None
     except (ValueError, UnicodeDecodeError) as exc:

@@ -154,7 +154,7 @@ def _secrets(auth: AuthConfig | None, entry: EntrySpec, deployment: Deployment) 
     refs = list(auth.secrets)
     if not refs:
         refs = _connection_refs(entry.connection_settings)
-    return [SecretRef(r, base_dir=deployment.base_dir) for r in refs]
+    return [SecretRef(r) for r in refs]
 
 
 def _connection_refs(settings: dict[str, Any]) -> list[str]:

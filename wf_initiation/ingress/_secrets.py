@@ -1,6 +1,6 @@
-"""Secret references: ``env:NAME`` or ``file:PATH``, resolved in the ingress process only.
+"""Secret references: ``env:NAME`` or ``file:/absolute/path``, resolved in the ingress process only.
 
-The same syntax as connection secrets (``wf_initiation.core.connections``, branch ``connectors``).
+The same syntax and rules as connection secrets (``wf_initiation.core.connections``).
 A deployment never holds a secret itself, so nothing the deployment or a Workfile carries into an
 activation (and so into workflow history) can contain one. A ``file:`` secret is re-read when the
 file changes, so a mounted secret can be rotated without a restart.
@@ -13,7 +13,7 @@ import os
 import pathlib
 from collections.abc import Mapping
 
-PREFIXES = ("env:", "file:")
+from wf_initiation.core.connections import MAX_SECRET_FILE_BYTES, parse_ref
 
 
 class SecretUnavailable(RuntimeError):
@@ -21,12 +21,17 @@ class SecretUnavailable(RuntimeError):
 
 
 def check_reference(ref: str) -> str:
-    """Raise ``ValueError`` naming the fix unless ``ref`` is a well-formed reference."""
-    if not isinstance(ref, str) or not ref.startswith(PREFIXES) or not ref.split(":", 1)[1].strip():
+    """Raise ``ValueError`` naming the fix unless ``ref`` is a well-formed reference (the syntax and
+    rules of connection secrets, ``wf_initiation.core.connections``)."""
+    parsed = parse_ref(ref)
+    if parsed is None:
         raise ValueError(
             "a secret is given by reference, never inline: write env:NAME (an environment variable of the "
-            "ingress process) or file:PATH (a file holding the secret)"
+            "ingress process) or file:/absolute/path (a file holding the secret)"
         )
+    problem = parsed.problem()
+    if problem is not None:
+        raise ValueError(problem)
     return ref
 
 
@@ -35,7 +40,6 @@ class SecretRef:
     """One reference; :meth:`value` resolves it (``file:`` re-read when its mtime changes)."""
 
     ref: str
-    base_dir: str | None = None
     environ: Mapping[str, str] = dataclasses.field(default_factory=lambda: os.environ)
     _cached: tuple[float, bytes] | None = dataclasses.field(default=None, repr=False)
 
@@ -50,11 +54,11 @@ class SecretRef:
 
     def _file(self, name: str) -> bytes:
         path = pathlib.Path(name)
-        if not path.is_absolute() and self.base_dir:
-            path = pathlib.Path(self.base_dir) / path
         try:
-            mtime = path.stat().st_mtime
-            if self._cached is None or self._cached[0] != mtime:
+            stat = path.stat()
+            if stat.st_size > MAX_SECRET_FILE_BYTES:
+                raise SecretUnavailable(f"{self.ref}: the file {path} is larger than {MAX_SECRET_FILE_BYTES} bytes")
+            if self._cached is None or self._cached[0] != stat.st_mtime:
                 secret = path.read_bytes().strip()
                 if not secret:
                     raise SecretUnavailable(f"{self.ref}: the file {path} is empty")
