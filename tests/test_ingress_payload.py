@@ -12,7 +12,7 @@ from wf_initiation.ingress._payload import (
     BadRequest, body_delivery_id, depth_exceeds, header_delivery_id, kept_headers, parse_body, request_payload,
     without_paths,
 )
-from wf_initiation.ingress.limits import MAX_JSON_DEPTH
+from wf_initiation.ingress.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH
 
 
 def nested(depth: int) -> object:
@@ -57,6 +57,12 @@ def test_bodies_by_content_type() -> None:
     assert parse_body(b"hello", "text/plain", 8) == "hello"
     assert parse_body(b'{"a": 1}', None, 8) == {"a": 1}
     assert parse_body(b"plain words", None, 8) == "plain words"
+    digits = MAX_INT_DIGITS
+    assert parse_body(b"[" + b"9" * digits + b"]", "application/json", 8) == [int("9" * digits)]
+    for too_big in (b"[" + b"9" * (digits + 1) + b"]", b"[-" + b"9" * (digits + 1) + b"]", b"[1e999]", b"[Infinity]"):
+        with pytest.raises(BadRequest) as refused:
+            parse_body(too_big, "application/json", 8)
+        assert refused.value.code == "bad_json"
     for body, media, code in ((b"\xff\xfe", "text/plain", "bad_encoding"), (b"{", "application/json", "bad_json"),
                               (b"[NaN]", "application/json", "bad_json"), (b"\x00\x01", "application/octet-stream",
                                                                           "unsupported_media_type")):

@@ -62,7 +62,7 @@ class SecretRef:
                 secret = path.read_bytes().strip()
                 if not secret:
                     raise SecretUnavailable(f"{self.ref}: the file {path} is empty")
-                self._cached = (mtime, secret)
+                self._cached = (stat.st_mtime, secret)
         except OSError as exc:
             raise SecretUnavailable(f"{self.ref}: cannot read {path} ({exc.strerror})") from None
         return self._cached[1]
