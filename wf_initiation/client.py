@@ -29,6 +29,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     RPCError,
     RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
@@ -49,7 +50,8 @@ from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
-    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+    DeliveryRequest, OperatorRequest, OperatorResult,
 )
 from wf_initiation.workflows._fresh import STALE_ACTIVATION
 from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
@@ -76,6 +78,11 @@ def is_transport_error(exc: RPCError) -> bool:
     text = str(exc.message).lower()
     return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
                           RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class DeliveryRefused(ValueError):
@@ -166,16 +173,23 @@ class WfiClient:
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
 
     async def activate(self, spec: ActivationSpec) -> ActivateResult:
-        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4)."""
+        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4).
+
+        A deactivated activation is started again from its final state (docs/lifecycle.md)."""
+        carried = await self.deactivated_state(spec.workflow)
+        # The server answers an update-with-start from a closed run that had the same update id:
+        # a re-activation needs an id of its own (stable for retries of the same re-activation).
+        update_id = f"activate-{spec.activation_id}" + (f"-{hashlib.sha256(carried).hexdigest()[:16]}" if carried else "")
+
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ActivationWorkflow.run, args=[spec, carried], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"wf-initiation activation of {spec.workflow}",
             )
 
         return await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=f"activate-{spec.activation_id}",
+            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=update_id,
             rpc_timeout=self.update_timeout,
         ))
 
@@ -215,6 +229,29 @@ class WfiClient:
         uid = f"op-{request.action_id}~{content_digest(request)}"
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
+
+    async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
+        """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
+        settle queued work; the workflow completes once settled (``handle(workflow).result()``)."""
+        request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        return await self._retry(lambda: self.handle(workflow).execute_update(
+            ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+
+    async def deactivated_state(self, workflow: str) -> bytes | None:
+        """The final state of a deactivated (completed) activation, else None (running, never started,
+        or closed another way: terminated, failed)."""
+        handle = self.client.get_workflow_handle(workflow_id_for(workflow))
+        try:
+            desc = await self._retry(handle.describe)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status != WorkflowExecutionStatus.COMPLETED:
+            return None
+        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=desc.run_id, result_type=DeactivatedResult)
+        result = await self._retry(lambda: closed.result(follow_runs=False))
+        return result.state
 
     async def state(self, workflow: str, *, include_events: bool = False, settle: int = 3) -> dict[str, Any]:
         """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.
@@ -262,9 +299,13 @@ class WfiClient:
             try:
                 return await call()
             except RPCError as exc:
-                if not _retryable(exc) or attempt == self.max_attempts - 1:
+                if not _retryable(exc) or attempt == self.max_attempts - 1 or _cancelling():
                     raise
             except RPCTimeoutOrCancelledError:
+                # The SDK turns a cancellation of the call into this error: a caller's timeout
+                # (asyncio.wait_for) must end the call as cancelled, not be retried.
+                if _cancelling():
+                    raise asyncio.CancelledError() from None
                 if attempt == self.max_attempts - 1:
                     raise
             except WorkflowUpdateFailedError as exc:

@@ -33,9 +33,11 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
     from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.connections import redact
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
+    from wf_initiation.core.engine import _deactivate
     from wf_initiation.activities.lifecycle import PublishRequest
     from wf_initiation.core.engine import _intake as intake
     from wf_initiation.core.engine import _subscriptions as subs
@@ -50,7 +52,8 @@ with workflow.unsafe.imports_passed_through():
     from ._fresh import FreshTimeGuard
     from ._intake import Undecodable, decode
     from wf_initiation.wire import (
-        MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+        DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+        DeliveryRequest, OperatorRequest, OperatorResult,
     )
 
 START_BATCH = 100
@@ -124,20 +127,26 @@ class ActivationWorkflow:
         self._isolate: set[str] = set()  # run keys to start alone (their chunk failed)
         self._input_sizes: dict[str, int] = {}
         self._carry_retry_at = 0
+        self._controls = 0  # control_run activities in flight (a deactivation completes after them)
+        _deactivate.on_start(self._engine, spec, now)  # started with a deactivated activation's state
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
-    async def run(self, spec: ActivationSpec, state: bytes | None = None) -> None:
+    async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
+        """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
         self._publish(initial=True)
         while True:
             now = workflow.now()
             self._new_task()
             self._engine.tick(now)
+            _deactivate.progress(self._engine)  # controls running runs while deactivating; else nothing
             hold = self._anticipate(now)
             if not self._dispatch(hold) and hold is not None:
                 await self._wait(hold)  # nothing started: still record nothing before the instant
             self._publish()
+            if self._deactivated():
+                return await self._complete()
             if self._should_continue_as_new():
                 await self._continue_as_new()
             self._wake = bool(self._engine.outbox)  # e.g. a start fault released a queued run: go on
@@ -378,10 +387,16 @@ class ActivationWorkflow:
         self._poke()
 
     async def _control(self, command: ControlRun) -> None:
-        await workflow.execute_activity(
-            "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
-            result_type=str, start_to_close_timeout=timedelta(seconds=30),
-        )
+        self._controls += 1
+        try:
+            await workflow.execute_activity(
+                "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+                result_type=str, start_to_close_timeout=timedelta(seconds=30),
+            )
+        finally:
+            self._controls -= 1
+            if self._engine.state.deactivation is not None:  # only then: histories before it must replay
+                self._poke()
 
     def _issue_signals(self) -> None:
         """Signal the kept subscription deliveries and notices, within this task's byte budget."""
@@ -438,11 +453,13 @@ class ActivationWorkflow:
                 summary=f"poll {call.entry} from cursor {(call.cursor or '')[:100]}",
             )
             response = decode(raw, PollResponse, max_bytes=4 * MIB, what="the poll response")
-            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after, problem=i.problem)
+                                         for i in response.items],
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            self._engine.poll_failed(call.entry, call.seq, str(cause), self._now())
+            # Built-in connectors redact their errors; this also strips URL/DSN passwords from any other's.
+            self._engine.poll_failed(call.entry, call.seq, redact(str(cause)), self._now())
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
             self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now())
         else:
@@ -462,6 +479,8 @@ class ActivationWorkflow:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
         await workflow.wait_condition(lambda: self._start_tasks == 0)
+        if self._engine.state.deactivation is not None:  # let its controls land (the next run would repeat them)
+            await workflow.wait_condition(lambda: self._controls == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
         state = encode_state(self._engine)
@@ -482,6 +501,30 @@ class ActivationWorkflow:
                 "continue-as-new: deliveries are deferred until its queued runs start; deliver again later")
             self._engine.record_error(self._now(), "carry_over_limit", self._engine.carry_blocked)
 
+    # ------------------------------------------------------------------ deactivation (docs/lifecycle.md)
+    @workflow.update(name=DEACTIVATE_UPDATE)
+    def deactivate(self, request: DeactivateRequest) -> DeactivateResult:
+        outcome = _deactivate.deactivate(self._engine, request, self._now())
+        self._poke()
+        return DeactivateResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id,
+                                status=outcome.status, remaining=outcome.remaining)  # type: ignore[arg-type]
+
+    @deactivate.validator
+    def _validate_deactivate(self, request: DeactivateRequest) -> None:
+        self._refuse_while_rebinding()
+
+    def _deactivated(self) -> bool:
+        """Settled, and nothing of ours in flight: starts, controls, notices, lifecycle publishes."""
+        return (_deactivate.settled(self._engine) and self._start_tasks == 0 and not self._start_backlog
+                and self._controls == 0 and not self._acking)
+
+    async def _complete(self) -> DeactivatedResult:
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        record = _deactivate.finish(self._engine, self._now())
+        self._publish()
+        return DeactivatedResult(workflow=self._engine.spec.workflow, activation_id=self._engine.spec.activation_id,
+                                 deactivation=record, summary=summary.short(self._engine), state=encode_state(self._engine))
+
     # ------------------------------------------------------------------ deliveries
     # Arguments anyone with a Temporal client can send arrive raw and are decoded by ``_intake``.
     @workflow.update(name="deliver")
@@ -491,7 +534,7 @@ class ActivationWorkflow:
         except Undecodable as exc:
             return intake.undecodable(self._engine, str(exc), self._now())
         await self._admission(1)
-        result = self._update_safely("deliver", lambda: self._engine.deliver(decoded.entry, decoded.payload, self._now()))
+        result = self._update_safely("deliver", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
         self._poke()
         return result
 
@@ -513,7 +556,7 @@ class ActivationWorkflow:
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
-            results += self._update_safely("deliver_many", lambda: [self._engine.deliver(r.entry, r.payload, now) for r in chunk])
+            results += self._update_safely("deliver_many", lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
         self._poke()
         return results
 
@@ -526,6 +569,10 @@ class ActivationWorkflow:
             raise ValueError(str(exc)) from None
         if len(decoded) > MAX_BULK:
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
+
+    def _deliver_one(self, entry: str | None, payload: Any, now: datetime) -> DeliveryResult:
+        """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
+        return _deactivate.refuse(self._engine, entry, payload, now) or self._engine.deliver(entry, payload, now)
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
         return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),
@@ -542,14 +589,14 @@ class ActivationWorkflow:
             intake.undecodable(self._engine, str(exc), self._now())  # recorded: the sender was told it is durable
         else:
             await self._admission(1)
-            self._signal_safely("deliver_signal", lambda: self._engine.deliver(decoded.entry, decoded.payload, self._now()))
+            self._signal_safely("deliver_signal", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
     def subscribe(self, request: RawValue) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
-        if decoded is not None:
+        if decoded is not None and not _deactivate.refuse_subscription(self._engine, decoded, self._now()):
             self._signal_safely("subscribe", lambda: subs.subscribe(self._engine, decoded, self._now()))
         self._poke()
 
@@ -564,7 +611,7 @@ class ActivationWorkflow:
     async def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
         decoded = self._decode_signal(event, LifecycleEvent, "lifecycle_event")
-        if decoded is not None:
+        if decoded is not None and not _deactivate.refuse_lifecycle(self._engine, decoded, self._now()):
             await self._admission(1)
             self._signal_safely("lifecycle_event", lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
         self._poke()
@@ -657,6 +704,9 @@ class ActivationWorkflow:
     def _validate_activate(self, spec: ActivationSpec) -> None:
         if spec.workflow != self._engine.spec.workflow:
             raise ValueError(f"this activation serves workflow {self._engine.spec.workflow!r}, not {spec.workflow!r}")
+        if _deactivate.status(self._engine) is not None:
+            raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
+                             f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:

@@ -52,6 +52,7 @@ class PollCall:
 class PollItemIn:
     payload: Any
     cursor_after: str | None
+    problem: str | None = None  # the connector could not return the item (e.g. over the item byte limit)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
     """Dispose one item: ``done``, ``held`` (the cursor holds at it) or ``deferred`` (poll it again later)."""
     st.items_seen += 1
     engine._count("poll_items")
-    result = engine.deliver_event(entry, item.payload, now)
+    result = engine.deliver_event(entry, item.payload, now) if item.problem is None else _refused(engine, entry, item, now)
     if result.disposition == Disposition.DEFERRED:
         return "deferred"
     if result.disposition != Disposition.INVALID:
@@ -131,6 +132,14 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
         return "held"
     quarantine(engine, entry, item.payload, result.delivery_id, result.message or "invalid", now)
     return "done"
+
+
+def _refused(engine: "Engine", entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
+    """An item the connector flagged as unusable: invalid with the connector's reason (POLL-11)."""
+    from ._engine import entry_delivery_id, identity_text
+
+    raw_id = entry_delivery_id(entry, item.payload)
+    return engine._invalid(entry, identity_text(raw_id) if raw_id is not None else None, item.problem or "", now)
 
 
 def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
