@@ -240,7 +240,10 @@ def clip(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
         text = text.encode("utf-8", "replace").decode("utf-8")
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 40]}… [{len(text) - limit + 40} more characters cut]"
+    # The middle goes: a message quoting a huge value keeps its start and what it says about it
+    # (jsonschema: "'xxxx…' is too long").
+    keep = (limit - 40) // 2
+    return f"{text[:keep]}… [{len(text) - 2 * keep} characters cut] …{text[-keep:]}"
 
 
 def fit_to_bytes(data: dict[str, Any], limit: int = MAX_QUERY_BYTES) -> dict[str, Any]:
