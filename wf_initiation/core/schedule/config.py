@@ -1,0 +1,305 @@
+"""A ``time.schedule`` configuration: parsing and validating it into a :class:`ScheduleSpec` (SCHED-3).
+
+Pure and clock-free: a cron is checked against a fixed reference instant, zones are loaded from
+the ``tzdata`` package. The occurrence sequence of a parsed spec is in :mod:`.sequence`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from importlib import resources
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import tzdata
+from croniter import croniter
+
+from wf_initiation.core._durations import DurationError, format_duration, parse_duration
+
+TZDATA_VERSION: str = tzdata.IANA_VERSION
+
+GapPolicy = Literal["skip", "shift"]
+FoldPolicy = Literal["first", "last", "both"]
+
+ALIASES: Mapping[str, str] = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_KEYS = frozenset({"cron", "interval", "timezone", "start", "end", "exclude", "dst"})
+_ZONE_NAME = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+REFERENCE = datetime(2000, 1, 1)  # fixed start for validating a cron: never the clock
+
+
+class ScheduleConfigError(ValueError):
+    """A ``time.schedule`` configuration whose sequence cannot be evaluated (SCHED-3).
+
+    Attributes:
+        problems: one message per problem, each naming the fix.
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("invalid time.schedule configuration: " + "; ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A parsed, validated ``time.schedule`` configuration plus the tzdata version it is bound to."""
+
+    timezone: str = "UTC"
+    cron: str | None = None
+    interval: timedelta | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    exclude_dates: tuple[date, ...] = ()
+    exclude_cron: tuple[str, ...] = ()
+    dst_gap: GapPolicy = "shift"
+    dst_fold: FoldPolicy = "first"
+    tzdata_version: str = TZDATA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the configuration (as :func:`parse_schedule` accepts it) plus ``tzdata_version``."""
+        out: dict[str, Any] = {"timezone": self.timezone}
+        if self.cron is not None:
+            out["cron"] = self.cron
+        if self.interval is not None:
+            out["interval"] = format_duration(self.interval)
+        for key in ("start", "end"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = utc_iso(value)
+        if self.exclude_dates or self.exclude_cron:
+            out["exclude"] = {"dates": [d.isoformat() for d in self.exclude_dates], "cron": list(self.exclude_cron)}
+        out["dst"] = {"gap": self.dst_gap, "fold": self.dst_fold}
+        out["tzdata_version"] = self.tzdata_version
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScheduleSpec:
+        """Inverse of :meth:`to_dict`; keeps the recorded ``tzdata_version``."""
+        config = {k: v for k, v in data.items() if k != "tzdata_version"}
+        spec = parse_schedule(config)
+        return _replace(spec, tzdata_version=str(data.get("tzdata_version", spec.tzdata_version)))
+
+
+def _replace(spec: ScheduleSpec, **changes: Any) -> ScheduleSpec:
+    return ScheduleSpec(**{**spec.__dict__, **changes})
+
+
+# --------------------------------------------------------------------------------------- parsing
+
+
+def parse_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
+    """Validate a ``time.schedule`` configuration.
+
+    Raises:
+        ScheduleConfigError: listing every problem (bad cron, unknown zone, bad interval, bad
+            instants, ``end`` before ``start``, bad ``exclude`` or ``dst``), each naming the fix.
+    """
+    if not isinstance(config, Mapping):
+        raise ScheduleConfigError([f"the configuration must be a mapping of keys, not {type(config).__name__}"])
+    problems: list[str] = []
+    unknown = sorted(str(k) for k in config if k not in _KEYS)
+    if unknown:
+        problems.append(f"unknown key(s) {', '.join(unknown)}: allowed keys are {', '.join(sorted(_KEYS))}")
+    if config.get("cron") is None and config.get("interval") is None:
+        problems.append("give 'cron' (e.g. '30 2 * * *' or '@daily') and/or 'interval' (e.g. '15m')")
+    fields = {
+        "timezone": _collect(problems, _parse_zone, config.get("timezone", "UTC")),
+        "cron": _optional(problems, _parse_cron, config.get("cron"), "cron"),
+        "interval": _optional(problems, _parse_interval, config.get("interval"), "interval"),
+        "start": _optional(problems, _parse_instant, config.get("start"), "start"),
+        "end": _optional(problems, _parse_instant, config.get("end"), "end"),
+    }
+    exclude = _collect(problems, _parse_exclude, config.get("exclude") or {})
+    dst = _collect(problems, _parse_dst, config.get("dst") or {})
+    if fields["start"] and fields["end"] and fields["end"] < fields["start"]:
+        problems.append(
+            f"'end' ({utc_iso(fields['end'])}) is before 'start' ({utc_iso(fields['start'])}): "
+            "swap them or move 'end' later"
+        )
+    if problems:
+        raise ScheduleConfigError(problems)
+    return ScheduleSpec(
+        **fields, exclude_dates=exclude[0], exclude_cron=exclude[1], dst_gap=dst[0], dst_fold=dst[1]
+    )
+
+
+def _collect(problems: list[str], parse: Any, value: Any) -> Any:
+    try:
+        return parse(value)
+    except ScheduleConfigError as exc:
+        problems.extend(exc.problems)
+        return None
+
+
+def _optional(problems: list[str], parse: Any, value: Any, key: str) -> Any:
+    return None if value is None else _collect(problems, lambda v: parse(v, key), value)
+
+
+def _parse_zone(name: Any) -> str:
+    load_zone(name)
+    return name
+
+
+def _parse_cron(expr: Any, key: str = "cron") -> str:
+    if not isinstance(expr, str) or not expr.strip():
+        raise ScheduleConfigError([f"'{key}' must be a cron string such as '30 2 * * *' or '@daily', not {expr!r}"])
+    text = expr.strip()
+    if text.startswith("@") and text.lower() not in ALIASES:
+        raise ScheduleConfigError([f"'{key}': unknown alias {text!r}: use one of {', '.join(ALIASES)}"])
+    fields = expand_cron(text).split()
+    if len(fields) != 5:
+        raise ScheduleConfigError([
+            f"'{key}': {text!r} has {len(fields)} field(s): "
+            "write exactly 5 (minute hour day-of-month month day-of-week)"
+        ])
+    try:
+        croniter(expand_cron(text), REFERENCE).get_next(datetime)
+    # croniter's own errors are ValueErrors; its parser lets the others escape on odd input
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
+        raise ScheduleConfigError([
+            f"'{key}': {text!r} is not a valid cron expression ({exc}): write e.g. '*/15 * * * *'"
+        ]) from None
+    return text
+
+
+def expand_cron(expr: str) -> str:
+    return ALIASES.get(expr.strip().lower(), expr.strip())
+
+
+def _parse_interval(text: Any, key: str = "interval") -> timedelta:
+    try:
+        if not isinstance(text, str):
+            raise DurationError(text)
+        value = parse_duration(text)
+    except DurationError:
+        raise ScheduleConfigError([f"'{key}': {text!r} is not an interval: write e.g. 15m, 1h30m, 1d"]) from None
+    if value < timedelta(seconds=1):
+        raise ScheduleConfigError([f"'{key}': {text!r} is shorter than 1s: use an interval of at least 1s"])
+    return value
+
+
+def _parse_instant(value: Any, key: str) -> datetime:
+    parsed = _instant_or_none(value)
+    if parsed is None:
+        raise ScheduleConfigError([
+            f"'{key}': {value!r} is not an ISO-8601 instant with an offset: "
+            "write e.g. '2026-03-08T00:00:00Z' or '2026-03-08T00:00:00-05:00' (quoted)"
+        ])
+    return parsed
+
+
+def _instant_or_none(value: Any) -> datetime | None:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        return None
+    return value.astimezone(UTC)
+
+
+def parse_instant(text: str) -> datetime:
+    """Parse an ISO-8601 instant that carries an offset (``Z`` or ``+01:00``) into aware UTC.
+
+    Raises:
+        ScheduleConfigError: when ``text`` is not such an instant.
+    """
+    return _parse_instant(text, "instant")
+
+
+def _parse_exclude(value: Any) -> tuple[tuple[date, ...], tuple[str, ...]]:
+    if not isinstance(value, Mapping):
+        raise ScheduleConfigError(["'exclude' must be a mapping with 'dates' and/or 'cron' lists"])
+    problems = [
+        f"'exclude.{k}' is not allowed: use 'exclude.dates' or 'exclude.cron'" for k in value if k not in ("dates", "cron")
+    ]
+    dates = [_collect(problems, _parse_date, v) for v in _as_list(problems, value.get("dates"), "dates")]
+    crons = [_collect(problems, _parse_exclude_cron, v) for v in _as_list(problems, value.get("cron"), "cron")]
+    if problems:
+        raise ScheduleConfigError(problems)
+    return tuple(sorted(set(dates))), tuple(crons)
+
+
+def _as_list(problems: list[str], value: Any, key: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.append(f"'exclude.{key}' must be a list, not {type(value).__name__}")
+        return []
+    return value
+
+
+def _parse_date(value: Any) -> date:
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    try:
+        if not (isinstance(value, str) and len(value) == 10):
+            raise ValueError(value)
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ScheduleConfigError([
+            f"'exclude.dates': {value!r} is not a local date: write YYYY-MM-DD, e.g. 2026-12-25"
+        ]) from None
+
+
+def _parse_exclude_cron(value: Any) -> str:
+    return _parse_cron(value, "exclude.cron")
+
+
+def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:
+    if not isinstance(value, Mapping):
+        raise ScheduleConfigError(["'dst' must be a mapping such as {gap: shift, fold: first}"])
+    problems = [
+        f"'dst.{k}' is not allowed: use 'dst.gap' (skip|shift) or 'dst.fold' (first|last|both)"
+        for k in value
+        if k not in ("gap", "fold")
+    ]
+    gap, fold = value.get("gap", "shift"), value.get("fold", "first")
+    if gap not in ("skip", "shift"):
+        problems.append(f"'dst.gap': {gap!r} is not a policy: use skip or shift")
+    if fold not in ("first", "last", "both"):
+        problems.append(f"'dst.fold': {fold!r} is not a policy: use first, last or both")
+    if problems:
+        raise ScheduleConfigError(problems)
+    return gap, fold
+
+
+# ------------------------------------------------------------------------------------------ zones
+
+
+def load_zone(name: Any) -> ZoneInfo:
+    """Load ``name`` from the tzdata package, never from the host (a fresh object: no global cache)."""
+    if not isinstance(name, str) or not _ZONE_NAME.match(name):
+        raise ScheduleConfigError([
+            f"'timezone': {name!r} is not an IANA zone name: write e.g. 'America/New_York' or 'UTC'"
+        ])
+    path = resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
+    if not path.is_file():
+        raise ScheduleConfigError([
+            f"'timezone': unknown zone {name!r} in tzdata {TZDATA_VERSION}: "
+            "write an IANA name such as 'Europe/Berlin' (names are case-sensitive)"
+        ])
+    with path.open("rb") as handle:
+        try:
+            return ZoneInfo.from_file(handle, key=name)
+        except ValueError:
+            raise ScheduleConfigError([
+                f"'timezone': {name!r} is not a zone in tzdata {TZDATA_VERSION}: "
+                "write an IANA name such as 'Europe/Berlin'"
+            ]) from None
+
+
+def utc_iso(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
