@@ -48,6 +48,9 @@ MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
+# Expressions give JSON values (a rendered string stays a string) and payload keys win over dict
+# methods; histories recorded before keep the old evaluation (wf_initiation.core._expr, legacy).
+EXPRESSIONS_PATCH = "wfi-expressions-json"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -82,6 +85,8 @@ class ActivationWorkflow:
         restored = decode_state(state) if state else initial_state(spec, now)
         abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
         self._engine = Engine(spec, restored)
+        if not workflow.patched(EXPRESSIONS_PATCH):
+            self._engine.use_legacy_expressions()
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
         self._timers: set[datetime] = set()

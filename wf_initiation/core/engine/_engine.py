@@ -88,6 +88,10 @@ class Engine:
         # for histories recorded before it did: see workflows/activation.py POLL_NOW_PATCH).
         self.poll_now_survives_flight = True
 
+    def use_legacy_expressions(self) -> None:
+        """Evaluate as builds before ``wfi-expressions-json`` did, to replay their histories."""
+        self._eval = Evaluator(legacy=True)
+
     # ------------------------------------------------------------------ helpers
     def entry(self, name: str) -> EntrySpec:
         found = self.spec.entry(name)
