@@ -345,6 +345,14 @@ class _Template(NativeTemplate):
 class _CodeGenerator(NativeCodeGenerator):
     """Native code generation, with ``a ~ b`` routed through the environment so it is budgeted."""
 
+    def _output_const_repr(self, group: Iterable[Any]) -> str:
+        # A lone constant keeps its type ({{ true }} is True): Jinja joins it into text and relied
+        # on parsing the text back as a Python literal, which this environment no longer does.
+        parts = list(group)
+        if len(parts) == 1 and not isinstance(parts[0], str):
+            return repr(parts[0])
+        return repr("".join(str(v) for v in parts))
+
     @optimizeconst
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
         self.write("environment.concat_values((")
