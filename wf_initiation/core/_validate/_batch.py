@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._bounds import MAX_BATCH_SIZE, MAX_DURATION
 from .._durations import DurationError, parse_duration
 from .._model import BatchSpec
 from .._yaml import Loc, is_mapping, to_plain
@@ -70,10 +71,10 @@ def _batch_size(value: Any, loc: Loc, draft: Draft, ctx: Ctx) -> int | None:
     if "size" not in value:
         return None
     size = value["size"]
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_BATCH_SIZE:
         ctx.add(
             "TRIG-BATCH-SIZE",
-            f"`batch.size: {show(size)}` must be a positive integer",
+            f"`batch.size: {show(size)}` must be a whole number from 1 to {MAX_BATCH_SIZE:,}",
             loc.key(value, "size"),
             draft.label,
         )
@@ -93,6 +94,14 @@ def _batch_wait(value: Any, loc: Loc, draft: Draft, ctx: Ctx) -> float | None:
         ctx.add(
             "TRIG-BATCH-MAX-WAIT",
             "`batch.max_wait` is too long: write a duration of days at most",
+            loc.key(value, "max_wait"),
+            draft.label,
+        )
+        return None
+    if seconds > MAX_DURATION.total_seconds():
+        ctx.add(
+            "TRIG-BATCH-MAX-WAIT",
+            f"`batch.max_wait` is longer than {MAX_DURATION.days}d: write a shorter wait",
             loc.key(value, "max_wait"),
             draft.label,
         )

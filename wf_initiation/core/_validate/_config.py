@@ -6,6 +6,7 @@ from typing import Any
 
 import jsonschema
 
+from .._config_checks import semantic_problems
 from .._yaml import Loc, is_mapping, is_sequence, to_plain
 from ._context import FORMAT_CHECKER, Ctx, Draft, is_expression_text, show
 from ._expressions import check_expression
@@ -28,10 +29,28 @@ def config(node: Any, loc: Loc, draft: Draft, ctx: Ctx) -> tuple[dict[str, Any],
     connection = _connection(plain.pop("connection", None), loc.key(node, "connection"), draft, ctx)
     _config_expressions(node, loc, draft, ctx)
     validator = jsonschema.Draft202012Validator(draft.manifest.input_schema, format_checker=FORMAT_CHECKER)
-    for error in validator.iter_errors(plain):
-        if not is_expression_text(error.instance):
-            _schema_error(error, node, loc, draft, ctx)
+    errors = [e for e in validator.iter_errors(plain) if not is_expression_text(e.instance)]
+    for error in errors:
+        _schema_error(error, node, loc, draft, ctx)
+    if not errors and not _has_expression(plain):
+        _semantics(plain, loc, draft, ctx)  # with expressions, activation checks the evaluated values
     return plain, connection
+
+
+def _semantics(plain: dict[str, Any], loc: Loc, draft: Draft, ctx: Ctx) -> None:
+    """What the schema cannot say (a cron's fields, a zone, bounded instants): as activation checks it."""
+    assert draft.manifest is not None
+    code, problems = semantic_problems(draft.manifest, plain)
+    for problem in problems:
+        ctx.add(code, f"{draft.connector}: {problem}", loc, draft.label)
+
+
+def _has_expression(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_expression(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_expression(v) for v in value)
+    return is_expression_text(value)
 
 
 def _connection(value: Any, loc: Loc, draft: Draft, ctx: Ctx) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._bounds import MAX_BINDING_NAME
 from .._catalog import Manifest, manifest_problems
 from .._yaml import Loc, is_mapping
 from ._batch import batch
@@ -40,7 +41,7 @@ def entry(node: Any, index: int, loc: Loc, ctx: Ctx) -> Draft | None:
 
 def _label(node: Any, index: int) -> str:
     as_name = node.get("as")
-    if isinstance(as_name, str) and IDENT.match(as_name) and as_name not in RESERVED_NAMES:
+    if isinstance(as_name, str) and IDENT.match(as_name) and as_name not in RESERVED_NAMES and len(as_name) <= MAX_BINDING_NAME:
         return as_name
     others = [k for k in node if k not in ENTRY_KEYS]
     dotted = [k for k in others if isinstance(k, str) and "." in k]
@@ -114,6 +115,14 @@ def _as(node: Any, loc: Loc, draft: Draft, ctx: Ctx) -> None:
     if not isinstance(value, str) or not IDENT.match(value):
         ctx.add(
             "TRIG-AS-INVALID", f"`as: {show(value)}` must be an identifier (letters, digits, '_')", as_loc, draft.label
+        )
+    elif len(value) > MAX_BINDING_NAME:
+        ctx.add(
+            "TRIG-AS-INVALID",
+            f"`as: {show(value)}` has {len(value)} characters; at most {MAX_BINDING_NAME} "
+            "(it is part of every run's workflow id): choose a shorter name",
+            as_loc,
+            draft.label,
         )
     elif value in RESERVED_NAMES:
         ctx.add(

@@ -36,6 +36,7 @@ The configuration (parsing, validation) is in :mod:`.config`, the sequence in :m
 
 from .config import (
     ALIASES,
+    HORIZON_YEARS,
     TZDATA_VERSION,
     FoldPolicy,
     GapPolicy,
@@ -45,7 +46,6 @@ from .config import (
     parse_schedule,
 )
 from .sequence import (
-    HORIZON_YEARS,
     MAX_EXCLUDED_IN_A_ROW,
     count_between,
     has_future,

@@ -17,9 +17,13 @@ from zoneinfo import ZoneInfo
 import tzdata
 from croniter import croniter
 
+from wf_initiation.core._bounds import MAX_DURATION, MAX_SCHEDULE_EXCLUSIONS, instant_problem
 from wf_initiation.core._durations import DurationError, format_duration, parse_duration
 
 TZDATA_VERSION: str = tzdata.IANA_VERSION
+HORIZON_YEARS = 10
+MAX_EXCLUDE_CRON = 20
+"""Expressions in ``exclude.cron``: each is checked against every candidate of a search."""
 
 GapPolicy = Literal["skip", "shift"]
 FoldPolicy = Literal["first", "last", "both"]
@@ -35,8 +39,9 @@ ALIASES: Mapping[str, str] = {
 }
 _KEYS = frozenset({"cron", "interval", "timezone", "start", "end", "exclude", "dst"})
 _ZONE_NAME = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-REFERENCE = datetime(2000, 1, 1)  # fixed start for validating a cron: never the clock
+REFERENCE = datetime(2000, 1, 1)  # fixed start for a croniter that is never asked for a date: never the clock
+# croniter's random (R) and hashed (H) fields: R differs on every evaluation, H needs a hash id.
+_RANDOM_OR_HASHED = re.compile(r"(?<![A-Za-z])[RrHh](?![A-Za-z])")
 
 
 class ScheduleConfigError(ValueError):
@@ -163,8 +168,15 @@ def _parse_cron(expr: Any, key: str = "cron") -> str:
             f"'{key}': {text!r} has {len(fields)} field(s): "
             "write exactly 5 (minute hour day-of-month month day-of-week)"
         ])
+    if _RANDOM_OR_HASHED.search(expand_cron(text)):
+        raise ScheduleConfigError([
+            f"'{key}': {text!r} uses a random (R) or hashed (H) field: a schedule must be deterministic "
+            "(SCHED-2); write the minute and hour out"
+        ])
     try:
-        croniter(expand_cron(text), REFERENCE).get_next(datetime)
+        # Syntax and ranges only: whether any date matches (0 0 30 2 *) is the sequence's question,
+        # and a valid sequence with no occurrence leaves the activation inactive (SCHED-4).
+        croniter.expand(expand_cron(text))
     # croniter's own errors are ValueErrors; its parser lets the others escape on odd input
     except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
         raise ScheduleConfigError([
@@ -177,15 +189,32 @@ def expand_cron(expr: str) -> str:
     return ALIASES.get(expr.strip().lower(), expr.strip())
 
 
+def cron_iter(expr: str, start: datetime) -> croniter:
+    """A croniter over ``expr`` from ``start`` with Vixie cron's day rule and a bounded search.
+
+    Vixie cron (and Temporal Schedules): when the day-of-month or the day-of-week field starts
+    with ``*``, a day must match both fields (``0 0 */2 * MON``: odd days that are Mondays);
+    when both are restricted, either field matching is enough (``0 0 1,15 * MON``). croniter's
+    ``implement_cron_bug`` is exactly that rule. A search for the next match gives up after
+    :data:`HORIZON_YEARS` + 1 years (croniter raises; the sequence ends there).
+    """
+    return croniter(
+        expand_cron(expr), start, day_or=True, implement_cron_bug=True, max_years_between_matches=HORIZON_YEARS + 1
+    )
+
+
 def _parse_interval(text: Any, key: str = "interval") -> timedelta:
     try:
         if not isinstance(text, str):
             raise DurationError(text)
         value = parse_duration(text)
-    except DurationError:
-        raise ScheduleConfigError([f"'{key}': {text!r} is not an interval: write e.g. 15m, 1h30m, 1d"]) from None
+    except DurationError as exc:
+        reason = f" ({exc})" if "longer than" in str(exc) else ""
+        raise ScheduleConfigError([f"'{key}': {_cut(text)} is not an interval{reason}: write e.g. 15m, 1h30m, 1d"]) from None
     if value < timedelta(seconds=1):
         raise ScheduleConfigError([f"'{key}': {text!r} is shorter than 1s: use an interval of at least 1s"])
+    if value > MAX_DURATION:
+        raise ScheduleConfigError([f"'{key}': {text!r} is longer than {MAX_DURATION.days}d: use a cron for rarer events"])
     return value
 
 
@@ -196,6 +225,9 @@ def _parse_instant(value: Any, key: str) -> datetime:
             f"'{key}': {value!r} is not an ISO-8601 instant with an offset: "
             "write e.g. '2026-03-08T00:00:00Z' or '2026-03-08T00:00:00-05:00' (quoted)"
         ])
+    problem = instant_problem(parsed)
+    if problem is not None:
+        raise ScheduleConfigError([f"'{key}': {value!r} {problem}"])
     return parsed
 
 
@@ -207,7 +239,10 @@ def _instant_or_none(value: Any) -> datetime | None:
             return None
     if not isinstance(value, datetime) or value.utcoffset() is None:
         return None
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59-01:00 is past datetime.max in UTC
+        return value.replace(tzinfo=UTC) if value.year > 9000 else None
 
 
 def parse_instant(text: str) -> datetime:
@@ -227,6 +262,10 @@ def _parse_exclude(value: Any) -> tuple[tuple[date, ...], tuple[str, ...]]:
     ]
     dates = [_collect(problems, _parse_date, v) for v in _as_list(problems, value.get("dates"), "dates")]
     crons = [_collect(problems, _parse_exclude_cron, v) for v in _as_list(problems, value.get("cron"), "cron")]
+    if len(dates) > MAX_SCHEDULE_EXCLUSIONS:
+        problems.append(f"'exclude.dates' lists {len(dates):,} dates; at most {MAX_SCHEDULE_EXCLUSIONS:,}: use exclude.cron for patterns")
+    if len(crons) > MAX_EXCLUDE_CRON:
+        problems.append(f"'exclude.cron' lists {len(crons)} expressions; at most {MAX_EXCLUDE_CRON}: combine them")
     if problems:
         raise ScheduleConfigError(problems)
     return tuple(sorted(set(dates))), tuple(crons)
@@ -255,7 +294,14 @@ def _parse_date(value: Any) -> date:
 
 
 def _parse_exclude_cron(value: Any) -> str:
-    return _parse_cron(value, "exclude.cron")
+    text = _parse_cron(value, "exclude.cron")
+    it = croniter(expand_cron(text), REFERENCE)
+    if it.nth_weekday_of_month or it.nearest_weekday:
+        raise ScheduleConfigError([
+            f"'exclude.cron': {text!r} uses # or W: exclusions take plain fields (numbers, names, ranges, "
+            "steps, lists, L for the last day of the month)"
+        ])
+    return text
 
 
 def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:
@@ -303,3 +349,8 @@ def load_zone(name: Any) -> ZoneInfo:
 
 def utc_iso(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _cut(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:56] + "...'"

@@ -6,6 +6,7 @@ bounds).
 
 from __future__ import annotations
 
+import calendar
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,10 +17,9 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from .config import REFERENCE, FoldPolicy, GapPolicy, ScheduleSpec, expand_cron, load_zone, utc_iso
+from .config import HORIZON_YEARS, REFERENCE, FoldPolicy, GapPolicy, ScheduleSpec, cron_iter, expand_cron, load_zone, utc_iso
 
-HORIZON_YEARS = 10
-MAX_EXCLUDED_IN_A_ROW = 20_000
+MAX_EXCLUDED_IN_A_ROW = 2_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
@@ -160,7 +160,7 @@ def _cron_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excluder
     (``fold: both`` yields the second pass after later first-pass times), so they wait in a heap
     until the smallest instant of a later wall time proves nothing smaller can follow.
     """
-    it = croniter(expand_cron(spec.cron or ""), _wall(window.after, zone) - _backoff(window.after, zone))
+    it = cron_iter(spec.cron or "", _wall(window.after, zone) - _backoff(window.after, zone))
     pending: list[datetime] = []
     misses, horizon = 0, _horizon(_wall(window.after, zone))
     while (wall := _next_wall(it)) is not None and wall <= horizon and misses <= MAX_EXCLUDED_IN_A_ROW:
@@ -251,24 +251,49 @@ class _Excluder:
         self, spec: ScheduleSpec, minutes: frozenset[int] = frozenset(range(60)), hours: frozenset[int] = frozenset(range(24))
     ):
         self._dates = frozenset(spec.exclude_dates)
-        self._crons = [(croniter(expand_cron(e), REFERENCE), _cron_unit(e, minutes, hours)) for e in spec.exclude_cron]
+        self._crons = [(_CronMatcher(e), _cron_unit(e, minutes, hours)) for e in spec.exclude_cron]
 
     def unit(self, wall: datetime) -> _Unit | None:
         """The coarsest local unit (day, hour, minute) around ``wall`` that is excluded, if any."""
         if wall.date() in self._dates:
             return "day"
         minute = wall.replace(second=0, microsecond=0)
-        units = [unit for it, unit in self._crons if _matches(it, minute)]
+        units = [unit for matcher, unit in self._crons if matcher.matches(minute)]
         return min(units, key=("day", "hour", "minute").index) if units else None
 
 
-def _matches(it: croniter, minute: datetime) -> bool:
-    it.set_current(minute - _TICK, force=True)
-    return _next_wall(it) == minute
+class _CronMatcher:
+    """Whether a local minute matches a cron, by its fields (constant time), croniter's way.
+
+    Asking croniter for the next match instead costs a search per candidate, up to years ahead for
+    a rare expression. The day rule is croniter's with ``implement_cron_bug`` (Vixie cron's): both
+    day fields must match when either is ``*``/``?`` or starts with ``*``, either one otherwise.
+    ``exclude.cron`` takes no ``W`` or ``#`` (refused when the configuration is parsed).
+    """
+
+    def __init__(self, expr: str):
+        expanded = cron_iter(expr, REFERENCE).expanded
+        self._fields = [None if field == ["*"] else frozenset(v if v == "l" else int(v) % 7 if i == 4 else int(v)
+                                                               for v in field)
+                        for i, field in enumerate(expanded)]
+        dom, dow = expand_cron(expr).split()[2::2]
+        self._both_days = dom.startswith("*") or dow.startswith("*") or None in self._fields[2::2]
+
+    def matches(self, minute: datetime) -> bool:
+        minutes, hours, doms, months, dows = self._fields
+        if not all(f is None or v in f for f, v in ((minutes, minute.minute), (hours, minute.hour), (months, minute.month))):
+            return False
+        dom_ok = doms is None or minute.day in doms or ("l" in doms and minute.day == _last_day(minute))
+        dow_ok = dows is None or minute.isoweekday() % 7 in dows
+        return (dom_ok and dow_ok) if self._both_days else (dom_ok or dow_ok)
+
+
+def _last_day(day: datetime) -> int:
+    return calendar.monthrange(day.year, day.month)[1]
 
 
 def _field(expr: str, index: int, size: int) -> frozenset[int]:
-    values = croniter(expand_cron(expr), REFERENCE).expanded[index]
+    values = cron_iter(expr, REFERENCE).expanded[index]
     return frozenset(range(size)) if values == ["*"] else frozenset(int(v) for v in values)
 
 
