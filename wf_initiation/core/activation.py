@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._catalog import Catalog
+from ._capabilities import classify
+from ._catalog import Catalog, Manifest
+from ._config_checks import schema_problems, semantic_problems
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
@@ -62,13 +64,36 @@ class ActivationSpec(BaseModel):
         return next((e for e in self.entries if e.name == name), None)
 
 
+def build_activation(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> ActivationSpec:
+    """What ``wfi activate`` activates: refuse an unsupported Workfile (CAP-7), then resolve its bindings.
+
+    ``wfi validate --deployment`` reports the diagnostics of this very function, so the two agree.
+
+    Raises:
+        DiagnosticError: naming every problem at once.
+    """
+    unsupported = classify(workfile, catalog, deployment.capabilities)
+    if unsupported:
+        raise DiagnosticError(unsupported)
+    return resolve_activation(workfile, deployment, catalog)
+
+
+def activation_problems(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> list[Diagnostic]:
+    """The diagnostics :func:`build_activation` would raise; [] when the Workfile can be activated."""
+    try:
+        build_activation(workfile, deployment, catalog)
+    except DiagnosticError as exc:
+        return list(exc.diagnostics)
+    return []
+
+
 def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> ActivationSpec:
     """Resolve every binding; raise :class:`DiagnosticError` naming every problem at once."""
     import tzdata
 
     settings = deployment.workflow(workfile.name)
     inputs = _inputs(workfile, settings.inputs)
-    problems: list[Diagnostic] = []
+    problems: list[Diagnostic] = _unknown_overlays(workfile, settings.overlay)
     entries = []
     for entry in workfile.entries:
         manifest = catalog.get(entry.connector)
@@ -81,8 +106,8 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
         overlay = settings.overlay.get(entry.name, {})
         config, config_problems = _evaluate_config({**entry.config, **overlay}, inputs, entry.name)
         problems.extend(config_problems)
-        if manifest.kind == "schedule" and not config_problems:
-            problems.extend(_schedule_problems(config, entry.name))
+        if not config_problems:
+            problems.extend(_evaluated_config_problems(manifest, config, entry.name))
         entries.append(EntrySpec(
             name=entry.name, index=entry.index, connector=entry.connector, connector_version=manifest.version,
             kind=manifest.kind, connection=connection, connection_settings=conn_settings, config=config,
@@ -121,10 +146,12 @@ def _inputs(workfile: Workfile, provided: dict[str, Any]) -> dict[str, Any]:
     for name, spec in workfile.inputs.items():
         out[name] = spec.get("default") if isinstance(spec, dict) else spec
     unknown = sorted(set(provided) - set(workfile.inputs))
-    if unknown and workfile.inputs:
+    if unknown:
+        declared = ", ".join(sorted(workfile.inputs)) or "none"
         raise DiagnosticError([Diagnostic(
             code="DEPLOY-UNKNOWN-INPUT",
-            message=f"deployment inputs {unknown} are not declared under the Workfile's 'inputs:'",
+            message=f"deployment inputs {', '.join(unknown)} are not declared under the Workfile's 'inputs:' "
+            f"(declared: {declared}): declare them or remove them from the deployment",
         )])
     out.update(provided)
     return out
@@ -162,14 +189,29 @@ def _evaluate_config(config: dict[str, Any], inputs: dict[str, Any], entry: str)
         return config, [Diagnostic(code="TRIG-CONFIG-EVAL", entry=entry, message=f"configuration cannot be evaluated: {exc}")]
 
 
-def _schedule_problems(config: dict[str, Any], entry: str) -> list[Diagnostic]:
-    from .schedule import ScheduleConfigError, parse_schedule
+def _evaluated_config_problems(manifest: Manifest, config: dict[str, Any], entry: str) -> list[Diagnostic]:
+    """The evaluated configuration (inputs substituted, overlay applied) against the manifest (TRIG-2)
+    and the connector's own rules, exactly as the validator checks a Workfile's literal values."""
+    schema = schema_problems(manifest, config)
+    if schema:
+        return [Diagnostic(code="TRIG-CONFIG-INVALID", entry=entry, message=f"{manifest.name} {problem} "
+                           "(after evaluating inputs and the overlay)") for problem in schema]
+    code, problems = semantic_problems(manifest, config)
+    if code == "SCHED-INVALID":
+        problems = [f"schedule cannot be evaluated (SCHED-3): {'; '.join(problems)}"] if problems else []
+    return [Diagnostic(code=code, entry=entry, message=problem) for problem in problems]
 
-    try:
-        parse_schedule(config)
-    except ScheduleConfigError as exc:
-        return [Diagnostic(code="SCHED-INVALID", entry=entry, message=f"schedule cannot be evaluated (SCHED-3): {exc}")]
-    return []
+
+def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagnostic]:
+    names = {entry.name for entry in workfile.entries}
+    return [
+        Diagnostic(
+            code="DEPLOY-UNKNOWN-OVERLAY",
+            message=f"the deployment's overlay names entry {name!r}, which workflow {workfile.name!r} does not have "
+            f"(entries: {', '.join(sorted(names))}): fix the name or remove it",
+        )
+        for name in sorted(set(overlay) - names)
+    ]
 
 
 def binding_digest(spec: ActivationSpec) -> str:

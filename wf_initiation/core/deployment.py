@@ -33,8 +33,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from ruamel.yaml import YAML, YAMLError
 
+from ._bounds import (
+    MAX_CATCH_UP_BOUND,
+    MAX_CAUSATION_DEPTH,
+    MAX_CONCURRENT_RUNS,
+    MAX_DURATION,
+    MAX_FILE_BYTES,
+    MAX_HISTORY_EVENTS,
+    MAX_POLL_TIMEOUT,
+    MAX_TEMPORAL_NAME,
+    MIN_POLL_INTERVAL,
+    duration_problem,
+)
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
+from ._yaml import YamlTooDeep, check_depth
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -52,15 +65,30 @@ def _duration(value: Any) -> timedelta:
     return parse_duration(value)
 
 
+def _within(at_least: timedelta = timedelta(0), at_most: timedelta = MAX_DURATION) -> Any:
+    """An after-validator refusing a duration outside ``[at_least, at_most]`` with a message naming the bound."""
+
+    def check(value: timedelta | None) -> timedelta | None:
+        problem = duration_problem(value, at_least=at_least, at_most=at_most) if value is not None else None
+        if problem is not None:
+            raise ValueError(f"the duration {problem}")
+        return value
+
+    return check
+
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TemporalTarget(_Strict):
     address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
-    namespace: str = "default"
+    namespace: str = Field(default="default", min_length=1, max_length=MAX_TEMPORAL_NAME)
     profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
-    task_queue: str = Field(default="wfi-activations", description="Task queue of activation workflows.")
+    task_queue: str = Field(
+        default="wfi-activations", min_length=1, max_length=MAX_TEMPORAL_NAME, description="Task queue of activation workflows."
+    )
 
     def resolved_address(self) -> str:
         return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
@@ -70,7 +98,9 @@ class MissedPolicy(_Strict):
     """SCHED-8: exactly one policy per activation."""
 
     policy: Literal["skip", "catch_up"] = "skip"
-    bound: int | None = Field(default=None, ge=1, description="catch_up: most missed occurrences admitted at once.")
+    bound: int | None = Field(
+        default=None, ge=1, le=MAX_CATCH_UP_BOUND, description="catch_up: most missed occurrences admitted at once."
+    )
     overflow: Literal["wait_for_operator", "skip_overflow"] = Field(
         default="wait_for_operator",
         description="catch_up beyond bound: hold the omitted range for an operator decision, or skip it (recorded).",
@@ -95,6 +125,14 @@ class PollSettings(_Strict):
     timeout: timedelta = Field(default=timedelta(seconds=60), description="A poll taking longer has failed.")
 
     _d = field_validator("interval", "backoff_initial", "backoff_max", "timeout", mode="before")(_duration)
+    _often = field_validator("interval", "backoff_initial", "backoff_max")(_within(MIN_POLL_INTERVAL))
+    _timeout = field_validator("timeout")(_within(timedelta(seconds=1), MAX_POLL_TIMEOUT))
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> "PollSettings":
+        if self.backoff_max < self.backoff_initial:
+            raise ValueError("backoff_max must be at least backoff_initial")
+        return self
 
 
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
@@ -119,26 +157,31 @@ class Policies(_Strict):
     missed: MissedPolicy = MissedPolicy()
     invalid_items: Literal["hold", "quarantine"] = Field(default="quarantine", description="POLL-11 choice.")
     poll: PollSettings = PollSettings()
-    max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
-    max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
+    max_causation_depth: int = Field(default=10, ge=1, le=MAX_CAUSATION_DEPTH, description="COMP-6 cycle guard bound.")
+    max_concurrent_runs: int | None = Field(
+        default=None, ge=1, le=MAX_CONCURRENT_RUNS, description="Cap on running runs (else unlimited)."
+    )
     lifecycle_events: bool = Field(
         default=True,
         description="Publish workflow.started/completed/failed of this workflow's runs (COMP-3); "
         "false saves an activity per batch of run transitions when nothing listens.",
     )
     max_history_events: int = Field(
-        default=8000, ge=200, description="Continue-as-new once the activation's history passes this many events."
+        default=8000, ge=200, le=MAX_HISTORY_EVENTS,
+        description="Continue-as-new once the activation's history passes this many events.",
     )
 
     _d = field_validator("dedup_retention", "late_after", "schedule_wake_ahead", mode="before")(_duration)
+    _long = field_validator("dedup_retention", "late_after")(_within())
 
 
 class RunTarget(_Strict):
-    workflow_type: str = Field(description="Workflow type each run executes.")
-    task_queue: str = Field(description="Task queue of the run workflows.")
+    workflow_type: str = Field(min_length=1, max_length=MAX_TEMPORAL_NAME, description="Workflow type each run executes.")
+    task_queue: str = Field(min_length=1, max_length=MAX_TEMPORAL_NAME, description="Task queue of the run workflows.")
     execution_timeout: timedelta | None = None
 
     _d = field_validator("execution_timeout", mode="before")(lambda v: None if v is None else _duration(v))
+    _bounded = field_validator("execution_timeout")(_within(timedelta(seconds=1)))
 
 
 class Connection(_Strict):
@@ -197,15 +240,39 @@ class Deployment(_Strict):
 
 
 def load_deployment(path: str | pathlib.Path) -> Deployment:
-    """Read and validate a deployment file; DiagnosticError (never a traceback) on bad input."""
+    """Read and validate a deployment file; DiagnosticError (never a traceback) on bad input.
+
+    Bounded like a Workfile: at most :data:`MAX_FILE_BYTES`, nested at most 64 deep, and at most
+    100,000 nodes when aliases are expanded (an alias bomb is refused before anything walks it).
+    """
     p = pathlib.Path(path)
     try:
-        data = YAML(typ="safe").load(p.read_text())
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise _refused(f"{p} is larger than {MAX_FILE_BYTES:,} bytes: a deployment file is configuration, keep it small")
+        data = YAML(typ="safe").load(p.read_text(encoding="utf-8"))
+        check_depth(data)
     except OSError as exc:
         raise DiagnosticError([Diagnostic(code="DEPLOY-UNREADABLE", message=f"cannot read {p}: {exc.strerror}")]) from None
-    except YAMLError as exc:
-        raise DiagnosticError([Diagnostic(code="DEPLOY-YAML", message=f"{p} is not valid YAML: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise _refused(f"{p} is not UTF-8 text ({exc.reason}): save it as UTF-8") from None
+    except YamlTooDeep as exc:
+        raise _refused(f"{p}: {exc}") from None
+    except RecursionError:
+        raise _refused(f"{p} nests too deeply: keep it under 64 levels") from None
+    except (YAMLError, ValueError, TypeError, AttributeError) as exc:  # ruamel reports some bad input as plain errors
+        if "integer string conversion" in str(exc):
+            raise _refused(f"{p} holds a number with more than 4,300 digits: no setting takes one") from None
+        raise _refused(f"{p} is not valid YAML: {_first_line(exc)}") from None
     return parse_deployment(data or {}, base_dir=str(p.resolve().parent))
+
+
+def _refused(message: str) -> DiagnosticError:
+    return DiagnosticError([Diagnostic(code="DEPLOY-YAML", message=message)])
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return " ".join(lines[:3])[:300] if lines else type(exc).__name__
 
 
 def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
@@ -225,5 +292,6 @@ def _diagnostics(exc: ValidationError, prefix: str) -> list[Diagnostic]:
     out = []
     for e in exc.errors():
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        out.append(Diagnostic(code="DEPLOY-INVALID", message=f"{loc}: {e['msg']}", path=loc))
+        message = str(e["msg"]).removeprefix("Value error, ")
+        out.append(Diagnostic(code="DEPLOY-INVALID", message=f"{loc}: {message}", path=loc))
     return out

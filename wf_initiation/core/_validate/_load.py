@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._bounds import MAX_FILE_BYTES
 from .._capabilities import classify, required_capabilities
 from .._catalog import Catalog
 from .._diagnostics import Diagnostic
@@ -68,6 +69,8 @@ def load_workfile(
             return _invalid(file, None, [problem])
     else:
         text = source
+        if len(text) > MAX_FILE_BYTES:
+            return _invalid(file, None, [_too_large(file or "the Workfile")])
     catalog = catalog if catalog is not None else Catalog.default()
     doc, diagnostics = parse_yaml(text)
     if diagnostics:
@@ -95,6 +98,8 @@ def _invalid(file: str | None, workflow: str | None, diagnostics: list[Diagnosti
 
 def _read(path: pathlib.Path) -> tuple[str, Diagnostic | None]:
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return "", _too_large(str(path))
         return path.read_text(encoding="utf-8"), None
     except UnicodeDecodeError as exc:
         return "", Diagnostic(
@@ -102,6 +107,12 @@ def _read(path: pathlib.Path) -> tuple[str, Diagnostic | None]:
         )
     except OSError as exc:
         return "", Diagnostic(code="WF-FILE-UNREADABLE", message=f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _too_large(what: str) -> Diagnostic:
+    return Diagnostic(
+        code="WF-FILE-TOO-LARGE", message=f"{what} is larger than {MAX_FILE_BYTES:,} bytes: a Workfile is configuration, keep it small"
+    )
 
 
 def _workflow_name(doc: Any) -> str | None:
