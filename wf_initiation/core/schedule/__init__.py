@@ -8,13 +8,20 @@ function returns plain data (aware UTC datetimes, strings, dicts).
 
 Semantics, as documented to users:
 
-* ``cron`` is a 5-field expression (minute hour day-of-month month day-of-week, Vixie ``OR`` rule
-  when both day fields are restricted) or an alias: ``@yearly @annually @monthly @weekly @daily
-  @midnight @hourly``. It names *local wall-clock* times in ``timezone``.
-* ``interval`` (``15m``, ``1h30m``; at least ``1s``) is absolute arithmetic on instants, anchored
-  at ``start`` or else the Unix epoch. DST never affects it.
+* ``cron`` is a 5-field expression (minute hour day-of-month month day-of-week) or an alias:
+  ``@yearly @annually @monthly @weekly @daily @midnight @hourly``. It names *local wall-clock*
+  times in ``timezone``. Days follow Vixie cron exactly, as Temporal Schedules do: when the
+  day-of-month or the day-of-week field starts with ``*`` (``*``, ``*/2``), a day must match
+  **both** fields (``0 0 */2 * MON``: odd days that are Mondays); when both are restricted
+  otherwise, either field matching is enough (``0 0 1,15 * MON``: the 1st, the 15th and every
+  Monday). ``exclude.cron`` follows the same rule. Random and hashed fields (``R``, ``H``) are
+  refused: the sequence must be the same on every evaluation (SCHED-2). A cron no date matches
+  (``0 0 30 2 *``) is valid: its sequence is empty and the schedule is installed inactive (SCHED-4).
+* ``interval`` (``15m``, ``1h30m``; at least ``1s``, at most ``3650d``) is absolute arithmetic on
+  instants, anchored at ``start`` or else the Unix epoch. DST never affects it.
 * With both, the sequence is the sorted union of the two, without duplicates.
-* ``start`` and ``end`` are inclusive instants (ISO-8601 with an offset).
+* ``start`` and ``end`` are inclusive instants (ISO-8601 with an offset) from 1970-01-01 to
+  2199-12-31 UTC (``wf_initiation.core._bounds``: no instant plus a duration can overflow).
 * ``dst.gap`` (default ``shift``): a local time that does not exist on the spring-forward day is
   dropped (``skip``) or moved to the first instant after the gap (``shift``: 02:30 on a 02:00→03:00
   day fires at 03:00). ``dst.fold`` (default ``first``): a local time that occurs twice on the
