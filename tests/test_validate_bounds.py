@@ -170,3 +170,76 @@ def test_a_workfile_over_the_size_limit_is_refused(tmp_path: pathlib.Path, capsy
     wf.write_text(MAIL.format(inputs="", name="m", batch="") + "#" * MAX_FILE_BYTES)
     assert main(["validate", str(wf)]) == 1
     assert "WF-FILE-TOO-LARGE" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ histories and plain clients
+
+def test_a_spec_recorded_before_the_bounds_still_decodes_and_the_edge_checks_name_each_bound(tmp_path: pathlib.Path) -> None:
+    # A history written by an earlier build must keep replaying: the workflow decodes its input
+    # without the edge's bounds; spec_problems (the activate update's validator) names them.
+    from tests.support.activation import make_spec
+    from wf_initiation.core.activation import ActivationSpec, spec_problems
+
+    spec = make_spec(tmp_path, SCHEDULE.format(config="{cron: '@daily'}"), task_queue="q")
+    raw = json.loads(spec.model_dump_json())
+    raw["policies"].update(dedup_retention="P9000D", max_history_events=99_999)
+    raw["policies"]["poll"]["interval"] = "PT0.01S"
+    raw["entries"][0]["config"]["start"] = "1960-01-01T00:00:00Z"
+    old = ActivationSpec.model_validate_json(json.dumps(raw))
+    assert old.policies.dedup_retention.days == 9000
+    problems = " | ".join(spec_problems(old))
+    for fragment in ("dedup_retention", "max_history_events", "poll.interval", "1960"):
+        assert fragment in problems, problems
+    assert spec_problems(spec) == []
+
+
+def test_legacy_schedules_keep_the_earlier_day_rule_for_replay() -> None:
+    # histories recorded before patch wfi-evaluation-v2 were computed with croniter's own rule
+    from datetime import UTC, datetime
+
+    from wf_initiation.core.schedule import next_occurrences, parse_schedule
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    legacy = parse_schedule({"cron": "0 0 */2 * MON", "interval": "5000d"}, legacy=True)
+    assert [t.day for t in next_occurrences(legacy, t0, 3)] == [3, 5, 7]  # odd days OR Mondays, as before
+    current = parse_schedule({"cron": "0 0 */2 * MON"})
+    assert [t.day for t in next_occurrences(current, t0, 2)] == [5, 19]
+    with pytest.raises(ValueError, match="longer than 3650d"):
+        parse_schedule({"cron": "0 0 */2 * MON", "interval": "5000d"})
+
+
+async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_goes_on(
+    dev_env, task_queue: str, tmp_path: pathlib.Path
+) -> None:
+    # proves: INIT-3 (the binding is validated before any event is accepted, whoever sends it)
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.worker import Worker
+
+    from tests.conftest import assert_eventually
+    from tests.support.activation import make_spec, unique
+    from tests.support.runs import describe_or_none
+    from wf_initiation.client import WfiClient
+    from wf_initiation.core.engine import Disposition
+    from wf_initiation.plugin import WfiPlugin
+
+    name = unique("bounded")
+    text = f"name: {name}\non:\n  mail.received: {{inbox: help@acme.com}}\n  as: message\n"
+    spec = make_spec(tmp_path, text, task_queue=task_queue)
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        wfi = WfiClient(dev_env.client, task_queue=task_queue)
+        await wfi.activate(spec)
+        raw = json.loads(spec.model_dump_json())
+        raw["policies"]["dedup_retention"] = "P999999D"
+        raw["activation_id"] = spec.activation_id.replace("@", "@x")
+        forged = type(spec).model_validate_json(json.dumps(raw))
+        with pytest.raises(WorkflowUpdateFailedError):
+            await wfi.handle(name).execute_update("activate", forged, id="forged-activate")
+        state = await wfi.state(name)
+        assert state["activation_id"] == spec.activation_id
+        ok = await wfi.deliver(name, {"message_id": "m1", "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi"})
+        assert ok.disposition == Disposition.ACCEPTED
+
+        async def started() -> None:
+            assert await describe_or_none(dev_env.client, ok.run_key) is not None
+
+        await assert_eventually(started, timeout=30)

@@ -24,7 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
-    from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
@@ -48,9 +48,10 @@ MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
-# Expressions give JSON values (a rendered string stays a string) and payload keys win over dict
-# methods; histories recorded before keep the old evaluation (wf_initiation.core._expr, legacy).
-EXPRESSIONS_PATCH = "wfi-expressions-json"
+# Expressions give JSON values (a rendered string stays a string), payload keys win over dict
+# methods, cron days follow Vixie cron: histories recorded before keep the earlier evaluation
+# (Evaluator(legacy=True), ScheduleSpec.legacy).
+EVALUATION_PATCH = "wfi-evaluation-v2"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -82,11 +83,12 @@ class ActivationWorkflow:
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
-        restored = decode_state(state) if state else initial_state(spec, now)
+        legacy = not workflow.patched(EVALUATION_PATCH)
+        restored = decode_state(state) if state else initial_state(spec, now, legacy=legacy)
         abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
         self._engine = Engine(spec, restored)
-        if not workflow.patched(EXPRESSIONS_PATCH):
-            self._engine.use_legacy_expressions()
+        if legacy:
+            self._engine.use_legacy_evaluation()
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
         self._timers: set[datetime] = set()
@@ -403,6 +405,9 @@ class ActivationWorkflow:
     def _validate_activate(self, spec: ActivationSpec) -> None:
         if spec.workflow != self._engine.spec.workflow:
             raise ValueError(f"this activation serves workflow {self._engine.spec.workflow!r}, not {spec.workflow!r}")
+        problems = spec_problems(spec)  # what `wfi activate` refuses, refused from a plain client too
+        if problems:
+            raise ValueError("the activation is out of bounds: " + "; ".join(problems)[:2000])
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:

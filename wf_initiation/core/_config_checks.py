@@ -22,7 +22,7 @@ def semantic_problems(manifest: Manifest, config: dict[str, Any]) -> tuple[str, 
         try:
             parse_schedule(config)
         except ScheduleConfigError as exc:
-            return "SCHED-INVALID", exc.problems
+            return "SCHED-INVALID", [f"schedule cannot be evaluated (SCHED-3): {'; '.join(exc.problems)}"]
     return "", []
 
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._capabilities import classify
 from ._catalog import Catalog, Manifest
@@ -21,7 +21,8 @@ from ._config_checks import schema_problems, semantic_problems
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
-from .deployment import ADDED_POLICIES, Deployment, Policies, RunTarget
+from ._bounds import MAX_BINDING_NAME
+from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
 
 
 class EntrySpec(BaseModel):
@@ -197,8 +198,6 @@ def _evaluated_config_problems(manifest: Manifest, config: dict[str, Any], entry
         return [Diagnostic(code="TRIG-CONFIG-INVALID", entry=entry, message=f"{manifest.name} {problem} "
                            "(after evaluating inputs and the overlay)") for problem in schema]
     code, problems = semantic_problems(manifest, config)
-    if code == "SCHED-INVALID":
-        problems = [f"schedule cannot be evaluated (SCHED-3): {'; '.join(problems)}"] if problems else []
     return [Diagnostic(code=code, entry=entry, message=problem) for problem in problems]
 
 
@@ -212,6 +211,28 @@ def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagn
         )
         for name in sorted(set(overlay) - names)
     ]
+
+
+def spec_problems(spec: ActivationSpec) -> list[str]:
+    """The edge's bounds, checked again on a spec that reaches the activation workflow directly (a
+    plain Temporal client can send the ``activate`` update): one line per problem, [] when fine."""
+    problems: list[str] = []
+    for model, value in ((Policies, spec.policies), (RunTarget, spec.run)):
+        try:
+            model.model_validate(value.model_dump(mode="json"), context=BOUNDED)
+        except ValidationError as exc:
+            problems += [f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}" for e in exc.errors()]
+    for entry in spec.entries:
+        if len(entry.name) > MAX_BINDING_NAME:
+            problems.append(f"entry name of {len(entry.name)} characters; at most {MAX_BINDING_NAME}")
+        if entry.kind == "schedule":
+            from .schedule import ScheduleConfigError, parse_schedule
+
+            try:
+                parse_schedule(entry.config)
+            except ScheduleConfigError as exc:
+                problems.append(f"entry {entry.name[:MAX_BINDING_NAME]!r}: {exc}")
+    return problems
 
 
 def binding_digest(spec: ActivationSpec) -> str:

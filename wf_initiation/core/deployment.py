@@ -30,7 +30,16 @@ import pathlib
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from ruamel.yaml import YAML, YAMLError
 
 from ._bounds import (
@@ -65,16 +74,43 @@ def _duration(value: Any) -> timedelta:
     return parse_duration(value)
 
 
-def _within(at_least: timedelta = timedelta(0), at_most: timedelta = MAX_DURATION) -> Any:
-    """An after-validator refusing a duration outside ``[at_least, at_most]`` with a message naming the bound."""
+BOUNDED: dict[str, Any] = {"bounds": True}
+"""Validation context of values entering from a deployment file: only then are the bounds of
+docs/limits.md enforced. A spec recorded in a history by an earlier build is read without them,
+so it keeps replaying (the workflow decodes its input without a context)."""
 
-    def check(value: timedelta | None) -> timedelta | None:
+
+def _edge(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("bounds"))
+
+
+def _within(at_least: timedelta = timedelta(0), at_most: timedelta = MAX_DURATION) -> Any:
+    """A field validator refusing, at the edge, a duration outside ``[at_least, at_most]``."""
+
+    def check(value: timedelta | None, info: ValidationInfo) -> timedelta | None:
         problem = duration_problem(value, at_least=at_least, at_most=at_most) if value is not None else None
-        if problem is not None:
+        if problem is not None and _edge(info):
             raise ValueError(f"the duration {problem}")
         return value
 
     return check
+
+
+def _at_most(limit: int) -> Any:
+    """A field validator refusing, at the edge, a count above ``limit``."""
+
+    def check(value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value > limit and _edge(info):
+            raise ValueError(f"{value:,} is more than {limit:,}, the limit")
+        return value
+
+    return check
+
+
+def _temporal_name(value: str, info: ValidationInfo) -> str:
+    if _edge(info) and not 1 <= len(value) <= MAX_TEMPORAL_NAME:
+        raise ValueError(f"a Temporal name has 1 to {MAX_TEMPORAL_NAME} characters, this one {len(value):,}")
+    return value
 
 
 
@@ -84,11 +120,11 @@ class _Strict(BaseModel):
 
 class TemporalTarget(_Strict):
     address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
-    namespace: str = Field(default="default", min_length=1, max_length=MAX_TEMPORAL_NAME)
+    namespace: str = "default"
     profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
-    task_queue: str = Field(
-        default="wfi-activations", min_length=1, max_length=MAX_TEMPORAL_NAME, description="Task queue of activation workflows."
-    )
+    task_queue: str = Field(default="wfi-activations", description="Task queue of activation workflows.")
+
+    _names = field_validator("namespace", "task_queue")(_temporal_name)
 
     def resolved_address(self) -> str:
         return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
@@ -99,8 +135,10 @@ class MissedPolicy(_Strict):
 
     policy: Literal["skip", "catch_up"] = "skip"
     bound: int | None = Field(
-        default=None, ge=1, le=MAX_CATCH_UP_BOUND, description="catch_up: most missed occurrences admitted at once."
+        default=None, ge=1, description="catch_up: most missed occurrences admitted at once."
     )
+
+    _b = field_validator("bound")(_at_most(MAX_CATCH_UP_BOUND))
     overflow: Literal["wait_for_operator", "skip_overflow"] = Field(
         default="wait_for_operator",
         description="catch_up beyond bound: hold the omitted range for an operator decision, or skip it (recorded).",
@@ -129,8 +167,8 @@ class PollSettings(_Strict):
     _timeout = field_validator("timeout")(_within(timedelta(seconds=1), MAX_POLL_TIMEOUT))
 
     @model_validator(mode="after")
-    def _backoff_order(self) -> "PollSettings":
-        if self.backoff_max < self.backoff_initial:
+    def _backoff_order(self, info: ValidationInfo) -> "PollSettings":
+        if self.backoff_max < self.backoff_initial and _edge(info):
             raise ValueError("backoff_max must be at least backoff_initial")
         return self
 
@@ -157,31 +195,32 @@ class Policies(_Strict):
     missed: MissedPolicy = MissedPolicy()
     invalid_items: Literal["hold", "quarantine"] = Field(default="quarantine", description="POLL-11 choice.")
     poll: PollSettings = PollSettings()
-    max_causation_depth: int = Field(default=10, ge=1, le=MAX_CAUSATION_DEPTH, description="COMP-6 cycle guard bound.")
-    max_concurrent_runs: int | None = Field(
-        default=None, ge=1, le=MAX_CONCURRENT_RUNS, description="Cap on running runs (else unlimited)."
-    )
+    max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
+    max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
     lifecycle_events: bool = Field(
         default=True,
         description="Publish workflow.started/completed/failed of this workflow's runs (COMP-3); "
         "false saves an activity per batch of run transitions when nothing listens.",
     )
     max_history_events: int = Field(
-        default=8000, ge=200, le=MAX_HISTORY_EVENTS,
-        description="Continue-as-new once the activation's history passes this many events.",
+        default=8000, ge=200, description="Continue-as-new once the activation's history passes this many events."
     )
 
     _d = field_validator("dedup_retention", "late_after", "schedule_wake_ahead", mode="before")(_duration)
     _long = field_validator("dedup_retention", "late_after")(_within())
+    _depth = field_validator("max_causation_depth")(_at_most(MAX_CAUSATION_DEPTH))
+    _runs = field_validator("max_concurrent_runs")(_at_most(MAX_CONCURRENT_RUNS))
+    _history = field_validator("max_history_events")(_at_most(MAX_HISTORY_EVENTS))
 
 
 class RunTarget(_Strict):
-    workflow_type: str = Field(min_length=1, max_length=MAX_TEMPORAL_NAME, description="Workflow type each run executes.")
-    task_queue: str = Field(min_length=1, max_length=MAX_TEMPORAL_NAME, description="Task queue of the run workflows.")
+    workflow_type: str = Field(description="Workflow type each run executes.")
+    task_queue: str = Field(description="Task queue of the run workflows.")
     execution_timeout: timedelta | None = None
 
     _d = field_validator("execution_timeout", mode="before")(lambda v: None if v is None else _duration(v))
     _bounded = field_validator("execution_timeout")(_within(timedelta(seconds=1)))
+    _names = field_validator("workflow_type", "task_queue")(_temporal_name)
 
 
 class Connection(_Strict):
@@ -226,7 +265,7 @@ class Deployment(_Strict):
             )])
         merged = {**self.defaults, **self.workflows[name]}
         try:
-            return WorkflowDeployment.model_validate(merged)
+            return WorkflowDeployment.model_validate(merged, context=BOUNDED)
         except ValidationError as exc:
             raise DiagnosticError(_diagnostics(exc, f"workflows.{name}")) from None
 
@@ -279,8 +318,8 @@ def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic(code="DEPLOY-SHAPE", message="a deployment file is a mapping at top level")])
     try:
-        dep = Deployment.model_validate({**data, "base_dir": base_dir})
-        Policies.model_validate(dep.defaults)
+        dep = Deployment.model_validate({**data, "base_dir": base_dir}, context=BOUNDED)
+        Policies.model_validate(dep.defaults, context=BOUNDED)
     except ValidationError as exc:
         raise DiagnosticError(_diagnostics(exc, "")) from None
     for name in dep.workflows:

@@ -41,8 +41,8 @@ def _semantics(plain: dict[str, Any], loc: Loc, draft: Draft, ctx: Ctx) -> None:
     """What the schema cannot say (a cron's fields, a zone, bounded instants): as activation checks it."""
     assert draft.manifest is not None
     code, problems = semantic_problems(draft.manifest, plain)
-    for problem in problems:
-        ctx.add(code, f"{draft.connector}: {problem}", loc, draft.label)
+    for problem in problems:  # the entry named as activation names it: the same diagnostic either way
+        ctx.add(code, problem, loc, draft.binding or draft.label)
 
 
 def _has_expression(value: Any) -> bool:

@@ -70,6 +70,10 @@ class ScheduleSpec:
     dst_gap: GapPolicy = "shift"
     dst_fold: FoldPolicy = "first"
     tzdata_version: str = TZDATA_VERSION
+    legacy: bool = False
+    """Evaluate as builds before ``wfi-evaluation-v2`` did, to replay their histories: croniter's
+    own day rule (either day field, ``*/2`` counted as restricted), 50-year searches, 20,000
+    excluded candidates in a row, no bounds on instants, interval and exclusions."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: the configuration (as :func:`parse_schedule` accepts it) plus ``tzdata_version``."""
@@ -103,8 +107,12 @@ def _replace(spec: ScheduleSpec, **changes: Any) -> ScheduleSpec:
 # --------------------------------------------------------------------------------------- parsing
 
 
-def parse_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
+def parse_schedule(config: Mapping[str, Any], *, legacy: bool = False) -> ScheduleSpec:
     """Validate a ``time.schedule`` configuration.
+
+    ``legacy=True`` parses a configuration recorded by an earlier build for replay: the bounds
+    added since (instants, interval, exclusions, random fields) are not applied and the sequence
+    keeps the earlier rules (see :attr:`ScheduleSpec.legacy`).
 
     Raises:
         ScheduleConfigError: listing every problem (bad cron, unknown zone, bad interval, bad
@@ -134,9 +142,45 @@ def parse_schedule(config: Mapping[str, Any]) -> ScheduleSpec:
         )
     if problems:
         raise ScheduleConfigError(problems)
-    return ScheduleSpec(
-        **fields, exclude_dates=exclude[0], exclude_cron=exclude[1], dst_gap=dst[0], dst_fold=dst[1]
+    spec = ScheduleSpec(
+        **fields, exclude_dates=exclude[0], exclude_cron=exclude[1], dst_gap=dst[0], dst_fold=dst[1], legacy=legacy
     )
+    problems = [] if legacy else _bound_problems(spec)
+    if problems:
+        raise ScheduleConfigError(problems)
+    return spec
+
+
+def _bound_problems(spec: ScheduleSpec) -> list[str]:
+    """The limits of docs/limits.md and determinism: what makes an evaluation cheap and repeatable."""
+    problems = [
+        f"'{key}': {text!r} uses a random (R) or hashed (H) field: a schedule must be deterministic "
+        "(SCHED-2); write the minute and hour out"
+        for key, text in [("cron", spec.cron), *(("exclude.cron", e) for e in spec.exclude_cron)]
+        if text is not None and _RANDOM_OR_HASHED.search(expand_cron(text))
+    ]
+    for key in ("start", "end"):
+        value = getattr(spec, key)
+        problem = instant_problem(value) if value is not None else None
+        if problem is not None:
+            problems.append(f"'{key}': {utc_iso(value)} {problem}")
+    if spec.interval is not None and spec.interval > MAX_DURATION:
+        problems.append(f"'interval': {format_duration(spec.interval)} is longer than {MAX_DURATION.days}d: use a cron for rarer events")
+    if len(spec.exclude_dates) > MAX_SCHEDULE_EXCLUSIONS:
+        problems.append(
+            f"'exclude.dates' lists {len(spec.exclude_dates):,} dates; at most {MAX_SCHEDULE_EXCLUSIONS:,}: "
+            "use exclude.cron for patterns"
+        )
+    if len(spec.exclude_cron) > MAX_EXCLUDE_CRON:
+        problems.append(f"'exclude.cron' lists {len(spec.exclude_cron)} expressions; at most {MAX_EXCLUDE_CRON}: combine them")
+    for text in spec.exclude_cron:
+        it = croniter(expand_cron(text), REFERENCE)
+        if it.nth_weekday_of_month or it.nearest_weekday:
+            problems.append(
+                f"'exclude.cron': {text!r} uses # or W: exclusions take plain fields (numbers, names, ranges, "
+                "steps, lists, L for the last day of the month)"
+            )
+    return problems
 
 
 def _collect(problems: list[str], parse: Any, value: Any) -> Any:
@@ -168,17 +212,17 @@ def _parse_cron(expr: Any, key: str = "cron") -> str:
             f"'{key}': {text!r} has {len(fields)} field(s): "
             "write exactly 5 (minute hour day-of-month month day-of-week)"
         ])
-    if _RANDOM_OR_HASHED.search(expand_cron(text)):
-        raise ScheduleConfigError([
-            f"'{key}': {text!r} uses a random (R) or hashed (H) field: a schedule must be deterministic "
-            "(SCHED-2); write the minute and hour out"
-        ])
     try:
         # Syntax and ranges only: whether any date matches (0 0 30 2 *) is the sequence's question,
         # and a valid sequence with no occurrence leaves the activation inactive (SCHED-4).
         croniter.expand(expand_cron(text))
     # croniter's own errors are ValueErrors; its parser lets the others escape on odd input
     except (ValueError, KeyError, TypeError, IndexError, OverflowError) as exc:
+        if _RANDOM_OR_HASHED.search(expand_cron(text)):
+            raise ScheduleConfigError([
+                f"'{key}': {text!r} uses a random (R) or hashed (H) field: a schedule must be deterministic "
+                "(SCHED-2); write the minute and hour out"
+            ]) from None
         raise ScheduleConfigError([
             f"'{key}': {text!r} is not a valid cron expression ({exc}): write e.g. '*/15 * * * *'"
         ]) from None
@@ -189,7 +233,7 @@ def expand_cron(expr: str) -> str:
     return ALIASES.get(expr.strip().lower(), expr.strip())
 
 
-def cron_iter(expr: str, start: datetime) -> croniter:
+def cron_iter(expr: str, start: datetime, *, legacy: bool = False) -> croniter:
     """A croniter over ``expr`` from ``start`` with Vixie cron's day rule and a bounded search.
 
     Vixie cron (and Temporal Schedules): when the day-of-month or the day-of-week field starts
@@ -198,6 +242,8 @@ def cron_iter(expr: str, start: datetime) -> croniter:
     ``implement_cron_bug`` is exactly that rule. A search for the next match gives up after
     :data:`HORIZON_YEARS` + 1 years (croniter raises; the sequence ends there).
     """
+    if legacy:  # see ScheduleSpec.legacy
+        return croniter(expand_cron(expr), start)
     return croniter(
         expand_cron(expr), start, day_or=True, implement_cron_bug=True, max_years_between_matches=HORIZON_YEARS + 1
     )
@@ -213,8 +259,6 @@ def _parse_interval(text: Any, key: str = "interval") -> timedelta:
         raise ScheduleConfigError([f"'{key}': {_cut(text)} is not an interval{reason}: write e.g. 15m, 1h30m, 1d"]) from None
     if value < timedelta(seconds=1):
         raise ScheduleConfigError([f"'{key}': {text!r} is shorter than 1s: use an interval of at least 1s"])
-    if value > MAX_DURATION:
-        raise ScheduleConfigError([f"'{key}': {text!r} is longer than {MAX_DURATION.days}d: use a cron for rarer events"])
     return value
 
 
@@ -225,9 +269,6 @@ def _parse_instant(value: Any, key: str) -> datetime:
             f"'{key}': {value!r} is not an ISO-8601 instant with an offset: "
             "write e.g. '2026-03-08T00:00:00Z' or '2026-03-08T00:00:00-05:00' (quoted)"
         ])
-    problem = instant_problem(parsed)
-    if problem is not None:
-        raise ScheduleConfigError([f"'{key}': {value!r} {problem}"])
     return parsed
 
 
@@ -249,9 +290,13 @@ def parse_instant(text: str) -> datetime:
     """Parse an ISO-8601 instant that carries an offset (``Z`` or ``+01:00``) into aware UTC.
 
     Raises:
-        ScheduleConfigError: when ``text`` is not such an instant.
+        ScheduleConfigError: when ``text`` is not such an instant, or lies outside 1970..2199.
     """
-    return _parse_instant(text, "instant")
+    parsed = _parse_instant(text, "instant")
+    problem = instant_problem(parsed)
+    if problem is not None:
+        raise ScheduleConfigError([f"{text!r} {problem}"])
+    return parsed
 
 
 def _parse_exclude(value: Any) -> tuple[tuple[date, ...], tuple[str, ...]]:
@@ -262,10 +307,6 @@ def _parse_exclude(value: Any) -> tuple[tuple[date, ...], tuple[str, ...]]:
     ]
     dates = [_collect(problems, _parse_date, v) for v in _as_list(problems, value.get("dates"), "dates")]
     crons = [_collect(problems, _parse_exclude_cron, v) for v in _as_list(problems, value.get("cron"), "cron")]
-    if len(dates) > MAX_SCHEDULE_EXCLUSIONS:
-        problems.append(f"'exclude.dates' lists {len(dates):,} dates; at most {MAX_SCHEDULE_EXCLUSIONS:,}: use exclude.cron for patterns")
-    if len(crons) > MAX_EXCLUDE_CRON:
-        problems.append(f"'exclude.cron' lists {len(crons)} expressions; at most {MAX_EXCLUDE_CRON}: combine them")
     if problems:
         raise ScheduleConfigError(problems)
     return tuple(sorted(set(dates))), tuple(crons)
@@ -294,14 +335,7 @@ def _parse_date(value: Any) -> date:
 
 
 def _parse_exclude_cron(value: Any) -> str:
-    text = _parse_cron(value, "exclude.cron")
-    it = croniter(expand_cron(text), REFERENCE)
-    if it.nth_weekday_of_month or it.nearest_weekday:
-        raise ScheduleConfigError([
-            f"'exclude.cron': {text!r} uses # or W: exclusions take plain fields (numbers, names, ranges, "
-            "steps, lists, L for the last day of the month)"
-        ])
-    return text
+    return _parse_cron(value, "exclude.cron")
 
 
 def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:

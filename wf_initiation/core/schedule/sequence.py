@@ -20,6 +20,7 @@ from croniter import croniter
 from .config import HORIZON_YEARS, REFERENCE, FoldPolicy, GapPolicy, ScheduleSpec, cron_iter, expand_cron, load_zone, utc_iso
 
 MAX_EXCLUDED_IN_A_ROW = 2_000
+_LEGACY_EXCLUDED_IN_A_ROW = 20_000  # ScheduleSpec.legacy
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TICK = timedelta(microseconds=1)
@@ -160,10 +161,11 @@ def _cron_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excluder
     (``fold: both`` yields the second pass after later first-pass times), so they wait in a heap
     until the smallest instant of a later wall time proves nothing smaller can follow.
     """
-    it = cron_iter(spec.cron or "", _wall(window.after, zone) - _backoff(window.after, zone))
+    it = cron_iter(spec.cron or "", _wall(window.after, zone) - _backoff(window.after, zone), legacy=spec.legacy)
     pending: list[datetime] = []
     misses, horizon = 0, _horizon(_wall(window.after, zone))
-    while (wall := _next_wall(it)) is not None and wall <= horizon and misses <= MAX_EXCLUDED_IN_A_ROW:
+    limit = _miss_limit(spec)
+    while (wall := _next_wall(it)) is not None and wall <= horizon and misses <= limit:
         instants = _map_local(wall, zone, spec.dst_gap, spec.dst_fold)
         if instants and window.end is not None and instants[0] > window.end:
             break
@@ -215,7 +217,7 @@ def _interval_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excl
             misses, horizon = 0, _horizon(wall)
             yield t
             k += 1
-        elif (misses := misses + 1) > MAX_EXCLUDED_IN_A_ROW:
+        elif (misses := misses + 1) > _miss_limit(spec):
             return
         else:
             k = max(k + 1, _first_step_at(_unit_end(wall, unit), zone, anchor, step))
@@ -251,7 +253,7 @@ class _Excluder:
         self, spec: ScheduleSpec, minutes: frozenset[int] = frozenset(range(60)), hours: frozenset[int] = frozenset(range(24))
     ):
         self._dates = frozenset(spec.exclude_dates)
-        self._crons = [(_CronMatcher(e), _cron_unit(e, minutes, hours)) for e in spec.exclude_cron]
+        self._crons = [(_CronMatcher(e, spec.legacy), _cron_unit(e, minutes, hours)) for e in spec.exclude_cron]
 
     def unit(self, wall: datetime) -> _Unit | None:
         """The coarsest local unit (day, hour, minute) around ``wall`` that is excluded, if any."""
@@ -271,8 +273,11 @@ class _CronMatcher:
     ``exclude.cron`` takes no ``W`` or ``#`` (refused when the configuration is parsed).
     """
 
-    def __init__(self, expr: str):
-        expanded = cron_iter(expr, REFERENCE).expanded
+    def __init__(self, expr: str, legacy: bool = False):
+        self._it = cron_iter(expr, REFERENCE, legacy=legacy)
+        # Earlier builds asked croniter (its own day rule); W and # (allowed in them) need it too.
+        self._search = legacy or bool(self._it.nth_weekday_of_month or self._it.nearest_weekday)
+        expanded = self._it.expanded
         self._fields = [None if field == ["*"] else frozenset(v if v == "l" else int(v) % 7 if i == 4 else int(v)
                                                                for v in field)
                         for i, field in enumerate(expanded)]
@@ -280,12 +285,19 @@ class _CronMatcher:
         self._both_days = dom.startswith("*") or dow.startswith("*") or None in self._fields[2::2]
 
     def matches(self, minute: datetime) -> bool:
+        if self._search:
+            self._it.set_current(minute - _TICK, force=True)
+            return _next_wall(self._it) == minute
         minutes, hours, doms, months, dows = self._fields
         if not all(f is None or v in f for f, v in ((minutes, minute.minute), (hours, minute.hour), (months, minute.month))):
             return False
         dom_ok = doms is None or minute.day in doms or ("l" in doms and minute.day == _last_day(minute))
         dow_ok = dows is None or minute.isoweekday() % 7 in dows
         return (dom_ok and dow_ok) if self._both_days else (dom_ok or dow_ok)
+
+
+def _miss_limit(spec: ScheduleSpec) -> int:
+    return _LEGACY_EXCLUDED_IN_A_ROW if spec.legacy else MAX_EXCLUDED_IN_A_ROW
 
 
 def _last_day(day: datetime) -> int:
