@@ -7,16 +7,18 @@ Issue 11 items 13 and 14. Expected dates are computed by hand from a calendar of
 from __future__ import annotations
 
 import time
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from wf_initiation.core import Catalog, load_workfile
+from wf_initiation.core import Catalog, DurationError, load_workfile, parse_duration
+from wf_initiation.core._bounds import LATEST_INSTANT, MAX_DURATION_TEXT
 from wf_initiation.core.activation import resolve_activation
 from wf_initiation.core.deployment import parse_deployment
-from wf_initiation.core.engine import EngineState
 from wf_initiation.core.engine._schedule import new_schedule_state
-from wf_initiation.core.schedule import MAX_EXCLUDED_IN_A_ROW, next_occurrences, parse_schedule
+from wf_initiation.core.schedule import MAX_EXCLUDED_IN_A_ROW, ScheduleConfigError, next_occurrences, parse_schedule
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)  # a Thursday
 
@@ -72,7 +74,6 @@ def test_a_valid_schedule_with_no_occurrence_is_valid_and_installed_inactive(cro
     activation = resolve_activation(result.workfile, deployment, Catalog.default())
     state = new_schedule_state(activation.entries[0], activation, T0)
     assert state.active is False and "SCHED-4" in (state.inactive_reason or "")
-    assert EngineState is not None
 
 
 def test_an_exhausting_search_ends_quickly_at_its_bound() -> None:
@@ -94,3 +95,35 @@ def test_random_and_hashed_cron_fields_are_refused(cron: str) -> None:
 def test_thursday_and_other_names_are_not_mistaken_for_hashed_fields() -> None:
     got = next_occurrences(parse_schedule({"cron": "0 0 * * THU,SAT"}), T0, 2)
     assert [t.date() for t in got] == days((1, 3), (1, 8))
+
+
+# ------------------------------------------------------------------ no datetime overflow, by construction
+
+instants = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC))
+durations = st.one_of(
+    st.from_regex(r"\A[0-9]{1,14}(ms|s|m|h|d)\Z"), st.integers(-10, 10**15), st.floats(allow_nan=True)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=durations)
+def test_any_duration_text_parses_within_its_bound_or_is_refused(text: object) -> None:
+    try:
+        value = parse_duration(text)  # type: ignore[arg-type]
+    except DurationError:
+        return
+    assert timedelta(0) <= value <= MAX_DURATION_TEXT
+
+
+@settings(max_examples=150, deadline=None)
+@given(start=instants, end=instants, after=instants, every=durations, cron=st.sampled_from(["@daily", "0 0 30 2 *", "*/7 3 * * MON"]))
+def test_an_accepted_schedule_never_overflows_a_datetime(start, end, after, every, cron) -> None:
+    # proves: SCHED-3 (what cannot be evaluated is refused when parsed, never while running)
+    config = {"cron": cron, "start": start.isoformat(), "end": end.isoformat(), "interval": every}
+    try:
+        spec = parse_schedule(config)
+    except ScheduleConfigError:
+        return
+    assert spec.start is not None and spec.start < LATEST_INSTANT
+    for t in next_occurrences(spec, min(after, LATEST_INSTANT - timedelta(days=1)), 3):
+        assert t < LATEST_INSTANT + timedelta(days=3660)
