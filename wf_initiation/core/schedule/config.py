@@ -38,6 +38,8 @@ ALIASES: Mapping[str, str] = {
     "@hourly": "0 * * * *",
 }
 _KEYS = frozenset({"cron", "interval", "timezone", "start", "end", "exclude", "dst"})
+_MAX_CRON = 1_000
+_MAX_ZONE_NAME = 64  # the longest IANA name has 32 characters
 _ZONE_NAME = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
 REFERENCE = datetime(2000, 1, 1)  # fixed start for a croniter that is never asked for a date: never the clock
 # croniter's random (R) and hashed (H) fields: R differs on every evaluation, H needs a hash id.
@@ -204,6 +206,8 @@ def _parse_cron(expr: Any, key: str = "cron") -> str:
     if not isinstance(expr, str) or not expr.strip():
         raise ScheduleConfigError([f"'{key}' must be a cron string such as '30 2 * * *' or '@daily', not {expr!r}"])
     text = expr.strip()
+    if len(text) > _MAX_CRON:
+        raise ScheduleConfigError([f"'{key}': {_cut(text)} has {len(text):,} characters; a cron has at most {_MAX_CRON}"])
     if text.startswith("@") and text.lower() not in ALIASES:
         raise ScheduleConfigError([f"'{key}': unknown alias {text!r}: use one of {', '.join(ALIASES)}"])
     fields = expand_cron(text).split()
@@ -361,24 +365,22 @@ def _parse_dst(value: Any) -> tuple[GapPolicy, FoldPolicy]:
 
 def load_zone(name: Any) -> ZoneInfo:
     """Load ``name`` from the tzdata package, never from the host (a fresh object: no global cache)."""
-    if not isinstance(name, str) or not _ZONE_NAME.match(name):
+    if not isinstance(name, str) or len(name) > _MAX_ZONE_NAME or not _ZONE_NAME.match(name):
         raise ScheduleConfigError([
-            f"'timezone': {name!r} is not an IANA zone name: write e.g. 'America/New_York' or 'UTC'"
+            f"'timezone': {_cut(name)} is not an IANA zone name: write e.g. 'America/New_York' or 'UTC'"
         ])
-    path = resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
-    if not path.is_file():
-        raise ScheduleConfigError([
-            f"'timezone': unknown zone {name!r} in tzdata {TZDATA_VERSION}: "
-            "write an IANA name such as 'Europe/Berlin' (names are case-sensitive)"
-        ])
-    with path.open("rb") as handle:
-        try:
+    unknown = ScheduleConfigError([
+        f"'timezone': unknown zone {name!r} in tzdata {TZDATA_VERSION}: "
+        "write an IANA name such as 'Europe/Berlin' (names are case-sensitive)"
+    ])
+    try:
+        path = resources.files("tzdata.zoneinfo").joinpath(*name.split("/"))
+        if not path.is_file():
+            raise unknown
+        with path.open("rb") as handle:
             return ZoneInfo.from_file(handle, key=name)
-        except ValueError:
-            raise ScheduleConfigError([
-                f"'timezone': {name!r} is not a zone in tzdata {TZDATA_VERSION}: "
-                "write an IANA name such as 'Europe/Berlin'"
-            ]) from None
+    except (OSError, ValueError):  # a name the file system cannot hold, or a file that is not a zone
+        raise unknown from None
 
 
 def utc_iso(instant: datetime) -> str:
