@@ -210,3 +210,28 @@ def test_any_payload_gives_a_value_or_a_fault_quickly(source: str, a: Any, b: An
 def test_integer_limit_is_the_text_limit_so_results_stay_json(ev: Evaluator) -> None:
     biggest = ev.evaluate("{{ m.a * 1 }}", {"m": {"a": 10**MAX_INT_DIGITS - 1}})
     assert len(str(biggest)) == MAX_INT_DIGITS
+
+
+def test_common_idioms_keep_working_under_the_budgets(ev: Evaluator) -> None:
+    scope = {"m": {"a": 1, "s": "Hello", "l": [{"x": 1}, {"x": 2}]}}
+    cases = {
+        "{{ m.missing | default('x') }}": "x",
+        "{{ m.missing is defined }}": False,
+        "{{ m.missing | d(none) }}": None,
+        "{{ m.l|map(attribute='x')|list }}": [1, 2],
+        "{{ m.l|selectattr('x', 'gt', 1)|list }}": [{"x": 2}],
+        "{{ m.l|map(attribute='x')|join(',') }}": "1,2",
+        "{{ m.l|sum(attribute='x') }}": 3,
+        "{{ m.s|lower ~ '-' ~ m.a }}": "hello-1",
+        "{{ '%s-%d' % (m.s, m.a) }}": "Hello-1",
+        "{{ m.s[1:3] }}": "el",
+        "{{ m.s.startswith('H') }}": True,
+        "{{ {'a': m.a, 'b': [m.s]} }}": {"a": 1, "b": ["Hello"]},
+        "{{ m|dictsort|first }}": ["a", 1],
+        "{{ m.l|tojson }}": '[{"x": 1}, {"x": 2}]',
+        "{{ true }}": True,
+        "{{ 7 }}": 7,
+        "Post: {{ m.s }}": "Post: Hello",
+    }
+    for source, expected in cases.items():
+        assert ev.evaluate(source, scope) == expected, source

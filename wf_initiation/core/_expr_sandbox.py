@@ -131,6 +131,8 @@ def value_size(value: Any, cap: int) -> int:
     while stack and total <= cap:
         item = stack.pop()
         total += ITEM_SIZE
+        if isinstance(item, Undefined):  # strict: touching it raises; `default` and `is defined` take it as it is
+            continue
         if isinstance(item, (str, bytes)):
             total += len(item)
         elif isinstance(item, Mapping):
@@ -147,6 +149,8 @@ def value_size(value: Any, cap: int) -> int:
 
 def input_work(value: Any) -> int:
     """Operations a filter or method spends going through ``value``: 1 per item, 1 per 100 characters."""
+    if isinstance(value, Undefined):
+        return 0
     if isinstance(value, (str, bytes)):
         return len(value) // 100
     if isinstance(value, Collection):
