@@ -332,6 +332,9 @@ def _filter_prechecks() -> Mapping[str, Callable[..., tuple[tuple[Any, ...], dic
     }
 
 
+_FILTER_PRECHECKS = _filter_prechecks()
+
+
 # -- the environment --------------------------------------------------------------------------------
 
 
@@ -377,7 +380,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.budget = Budget()
         # Builds before this one preferred a method over a payload key and parsed a rendered string
-        # as a Python literal; histories they recorded replay with legacy=True (wfi-expressions-json).
+        # as a Python literal; histories they recorded replay with legacy=True (wfi-evaluation-v2).
         self.legacy_literals = legacy
         self.globals.clear()
         self.filters = {
@@ -387,7 +390,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         self.tests = {name: self._budgeted(name, fn) for name, fn in self.tests.items()}
 
     def _budgeted(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        precheck = _filter_prechecks().get(name)
+        precheck = _FILTER_PRECHECKS.get(name)
 
         @functools.wraps(fn)  # keeps jinja_pass_arg (context/environment passing)
         def run(*args: Any, **kwargs: Any) -> Any:
