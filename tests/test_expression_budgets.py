@@ -235,3 +235,17 @@ def test_common_idioms_keep_working_under_the_budgets(ev: Evaluator) -> None:
     }
     for source, expected in cases.items():
         assert ev.evaluate(source, scope) == expected, source
+
+
+@pytest.mark.parametrize(
+    "when",
+    ["{{ [true, false]|random }}", "{{ lipsum() == '' }}", "{{ range(2)|list == [] }}", "{% if true %}true{% endif %}"],
+)
+def test_wfi_validate_refuses_what_could_differ_on_replay_or_loop(when: str) -> None:
+    # proves: TRIG-8 (a guard references only the binding and inputs, and is a pure expression)
+    from wf_initiation.core import Catalog, load_workfile
+
+    text = f"name: w\non:\n  mail.received: {{inbox: a@b.co}}\n  as: message\n  when: \"{when}\"\n"
+    result = load_workfile(text, catalog=Catalog.default())
+    assert result.status == "invalid", when
+    assert {d.code for d in result.diagnostics} & {"TRIG-EXPR-SYNTAX", "TRIG-WHEN-SCOPE"}, result.diagnostics
