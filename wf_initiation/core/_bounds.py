@@ -21,7 +21,7 @@ EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
 """Earliest instant a schedule's ``start``/``end``, a backfill or ``--from`` may name (inclusive)."""
 LATEST_INSTANT = datetime(2200, 1, 1, tzinfo=UTC)
 """Instants must lie before this one."""
-MIN_POLL_INTERVAL = timedelta(milliseconds=100)
+MIN_POLL_INTERVAL = timedelta(milliseconds=10)
 """``poll.interval`` and ``poll.backoff_initial`` at least (0s would poll in a tight loop)."""
 MAX_POLL_TIMEOUT = timedelta(hours=1)
 """``poll.timeout`` at most."""
