@@ -186,7 +186,7 @@ def test_a_spec_recorded_before_the_bounds_still_decodes_and_the_edge_checks_nam
     spec = make_spec(tmp_path, SCHEDULE.format(config="{cron: '@daily'}"), task_queue="q")
     raw = json.loads(spec.model_dump_json())
     raw["policies"].update(dedup_retention="P9000D", max_history_events=99_999)
-    raw["policies"]["poll"]["interval"] = "PT0.01S"
+    raw["policies"]["poll"]["interval"] = "PT0.005S"
     raw["entries"][0]["config"]["start"] = "1960-01-01T00:00:00Z"
     old = ActivationSpec.model_validate_json(json.dumps(raw))
     assert old.policies.dedup_retention.days == 9000
