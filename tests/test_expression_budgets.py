@@ -249,3 +249,40 @@ def test_wfi_validate_refuses_what_could_differ_on_replay_or_loop(when: str) -> 
     result = load_workfile(text, catalog=Catalog.default())
     assert result.status == "invalid", when
     assert {d.code for d in result.diagnostics} & {"TRIG-EXPR-SYNTAX", "TRIG-WHEN-SCOPE"}, result.diagnostics
+
+
+def test_the_engine_records_each_kind_of_budget_fault_and_admits_the_next_event(tmp_path) -> None:
+    # proves: BATCH-6, BATCH-7, TRIG-9, TRIG-13 (guard_fault, key_fault, projection_fault: no run, id consumed)
+    from datetime import UTC, datetime
+
+    from tests.support.activation import make_spec
+    from wf_initiation.core.engine import Disposition, Engine, initial_state
+
+    text = """
+name: hostile-into
+on:
+  - http.request: {path: /a}
+    as: a
+    when: "{{ (a.body.n ** a.body.e) > 0 }}"
+    queue_by: "{{ a.body.k * a.body.q }}"
+    into: {post: {title: "{{ a.body.t|center(a.body.w) }}"}}
+  - http.request: {path: /b}
+    as: b
+    into: {post: {title: "{{ b.body.t }}"}}
+"""
+    spec = make_spec(tmp_path, text, task_queue="q")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    engine = Engine(spec, initial_state(spec, now))
+    normal = {"n": 2, "e": 3, "k": "x", "q": 2, "t": "hi", "w": 4}
+
+    def deliver(ident: str, **body: object) -> Disposition:
+        payload = {"delivery_id": ident, "method": "POST", "body": {**normal, **body}}
+        return engine.deliver("a", payload, now).disposition
+
+    assert deliver("1", e=10**7) == Disposition.GUARD_FAULT
+    assert deliver("2", q=10**10) == Disposition.KEY_FAULT
+    assert deliver("3", w=10**9) == Disposition.PROJECTION_FAULT
+    assert deliver("1", e=10**7) == Disposition.DUPLICATE  # the fault consumed the id (BATCH-7)
+    assert deliver("4") == Disposition.ACCEPTED
+    starts = [c for c in engine.take_commands() if type(c).__name__ == "StartRun"]
+    assert len(starts) == 1 and starts[0].input.into == {"post": {"title": " hi "}}
