@@ -7,6 +7,7 @@ the engine records as guard_fault / key_fault / projection_fault with the activa
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -68,11 +69,11 @@ def test_issue_reproductions_fault_fast_instead_of_blocking_the_worker(ev: Evalu
 @pytest.mark.parametrize(
     ("source", "m", "ok"),
     [
-        # ** : the integer result has at most MAX_INT_DIGITS digits (2**14284 has 4,300)
-        ("{{ (2 ** m.e) > 0 }}", {"e": 14_284}, True),
-        ("{{ (2 ** m.e) > 0 }}", {"e": 14_285}, False),
-        ("{{ (m.a * m.a) > 0 }}", {"a": 10**2150 - 1}, True),  # 4,300 digits
-        ("{{ (m.a * m.a * 10) > 0 }}", {"a": 10**2150 - 1}, False),
+        # ** and * : the integer result has at most MAX_INT_DIGITS digits (2**3321 has 1,000; 2**3322 1,001)
+        ("{{ (2 ** m.e) > 0 }}", {"e": int(MAX_INT_DIGITS / math.log10(2))}, True),
+        ("{{ (2 ** m.e) > 0 }}", {"e": int(MAX_INT_DIGITS / math.log10(2)) + 1}, False),
+        ("{{ (m.a * m.a) > 0 }}", {"a": 10 ** (MAX_INT_DIGITS // 2) - 1}, True),  # MAX_INT_DIGITS digits
+        ("{{ (m.a * m.a * 10) > 0 }}", {"a": 10 ** (MAX_INT_DIGITS // 2) - 1}, False),
         # * : a value of at most MAX_VALUE_SIZE (ITEM_SIZE per value + 1 per character)
         ("{{ (m.s * m.n) != '' }}", {"s": "x", "n": MAX_VALUE_SIZE - ITEM_SIZE}, True),
         ("{{ (m.s * m.n) != '' }}", {"s": "x", "n": MAX_VALUE_SIZE - ITEM_SIZE + 1}, False),

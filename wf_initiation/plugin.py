@@ -18,7 +18,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
-from wf_initiation.activities.poll import POLL_ACTIVITIES
+from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
@@ -47,7 +47,8 @@ class WfiPlugin(SimplePlugin):
 
     Args:
         sample_runs: Also register ``wfi.EchoRun`` and ``wfi.WaitForExample`` (handy for trying things out).
-        poll_activities: Extra poll connector activities of third-party connectors.
+        poll_activities: Extra poll connector activities of third-party connectors (those whose manifest
+            names its ``implementation`` are registered without this).
     """
 
     def __init__(self, *, sample_runs: bool = True, poll_activities: Sequence[Callable[..., Any]] = ()) -> None:
@@ -56,7 +57,7 @@ class WfiPlugin(SimplePlugin):
             "wf-initiation",
             data_converter=pydantic_data_converter,
             workflows=workflows,
-            activities=[*POLL_ACTIVITIES, *poll_activities, wait_for_instant],
+            activities=[*resolve_poll_activities(extra=poll_activities), wait_for_instant],
             workflow_runner=_runner,
         )
 

@@ -42,6 +42,8 @@ from jinja2 import Undefined
 from jinja2.nativetypes import NativeCodeGenerator, NativeTemplate, native_concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .limits import MAX_INT_DIGITS
+
 # -- limits (docs/limits.md, "Expressions, validation and schedules") ------------------------------
 MAX_EXPRESSION_CHARS = 4_096
 """Characters of one expression's text (a ``when``/``queue_by``/``partition_by``/``into`` leaf)."""
@@ -55,8 +57,8 @@ MAX_VALUE_SIZE = 1_048_576
 (a string of a million characters, or a list of 131,072 numbers)."""
 MAX_ALLOCATED = 4 * 1_048_576
 """Sum of the sizes of all values one evaluation produces."""
-MAX_INT_DIGITS = 4_300
-"""Decimal digits of an integer result: Python's own int-to-text limit, so results stay JSON."""
+# Decimal digits of an integer result: as many as a payload's integers may have (core.limits), so
+# a result is what a payload could hold and stays JSON for every peer.
 MAX_FORMAT_WIDTH = 1_000
 """Width or precision in a ``%`` or ``str.format`` format, and the width of ``center``/``ljust``/...."""
 MAX_JSON_INDENT = 8

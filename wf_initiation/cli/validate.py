@@ -6,11 +6,13 @@ the claimed capabilities unless ``--claims`` is given): what ``validate`` accept
 accepts. A deployment file that cannot be loaded makes every file invalid.
 
 Exit status: 0 every file valid (and supported, when ``--claims`` is given); 1 any file invalid;
-3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value).
+3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value, and
+no Workfile among the files). A deployment file among them (so ``wfi validate examples/*.yaml``
+works) is not a Workfile: it is reported as ``skipped`` and counts for nothing.
 
 ``--json`` always prints one JSON array with one object per file, in argument order:
 ``{"file", "status", "workflow", "required_capabilities", "diagnostics": [{"code", "message",
-"entry", "path", "line", "capability"}]}``.
+"entry", "path", "line", "capability"}]}``; ``status`` is valid, invalid, unsupported or skipped.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import json
 import pathlib
 import sys
 
-from wf_initiation.core import Catalog, ClaimsError, Diagnostic, DiagnosticError, ValidationResult, load_workfile, read_claims
+from wf_initiation.cli._skipped import Skipped, validate_one
+from wf_initiation.core import Catalog, ClaimsError, Diagnostic, DiagnosticError, ValidationResult, read_claims
 from wf_initiation.core.activation import activation_problems
 from wf_initiation.core.deployment import Deployment, load_deployment
 
@@ -63,14 +66,16 @@ def run(args: argparse.Namespace) -> int:
     deployment, problems = _deployment(args.deployment)
     if deployment is not None and claims is None:
         claims = deployment.capabilities
-    results = [load_workfile(path, catalog=catalog, claims=claims) for path in args.workfiles]
+    results = [validate_one(path, catalog, claims) for path in args.workfiles]
     if args.deployment is not None:
         results = [against_deployment(r, deployment, problems, catalog) for r in results]
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
     else:
         sys.stdout.write("".join(render_text(r) for r in results))
-    return exit_status(results)
+    if all(isinstance(r, Skipped) for r in results):
+        raise UserError("no Workfile among the files (deployment files are skipped)", exit_code=EXIT_USAGE)
+    return exit_status([r for r in results if isinstance(r, ValidationResult)])
 
 
 def _deployment(path: str | None) -> tuple[Deployment | None, list[Diagnostic]]:
@@ -83,10 +88,10 @@ def _deployment(path: str | None) -> tuple[Deployment | None, list[Diagnostic]]:
 
 
 def against_deployment(
-    result: ValidationResult, deployment: Deployment | None, problems: list[Diagnostic], catalog: Catalog
-) -> ValidationResult:
+    result: ValidationResult | Skipped, deployment: Deployment | None, problems: list[Diagnostic], catalog: Catalog
+) -> ValidationResult | Skipped:
     """``result`` made invalid by what ``wfi activate`` would refuse with this deployment."""
-    if result.workfile is None or result.status == "unsupported":
+    if isinstance(result, Skipped) or result.workfile is None or result.status == "unsupported":
         return result
     found = problems if deployment is None else activation_problems(result.workfile, deployment, catalog)
     if not found:
@@ -94,8 +99,10 @@ def against_deployment(
     return result.model_copy(update={"status": "invalid", "diagnostics": [*result.diagnostics, *found]})
 
 
-def render_text(result: ValidationResult) -> str:
+def render_text(result: ValidationResult | Skipped) -> str:
     """``file: status`` then one line per diagnostic, with its line number."""
+    if isinstance(result, Skipped):
+        return f"{result.file}: skipped ({result.reason})\n"
     head = f"{result.file}: {result.status}"
     if result.status != "invalid" and result.required_capabilities:
         head += f" (requires {', '.join(result.required_capabilities)})"
