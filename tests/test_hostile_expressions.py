@@ -19,6 +19,7 @@ from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient
+from wf_initiation.core.limits import MAX_INT_DIGITS
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin
 
@@ -89,7 +90,7 @@ async def test_hostile_expression_inputs_fault_fast_and_the_activation_goes_on(
     assert summary["error_counts"].get("guard_fault") == 1 and summary["error_counts"].get("key_fault") == 2
     state = await wfi.state(hostile_name, include_events=True)
     messages = " ".join(e["message"] for e in state["errors"])
-    assert "4,300 digits" in messages and "larger than" in messages
+    assert f"{MAX_INT_DIGITS:,} digits" in messages and "larger than" in messages
 
     ok = await wfi.deliver(hostile_name, mail("after", **NORMAL))
     assert ok.disposition == Disposition.ACCEPTED and ok.run_key
