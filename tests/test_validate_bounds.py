@@ -197,7 +197,7 @@ def test_a_spec_recorded_before_the_bounds_still_decodes_and_the_edge_checks_nam
 
 
 def test_legacy_schedules_keep_the_earlier_day_rule_for_replay() -> None:
-    # histories recorded before patch wfi-evaluation-v2 were computed with croniter's own rule
+    # histories of specs before evaluation 2 were computed with croniter's own rule
     from datetime import UTC, datetime
 
     from wf_initiation.core.schedule import next_occurrences, parse_schedule
@@ -246,3 +246,15 @@ async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_g
             assert await describe_or_none(dev_env.client, ok.run_key) is not None
 
         await assert_eventually(started, timeout=30)
+
+
+def test_a_spec_recorded_before_evaluation_2_keeps_the_earlier_evaluation(tmp_path: pathlib.Path) -> None:
+    # the spec (the workflow's input) decides, so a replay decides the same with no marker in history
+    from tests.support.activation import make_spec
+    from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec
+
+    spec = make_spec(tmp_path, SCHEDULE.format(config="{cron: '@daily'}"), task_queue="q")
+    assert spec.evaluation == EVALUATION_VERSION == 2
+    raw = json.loads(spec.model_dump_json())
+    del raw["evaluation"]
+    assert ActivationSpec.model_validate_json(json.dumps(raw)).evaluation == 1

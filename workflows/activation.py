@@ -24,7 +24,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
-    from wf_initiation.core.activation import ActivationSpec, spec_problems
+    from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec, spec_problems
     from wf_initiation.core.connections import redact
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
@@ -51,10 +51,6 @@ MAX_POLLS = 4
 PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
-# Expressions give JSON values (a rendered string stays a string), payload keys win over dict
-# methods, cron days follow Vixie cron: histories recorded before keep the earlier evaluation
-# (Evaluator(legacy=True), ScheduleSpec.legacy).
-EVALUATION_PATCH = "wfi-evaluation-v2"
 
 
 def workflow_id_for(workflow_name: str) -> str:
@@ -86,7 +82,9 @@ class ActivationWorkflow:
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
-        legacy = not workflow.patched(EVALUATION_PATCH)
+        # A spec recorded before evaluation 2 (JSON results, Vixie cron days, bounds) keeps the earlier
+        # evaluation: decided by the input, so replay decides the same, with no marker in history.
+        legacy = spec.evaluation < EVALUATION_VERSION
         restored = decode_state(state) if state else initial_state(spec, now, legacy=legacy)
         abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
         self._engine = Engine(spec, restored)

@@ -79,7 +79,7 @@ class Evaluator:
     """Compiles and caches expressions. One per workflow instance or validator run."""
 
     def __init__(self, *, legacy: bool = False) -> None:
-        """``legacy=True`` keeps two behaviours of builds before ``wfi-evaluation-v2`` for replay:
+        """``legacy=True`` keeps two behaviours of activations of a spec before evaluation 2 (``ActivationSpec.evaluation``) for replay:
         a dict method wins over a payload key of the same name, and a rendered string is parsed as a
         Python literal (``"42"`` became ``42``). Budgets apply either way."""
         self._env = BudgetedSandbox(legacy=legacy, undefined=jinja2.StrictUndefined, autoescape=False)

@@ -382,7 +382,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.budget = Budget()
         # Builds before this one preferred a method over a payload key and parsed a rendered string
-        # as a Python literal; histories they recorded replay with legacy=True (wfi-evaluation-v2).
+        # as a Python literal; histories they recorded replay with legacy=True (ActivationSpec.evaluation < 2).
         self.legacy_literals = legacy
         self.globals.clear()
         self.filters = {

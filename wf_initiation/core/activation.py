@@ -49,6 +49,13 @@ class EntrySpec(BaseModel):
     implementation: str | None = None
 
 
+EVALUATION_VERSION = 2
+"""How expressions and schedules are evaluated: 2 = JSON results, payload keys over dict methods,
+Vixie cron days, the bounds of docs/limits.md. A spec recorded before (no ``evaluation``) reads as
+1 and its activation keeps the earlier evaluation, so its history replays; activating it again
+(any change of binding) moves it on at its next continue-as-new."""
+
+
 class ActivationSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -60,6 +67,7 @@ class ActivationSpec(BaseModel):
     run: RunTarget
     capabilities: list[str]
     tzdata_version: str
+    evaluation: int = Field(default=1, description="Evaluation rules (EVALUATION_VERSION); 1 for specs recorded before it.")
 
     def entry(self, name: str) -> EntrySpec | None:
         return next((e for e in self.entries if e.name == name), None)
@@ -128,7 +136,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
     return ActivationSpec(
         workflow=workfile.name, activation_id=f"{workfile.name}@{digest}", entries=entries, inputs=inputs,
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
-        tzdata_version=tzdata.IANA_VERSION,
+        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION,
     )
 
 

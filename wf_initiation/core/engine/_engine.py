@@ -90,7 +90,7 @@ class Engine:
         self.poll_now_survives_flight = True
 
     def use_legacy_evaluation(self) -> None:
-        """Evaluate expressions and schedules as builds before ``wfi-evaluation-v2`` did, to replay
+        """Evaluate expressions and schedules as activations of a spec before evaluation 2 (``ActivationSpec.evaluation``) did, to replay
         their histories (see ``Evaluator(legacy=True)`` and ``ScheduleSpec.legacy``)."""
         self._eval = Evaluator(legacy=True)
         self._legacy_schedules = True

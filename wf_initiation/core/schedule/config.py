@@ -73,7 +73,7 @@ class ScheduleSpec:
     dst_fold: FoldPolicy = "first"
     tzdata_version: str = TZDATA_VERSION
     legacy: bool = False
-    """Evaluate as builds before ``wfi-evaluation-v2`` did, to replay their histories: croniter's
+    """Evaluate as activations of a spec before evaluation 2 (``ActivationSpec.evaluation``) did, to replay their histories: croniter's
     own day rule (either day field, ``*/2`` counted as restricted), 50-year searches, 20,000
     excluded candidates in a row, no bounds on instants, interval and exclusions."""
 
