@@ -39,12 +39,11 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
-from wf_initiation.core._capabilities import classify
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core._expr import canonical_key
 from wf_initiation.core._validate import load_workfile
-from wf_initiation.core.activation import ActivationSpec, resolve_activation
+from wf_initiation.core.activation import ActivationSpec, build_activation
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
@@ -99,10 +98,7 @@ def build_spec(workfile_path: str | pathlib.Path, deployment: Deployment, catalo
     result = load_workfile(pathlib.Path(workfile_path), catalog=catalog)
     if result.workfile is None:
         raise DiagnosticError(result.diagnostics)
-    unsupported = classify(result.workfile, catalog, deployment.capabilities)
-    if unsupported:
-        raise DiagnosticError(unsupported)
-    return resolve_activation(result.workfile, deployment, catalog)
+    return build_activation(result.workfile, deployment, catalog)  # what `wfi validate --deployment` checks
 
 
 def spec_from_files(workfile_path: str | pathlib.Path, deployment_path: str | pathlib.Path) -> tuple[ActivationSpec, Deployment]:

@@ -32,7 +32,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
-    from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec, spec_problems
     from wf_initiation.core.connections import redact
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
@@ -100,9 +100,14 @@ class ActivationWorkflow:
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
-        restored = decode_state(state) if state else initial_state(spec, now)
+        # A spec recorded before evaluation 2 (JSON results, Vixie cron days, bounds) keeps the earlier
+        # evaluation: decided by the input, so replay decides the same, with no marker in history.
+        legacy = spec.evaluation < EVALUATION_VERSION
+        restored = decode_state(state) if state else initial_state(spec, now, legacy=legacy)
         abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
         self._engine = Engine(spec, restored)
+        if legacy:
+            self._engine.use_legacy_evaluation()
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
         self._timers: set[datetime] = set()
@@ -707,6 +712,9 @@ class ActivationWorkflow:
         if _deactivate.status(self._engine) is not None:
             raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
                              f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
+        problems = spec_problems(spec)  # what `wfi activate` refuses, refused from a plain client too
+        if problems:
+            raise ValueError("the activation is out of bounds: " + "; ".join(problems)[:2000])
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:

@@ -24,6 +24,7 @@ from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.schedule import ScheduleConfigError, ScheduleSpec, next_occurrences, occurrence_record, parse_instant, parse_schedule
 
 SCHEDULE_CONNECTOR = "time.schedule"
+MAX_PREVIEW_COUNT = 10_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,8 +51,8 @@ def _positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: write e.g. --count 10") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    if not 1 <= value <= MAX_PREVIEW_COUNT:
+        raise argparse.ArgumentTypeError(f"{text!r} must be from 1 to {MAX_PREVIEW_COUNT:,}")
     return value
 
 
@@ -84,7 +85,7 @@ def _from_instant(text: str | None) -> datetime:
     try:
         return parse_instant(text)
     except ScheduleConfigError:
-        raise UserError(f"--from {text!r} is not an ISO-8601 instant with an offset: write e.g. 2026-03-08T00:00:00Z", exit_code=2) from None
+        raise UserError(f"--from {text!r} is not an ISO-8601 instant with an offset from 1970 to 2199: write e.g. 2026-03-08T00:00:00Z", exit_code=2) from None
 
 
 def pick_entry(workfile: Workfile, name: str | None) -> TriggerEntry:
@@ -113,6 +114,6 @@ def render_text(entry: TriggerEntry, spec: ScheduleSpec, after: datetime, record
     """A header naming entry, zone and tzdata version, then ``local  utc`` per instant."""
     head = f"# {entry.name} ({SCHEDULE_CONNECTOR}) in {spec.timezone}, tzdata {spec.tzdata_version}, after {after.isoformat().replace('+00:00', 'Z')}"
     if not records:
-        return f"{head}\n# no occurrence follows (end passed, or every candidate excluded)"
+        return f"{head}\n# no occurrence follows (end passed, every candidate excluded, or no date matches the cron): the schedule is inactive (SCHED-4)"
     width = max(len(r["scheduled_at"]) for r in records)
     return "\n".join([head] + [f"{r['scheduled_at']:<{width}}  {r['utc']}" for r in records])

@@ -1,4 +1,9 @@
-"""`wfi validate WORKFILE... [--claims FILE_OR_LIST] [--json]`.
+"""`wfi validate WORKFILE... [--claims FILE_OR_LIST] [--deployment FILE] [--json]`.
+
+With ``--deployment``, each Workfile is also checked exactly as ``wfi activate`` would activate it
+with that deployment (its settings, inputs, overlay and connections, the evaluated configuration,
+the claimed capabilities unless ``--claims`` is given): what ``validate`` accepts, ``activate``
+accepts. A deployment file that cannot be loaded makes every file invalid.
 
 Exit status: 0 every file valid (and supported, when ``--claims`` is given); 1 any file invalid;
 3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value, and
@@ -18,7 +23,9 @@ import pathlib
 import sys
 
 from wf_initiation.cli._skipped import Skipped, validate_one
-from wf_initiation.core import Catalog, ClaimsError, ValidationResult, read_claims
+from wf_initiation.core import Catalog, ClaimsError, Diagnostic, DiagnosticError, ValidationResult, read_claims
+from wf_initiation.core.activation import activation_problems
+from wf_initiation.core.deployment import Deployment, load_deployment
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -38,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="capabilities the target deployment claims: a claims file (as written by "
         "`wfi conformance run`, or one capability per line) or a comma-separated list",
     )
+    parser.add_argument(
+        "--deployment",
+        metavar="FILE",
+        help="also check each Workfile as `wfi activate --deployment FILE` would activate it",
+    )
     parser.add_argument("--json", action="store_true", help="print a JSON array with one object per file")
     parser.set_defaults(handler=run)
 
@@ -51,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
     except ClaimsError as exc:
         raise UserError(str(exc), exit_code=EXIT_USAGE) from None
     catalog = Catalog.default()
+    deployment, problems = _deployment(args.deployment)
+    if deployment is not None and claims is None:
+        claims = deployment.capabilities
     results = [validate_one(path, catalog, claims) for path in args.workfiles]
+    if args.deployment is not None:
+        results = [against_deployment(r, deployment, problems, catalog) for r in results]
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
     else:
@@ -59,6 +76,27 @@ def run(args: argparse.Namespace) -> int:
     if all(isinstance(r, Skipped) for r in results):
         raise UserError("no Workfile among the files (deployment files are skipped)", exit_code=EXIT_USAGE)
     return exit_status([r for r in results if isinstance(r, ValidationResult)])
+
+
+def _deployment(path: str | None) -> tuple[Deployment | None, list[Diagnostic]]:
+    if path is None:
+        return None, []
+    try:
+        return load_deployment(path), []
+    except DiagnosticError as exc:
+        return None, [d.model_copy(update={"message": f"{path}: {d.message}"}) for d in exc.diagnostics]
+
+
+def against_deployment(
+    result: ValidationResult | Skipped, deployment: Deployment | None, problems: list[Diagnostic], catalog: Catalog
+) -> ValidationResult | Skipped:
+    """``result`` made invalid by what ``wfi activate`` would refuse with this deployment."""
+    if isinstance(result, Skipped) or result.workfile is None or result.status == "unsupported":
+        return result
+    found = problems if deployment is None else activation_problems(result.workfile, deployment, catalog)
+    if not found:
+        return result
+    return result.model_copy(update={"status": "invalid", "diagnostics": [*result.diagnostics, *found]})
 
 
 def render_text(result: ValidationResult | Skipped) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
-_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
-_WHOLE = re.compile(r"^(?:\d+(?:ms|s|m|h|d))+$")
+from ._bounds import MAX_DURATION_TEXT
+
+_PART = re.compile(r"(\d{1,12})(ms|s|m|h|d)")
+_WHOLE = re.compile(r"^(?:\d{1,12}(?:ms|s|m|h|d))+$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -19,12 +22,19 @@ def parse_duration(text: str | int | float) -> timedelta:
     if isinstance(text, bool):
         raise DurationError(f"{text!r} is not a duration: write e.g. 30s, 5m, 1h30m")
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise DurationError(f"{text!r} is negative: durations are non-negative")
-        return timedelta(seconds=text)
-    if not isinstance(text, str) or not _WHOLE.match(text.strip()):
-        raise DurationError(f"{text!r} is not a duration: write e.g. 30s, 5m, 1h30m, 250ms, 7d")
+        if not math.isfinite(text) or text < 0:
+            raise DurationError(f"{text!r} is not a duration: durations are finite and non-negative")
+        return _bounded(text, repr(text))
+    if not isinstance(text, str) or len(text) > 100 or not _WHOLE.match(text.strip()):
+        shown = repr(text) if not isinstance(text, str) or len(text) <= 40 else repr(text[:37] + "...")
+        raise DurationError(f"{shown} is not a duration: write e.g. 30s, 5m, 1h30m, 250ms, 7d")
     seconds = sum(int(n) * _UNIT[u] for n, u in _PART.findall(text.strip()))
+    return _bounded(seconds, repr(text))
+
+
+def _bounded(seconds: float, shown: str) -> timedelta:
+    if seconds > MAX_DURATION_TEXT.total_seconds():
+        raise DurationError(f"{shown} is longer than {MAX_DURATION_TEXT.days}d: no setting takes a duration that long")
     return timedelta(seconds=seconds)
 
 

@@ -13,13 +13,16 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._catalog import Catalog
+from ._capabilities import classify
+from ._catalog import Catalog, Manifest
+from ._config_checks import schema_problems, semantic_problems
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
-from .deployment import ADDED_POLICIES, Deployment, Policies, RunTarget
+from ._bounds import MAX_BINDING_NAME
+from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
 
 
 class EntrySpec(BaseModel):
@@ -46,6 +49,13 @@ class EntrySpec(BaseModel):
     implementation: str | None = None
 
 
+EVALUATION_VERSION = 2
+"""How expressions and schedules are evaluated: 2 = JSON results, payload keys over dict methods,
+Vixie cron days, the bounds of docs/limits.md. A spec recorded before (no ``evaluation``) reads as
+1 and its activation keeps the earlier evaluation, so its history replays; activating it again
+(any change of binding) moves it on at its next continue-as-new."""
+
+
 class ActivationSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -57,9 +67,33 @@ class ActivationSpec(BaseModel):
     run: RunTarget
     capabilities: list[str]
     tzdata_version: str
+    evaluation: int = Field(default=1, description="Evaluation rules (EVALUATION_VERSION); 1 for specs recorded before it.")
 
     def entry(self, name: str) -> EntrySpec | None:
         return next((e for e in self.entries if e.name == name), None)
+
+
+def build_activation(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> ActivationSpec:
+    """What ``wfi activate`` activates: refuse an unsupported Workfile (CAP-7), then resolve its bindings.
+
+    ``wfi validate --deployment`` reports the diagnostics of this very function, so the two agree.
+
+    Raises:
+        DiagnosticError: naming every problem at once.
+    """
+    unsupported = classify(workfile, catalog, deployment.capabilities)
+    if unsupported:
+        raise DiagnosticError(unsupported)
+    return resolve_activation(workfile, deployment, catalog)
+
+
+def activation_problems(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> list[Diagnostic]:
+    """The diagnostics :func:`build_activation` would raise; [] when the Workfile can be activated."""
+    try:
+        build_activation(workfile, deployment, catalog)
+    except DiagnosticError as exc:
+        return list(exc.diagnostics)
+    return []
 
 
 def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> ActivationSpec:
@@ -68,7 +102,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
 
     settings = deployment.workflow(workfile.name)
     inputs = _inputs(workfile, settings.inputs)
-    problems: list[Diagnostic] = []
+    problems: list[Diagnostic] = _unknown_overlays(workfile, settings.overlay)
     entries = []
     for entry in workfile.entries:
         manifest = catalog.get(entry.connector)
@@ -81,8 +115,8 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
         overlay = settings.overlay.get(entry.name, {})
         config, config_problems = _evaluate_config({**entry.config, **overlay}, inputs, entry.name)
         problems.extend(config_problems)
-        if manifest.kind == "schedule" and not config_problems:
-            problems.extend(_schedule_problems(config, entry.name))
+        if not config_problems:
+            problems.extend(_evaluated_config_problems(manifest, config, entry.name))
         entries.append(EntrySpec(
             name=entry.name, index=entry.index, connector=entry.connector, connector_version=manifest.version,
             kind=manifest.kind, connection=connection, connection_settings=conn_settings, config=config,
@@ -102,7 +136,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
     return ActivationSpec(
         workflow=workfile.name, activation_id=f"{workfile.name}@{digest}", entries=entries, inputs=inputs,
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
-        tzdata_version=tzdata.IANA_VERSION,
+        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION,
     )
 
 
@@ -121,10 +155,12 @@ def _inputs(workfile: Workfile, provided: dict[str, Any]) -> dict[str, Any]:
     for name, spec in workfile.inputs.items():
         out[name] = spec.get("default") if isinstance(spec, dict) else spec
     unknown = sorted(set(provided) - set(workfile.inputs))
-    if unknown and workfile.inputs:
+    if unknown:
+        declared = ", ".join(sorted(workfile.inputs)) or "none"
         raise DiagnosticError([Diagnostic(
             code="DEPLOY-UNKNOWN-INPUT",
-            message=f"deployment inputs {unknown} are not declared under the Workfile's 'inputs:'",
+            message=f"deployment inputs {', '.join(unknown)} are not declared under the Workfile's 'inputs:' "
+            f"(declared: {declared}): declare them or remove them from the deployment",
         )])
     out.update(provided)
     return out
@@ -170,14 +206,49 @@ def _evaluate_config(config: dict[str, Any], inputs: dict[str, Any], entry: str)
         return config, [Diagnostic(code="TRIG-CONFIG-EVAL", entry=entry, message=f"configuration cannot be evaluated: {exc}")]
 
 
-def _schedule_problems(config: dict[str, Any], entry: str) -> list[Diagnostic]:
-    from .schedule import ScheduleConfigError, parse_schedule
+def _evaluated_config_problems(manifest: Manifest, config: dict[str, Any], entry: str) -> list[Diagnostic]:
+    """The evaluated configuration (inputs substituted, overlay applied) against the manifest (TRIG-2)
+    and the connector's own rules, exactly as the validator checks a Workfile's literal values."""
+    schema = schema_problems(manifest, config)
+    if schema:
+        return [Diagnostic(code="TRIG-CONFIG-INVALID", entry=entry, message=f"{manifest.name} {problem} "
+                           "(after evaluating inputs and the overlay)") for problem in schema]
+    code, problems = semantic_problems(manifest, config)
+    return [Diagnostic(code=code, entry=entry, message=problem) for problem in problems]
 
-    try:
-        parse_schedule(config)
-    except ScheduleConfigError as exc:
-        return [Diagnostic(code="SCHED-INVALID", entry=entry, message=f"schedule cannot be evaluated (SCHED-3): {exc}")]
-    return []
+
+def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagnostic]:
+    names = {entry.name for entry in workfile.entries}
+    return [
+        Diagnostic(
+            code="DEPLOY-UNKNOWN-OVERLAY",
+            message=f"the deployment's overlay names entry {name!r}, which workflow {workfile.name!r} does not have "
+            f"(entries: {', '.join(sorted(names))}): fix the name or remove it",
+        )
+        for name in sorted(set(overlay) - names)
+    ]
+
+
+def spec_problems(spec: ActivationSpec) -> list[str]:
+    """The edge's bounds, checked again on a spec that reaches the activation workflow directly (a
+    plain Temporal client can send the ``activate`` update): one line per problem, [] when fine."""
+    problems: list[str] = []
+    for model, value in ((Policies, spec.policies), (RunTarget, spec.run)):
+        try:
+            model.model_validate(value.model_dump(mode="json"), context=BOUNDED)
+        except ValidationError as exc:
+            problems += [f"{'.'.join(map(str, e['loc']))}: {str(e['msg']).removeprefix('Value error, ')}" for e in exc.errors()]
+    for entry in spec.entries:
+        if len(entry.name) > MAX_BINDING_NAME:
+            problems.append(f"entry name of {len(entry.name)} characters; at most {MAX_BINDING_NAME}")
+        if entry.kind == "schedule":
+            from .schedule import ScheduleConfigError, parse_schedule
+
+            try:
+                parse_schedule(entry.config)
+            except ScheduleConfigError as exc:
+                problems.append(f"entry {entry.name[:MAX_BINDING_NAME]!r}: {exc}")
+    return problems
 
 
 def binding_digest(spec: ActivationSpec) -> str:

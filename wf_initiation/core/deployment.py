@@ -30,11 +30,33 @@ import pathlib
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from ruamel.yaml import YAML, YAMLError
 
+from ._bounds import (
+    MAX_CATCH_UP_BOUND,
+    MAX_CAUSATION_DEPTH,
+    MAX_CONCURRENT_RUNS,
+    MAX_DURATION,
+    MAX_FILE_BYTES,
+    MAX_HISTORY_EVENTS,
+    MAX_POLL_TIMEOUT,
+    MAX_TEMPORAL_NAME,
+    MIN_POLL_INTERVAL,
+    duration_problem,
+)
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
+from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection
 from wf_initiation.ingress.config import IngressConfig  # pydantic only, no web stack
 
@@ -54,6 +76,46 @@ def _duration(value: Any) -> timedelta:
     return parse_duration(value)
 
 
+BOUNDED: dict[str, Any] = {"bounds": True}
+"""Validation context of values entering from a deployment file: only then are the bounds of
+docs/limits.md enforced. A spec recorded in a history by an earlier build is read without them,
+so it keeps replaying (the workflow decodes its input without a context)."""
+
+
+def _edge(info: ValidationInfo) -> bool:
+    return bool(info.context and info.context.get("bounds"))
+
+
+def _within(at_least: timedelta = timedelta(0), at_most: timedelta = MAX_DURATION) -> Any:
+    """A field validator refusing, at the edge, a duration outside ``[at_least, at_most]``."""
+
+    def check(value: timedelta | None, info: ValidationInfo) -> timedelta | None:
+        problem = duration_problem(value, at_least=at_least, at_most=at_most) if value is not None else None
+        if problem is not None and _edge(info):
+            raise ValueError(f"the duration {problem}")
+        return value
+
+    return check
+
+
+def _at_most(limit: int) -> Any:
+    """A field validator refusing, at the edge, a count above ``limit``."""
+
+    def check(value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value > limit and _edge(info):
+            raise ValueError(f"{value:,} is more than {limit:,}, the limit")
+        return value
+
+    return check
+
+
+def _temporal_name(value: str, info: ValidationInfo) -> str:
+    if _edge(info) and not 1 <= len(value) <= MAX_TEMPORAL_NAME:
+        raise ValueError(f"a Temporal name has 1 to {MAX_TEMPORAL_NAME} characters, this one {len(value):,}")
+    return value
+
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -64,6 +126,8 @@ class TemporalTarget(_Strict):
     profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
     task_queue: str = Field(default="wfi-activations", description="Task queue of activation workflows.")
 
+    _names = field_validator("namespace", "task_queue")(_temporal_name)
+
     def resolved_address(self) -> str:
         return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
 
@@ -72,7 +136,11 @@ class MissedPolicy(_Strict):
     """SCHED-8: exactly one policy per activation."""
 
     policy: Literal["skip", "catch_up"] = "skip"
-    bound: int | None = Field(default=None, ge=1, description="catch_up: most missed occurrences admitted at once.")
+    bound: int | None = Field(
+        default=None, ge=1, description="catch_up: most missed occurrences admitted at once."
+    )
+
+    _b = field_validator("bound")(_at_most(MAX_CATCH_UP_BOUND))
     overflow: Literal["wait_for_operator", "skip_overflow"] = Field(
         default="wait_for_operator",
         description="catch_up beyond bound: hold the omitted range for an operator decision, or skip it (recorded).",
@@ -97,6 +165,14 @@ class PollSettings(_Strict):
     timeout: timedelta = Field(default=timedelta(seconds=60), description="A poll taking longer has failed.")
 
     _d = field_validator("interval", "backoff_initial", "backoff_max", "timeout", mode="before")(_duration)
+    _often = field_validator("interval", "backoff_initial", "backoff_max")(_within(MIN_POLL_INTERVAL))
+    _timeout = field_validator("timeout")(_within(timedelta(seconds=1), MAX_POLL_TIMEOUT))
+
+    @model_validator(mode="after")
+    def _backoff_order(self, info: ValidationInfo) -> "PollSettings":
+        if self.backoff_max < self.backoff_initial and _edge(info):
+            raise ValueError("backoff_max must be at least backoff_initial")
+        return self
 
 
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
@@ -133,6 +209,10 @@ class Policies(_Strict):
     )
 
     _d = field_validator("dedup_retention", "late_after", "schedule_wake_ahead", mode="before")(_duration)
+    _long = field_validator("dedup_retention", "late_after")(_within())
+    _depth = field_validator("max_causation_depth")(_at_most(MAX_CAUSATION_DEPTH))
+    _runs = field_validator("max_concurrent_runs")(_at_most(MAX_CONCURRENT_RUNS))
+    _history = field_validator("max_history_events")(_at_most(MAX_HISTORY_EVENTS))
 
 
 class RunTarget(_Strict):
@@ -141,6 +221,8 @@ class RunTarget(_Strict):
     execution_timeout: timedelta | None = None
 
     _d = field_validator("execution_timeout", mode="before")(lambda v: None if v is None else _duration(v))
+    _bounded = field_validator("execution_timeout")(_within(timedelta(seconds=1)))
+    _names = field_validator("workflow_type", "task_queue")(_temporal_name)
 
 
 class WorkflowDeployment(Policies):
@@ -179,7 +261,7 @@ class Deployment(_Strict):
             )])
         merged = {**self.defaults, **self.workflows[name]}
         try:
-            return WorkflowDeployment.model_validate(merged)
+            return WorkflowDeployment.model_validate(merged, context=BOUNDED)
         except ValidationError as exc:
             raise DiagnosticError(_diagnostics(exc, f"workflows.{name}")) from None
 
@@ -193,23 +275,47 @@ class Deployment(_Strict):
 
 
 def load_deployment(path: str | pathlib.Path) -> Deployment:
-    """Read and validate a deployment file; DiagnosticError (never a traceback) on bad input."""
+    """Read and validate a deployment file; DiagnosticError (never a traceback) on bad input.
+
+    Bounded like a Workfile: at most :data:`MAX_FILE_BYTES`, nested at most 64 deep, and at most
+    100,000 nodes when aliases are expanded (an alias bomb is refused before anything walks it).
+    """
     p = pathlib.Path(path)
     try:
-        data = YAML(typ="safe").load(p.read_text())
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise _refused(f"{p} is larger than {MAX_FILE_BYTES:,} bytes: a deployment file is configuration, keep it small")
+        data = YAML(typ="safe").load(p.read_text(encoding="utf-8"))
+        check_depth(data)
     except OSError as exc:
         raise DiagnosticError([Diagnostic(code="DEPLOY-UNREADABLE", message=f"cannot read {p}: {exc.strerror}")]) from None
-    except YAMLError as exc:
-        raise DiagnosticError([Diagnostic(code="DEPLOY-YAML", message=f"{p} is not valid YAML: {exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise _refused(f"{p} is not UTF-8 text ({exc.reason}): save it as UTF-8") from None
+    except YamlTooDeep as exc:
+        raise _refused(f"{p}: {exc}") from None
+    except RecursionError:
+        raise _refused(f"{p} nests too deeply: keep it under 64 levels") from None
+    except (YAMLError, ValueError, TypeError, AttributeError) as exc:  # ruamel reports some bad input as plain errors
+        if "integer string conversion" in str(exc):
+            raise _refused(f"{p} holds a number with more than 4,300 digits: no setting takes one") from None
+        raise _refused(f"{p} is not valid YAML: {_first_line(exc)}") from None
     return parse_deployment(data or {}, base_dir=str(p.resolve().parent))
+
+
+def _refused(message: str) -> DiagnosticError:
+    return DiagnosticError([Diagnostic(code="DEPLOY-YAML", message=message)])
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return " ".join(lines[:3])[:300] if lines else type(exc).__name__
 
 
 def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic(code="DEPLOY-SHAPE", message="a deployment file is a mapping at top level")])
     try:
-        dep = Deployment.model_validate({**data, "base_dir": base_dir})
-        Policies.model_validate(dep.defaults)
+        dep = Deployment.model_validate({**data, "base_dir": base_dir}, context=BOUNDED)
+        Policies.model_validate(dep.defaults, context=BOUNDED)
     except ValidationError as exc:
         raise DiagnosticError(_diagnostics(exc, "")) from None
     for name in dep.workflows:
@@ -221,5 +327,6 @@ def _diagnostics(exc: ValidationError, prefix: str) -> list[Diagnostic]:
     out = []
     for e in exc.errors():
         loc = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
-        out.append(Diagnostic(code="DEPLOY-INVALID", message=f"{loc}: {e['msg']}", path=loc))
+        message = str(e["msg"]).removeprefix("Value error, ")
+        out.append(Diagnostic(code="DEPLOY-INVALID", message=f"{loc}: {message}", path=loc))
     return out

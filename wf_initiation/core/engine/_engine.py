@@ -86,6 +86,7 @@ class Engine:
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
         self._schedules: dict[str, seq.ScheduleSpec] = {}
         self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
+        self._legacy_schedules = False
         self._release_queue: deque[tuple[datetime, str]] = deque(
             sorted((r.released_at, k) for k, r in state.events.items() if r.released_at is not None)
         )
@@ -105,6 +106,13 @@ class Engine:
         self.task_budget = ADMIT_PER_TASK  # occurrence admissions left in this workflow task
         # Set by the shell while the carried state is over its limit: new deliveries are deferred.
         self.carry_blocked: str | None = None
+
+    def use_legacy_evaluation(self) -> None:
+        """Evaluate expressions and schedules as activations of a spec before evaluation 2 (``ActivationSpec.evaluation``) did, to replay
+        their histories (see ``Evaluator(legacy=True)`` and ``ScheduleSpec.legacy``)."""
+        self._eval = Evaluator(legacy=True)
+        self._legacy_schedules = True
+        self._schedules.clear()
 
     # ------------------------------------------------------------------ helpers
     def entry(self, name: str) -> EntrySpec:
@@ -536,7 +544,7 @@ class Engine:
     def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
         parsed = self._schedules.get(name)
         if parsed is None:
-            parsed = seq.parse_schedule(self.entry(name).config)
+            parsed = seq.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
             self._schedules[name] = parsed
         return parsed
 
@@ -592,9 +600,12 @@ class Engine:
         sync_sources(self, now, previous=old)
 
 
-def initial_state(spec: ActivationSpec, now: datetime) -> EngineState:
+def initial_state(spec: ActivationSpec, now: datetime, *, legacy: bool = False) -> EngineState:
     state = EngineState(activation_id=spec.activation_id)
-    sync_sources(Engine(spec, state), now, previous=None)
+    engine = Engine(spec, state)
+    if legacy:
+        engine.use_legacy_evaluation()
+    sync_sources(engine, now, previous=None)
     return state
 
 
@@ -612,7 +623,7 @@ def sync_sources(engine: Engine, now: datetime, previous: ActivationSpec | None)
     for entry in spec.entries:
         if entry.kind == "schedule":
             current = state.schedules.get(entry.name)
-            fresh = _schedule.new_schedule_state(entry, spec, now)
+            fresh = _schedule.new_schedule_state(entry, spec, now, engine.parsed_schedule(entry.name))
             if current is not None:
                 fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow, fresh.jobs = (
                     current.last_instant, current.occurrences, current.counts, current.overflow, current.jobs)

@@ -54,10 +54,14 @@ TICK = timedelta(microseconds=1)
 ADMITTED = ("accepted", "queued", "batched")
 
 
-def new_schedule_state(entry: EntrySpec, spec: ActivationSpec, now: datetime) -> ScheduleState:
-    """Fresh schedule state: occurrences strictly after ``now`` (the activation instant) are due."""
+def new_schedule_state(
+    entry: EntrySpec, spec: ActivationSpec, now: datetime, parsed: seq.ScheduleSpec | None = None
+) -> ScheduleState:
+    """Fresh schedule state: occurrences strictly after ``now`` (the activation instant) are due.
+
+    ``parsed`` is the engine's parse of the entry (legacy rules when replaying an older history)."""
     missed = spec.policies.missed
-    parsed = seq.parse_schedule(entry.config)
+    parsed = parsed if parsed is not None else seq.parse_schedule(entry.config)
     state = ScheduleState(entry=entry.name, policy=missed.policy, bound=missed.bound,
                           tzdata_version=spec.tzdata_version or parsed.tzdata_version, last_instant=now)
     refresh_next(state, parsed)
