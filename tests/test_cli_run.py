@@ -85,7 +85,7 @@ class Pair:
 
 @pytest.fixture
 async def worker(dev_env, task_queue: str) -> AsyncIterator[None]:
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield
 
 

@@ -129,7 +129,7 @@ async def run_worker(
 
     # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
     zoneinfo.reset_tzpath(to=[])
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         on_ready()
         await stop.wait()
 

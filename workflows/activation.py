@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
 
     from . import search_attributes as sa
     from ._fresh import FreshTimeGuard
+    from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import (
         MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
     )
@@ -95,6 +96,7 @@ class ActivationWorkflow:
         self._engine.outbox.extend(self._engine.pending_starts())
         self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
         self._engine.outbox.extend(subs.unacked_commands(self._engine))
+        self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -218,7 +220,7 @@ class ActivationWorkflow:
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
-                    runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
+                    runs=[RunToStart(run_key=c.run_key, input=c.input, trace=self._telemetry.carrier(c.run_key)) for c in chunk],
                     not_before_seconds=hold.total_seconds() if hold is not None else 0.0,
                 ),
                 result_type=list[StartedRun],
@@ -334,6 +336,7 @@ class ActivationWorkflow:
     @workflow.update(name="deliver")
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
         result = self._engine.deliver(request.entry, request.payload, self._now())
+        self._telemetry.delivered(self._engine, [result])
         self._poke()
         return result
 
@@ -345,6 +348,7 @@ class ActivationWorkflow:
     def deliver_many(self, requests: list[DeliveryRequest]) -> list[DeliveryResult]:
         now = self._now()
         results = [self._engine.deliver(r.entry, r.payload, now) for r in requests]
+        self._telemetry.delivered(self._engine, results)
         self._poke()
         return results
 
@@ -356,7 +360,8 @@ class ActivationWorkflow:
 
     @workflow.signal(name="deliver_signal")
     def deliver_signal(self, request: DeliveryRequest) -> None:
-        self._engine.deliver(request.entry, request.payload, self._now())
+        result = self._engine.deliver(request.entry, request.payload, self._now())
+        self._telemetry.delivered(self._engine, [result])
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
@@ -426,6 +431,7 @@ class ActivationWorkflow:
 
     def _publish(self, initial: bool = False) -> None:
         workflow.set_current_details(summary.markdown(self._engine))
+        self._telemetry.observe(self._engine)
         status = summary.status(self._engine)
         if initial or status != getattr(self, "_published_status", None):
             self._published_status = status
