@@ -210,11 +210,14 @@ async def _serve(
         client = await _temporal.connect(deployment.temporal, address=address, namespace=args.namespace)
     except _temporal.TemporalUnavailable as exc:
         raise _user_error(str(exc)) from None
-    added, warning = await _temporal.ensure_search_attributes(client, client.namespace)
+    from wf_initiation.workflows.search_attributes import SearchAttributesMissing, ensure_registered
+
+    try:  # the plugin checks again at worker start; here it fails before "worker ready" is printed
+        added = await ensure_registered(client, client.namespace)
+    except SearchAttributesMissing as exc:
+        raise _user_error(str(exc)) from None
     if added:
         print(f"registered search attributes: {', '.join(added)}", flush=True)
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr, flush=True)
     stop, ready = asyncio.Event(), asyncio.Event()
     _temporal.stop_on_signals(stop)
     queue = deployment.temporal.task_queue

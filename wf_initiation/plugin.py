@@ -199,10 +199,22 @@ class WfiPlugin(SimplePlugin):
             try:
                 added = await ensure_registered(client, client.namespace)
             except SearchAttributesMissing as exc:
+                _release_shutdown(worker)
                 raise WfiSetupError(str(exc)) from None
             if added:
                 logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
         await super().run_worker(worker, next)
+
+
+def _release_shutdown(worker: Worker) -> None:
+    """Let ``Worker.shutdown()`` return although the worker never ran.
+
+    In temporalio 1.35 it waits for an event that only the worker's own run sets, so a plugin
+    failing before the worker runs would leave ``async with Worker(...)`` hanging on exit.
+    """
+    done = getattr(worker, "_shutdown_complete_event", None)
+    if done is not None:
+        done.set()
 
 
 def _is_tracing(interceptor: Any) -> bool:
