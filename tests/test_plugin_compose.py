@@ -138,7 +138,8 @@ async def test_an_encrypting_codec_keeps_activation_and_run_histories_free_of_pl
             await caller.get_workflow_handle(failing.run_key).result()
         assert "asked to fail" in str(failed.value.cause)  # decoded for the caller with the key
 
-        needles = [secret.encode(), b"asked to fail"]
+        # The payload, a failure message, and the UI summaries of activities, timers and runs (user metadata).
+        needles = [secret.encode(), b"asked to fail", b"run(s)", b"next deadline", b"run from trigger"]
         for workflow_id in (workflow_id_for(name), ok.run_key, failing.run_key):
             history = await caller.get_workflow_handle(workflow_id).fetch_history()
             assert not _plaintext_in(history.events, needles), workflow_id
