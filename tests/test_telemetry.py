@@ -208,3 +208,15 @@ def _pause() -> Any:
     from wf_initiation.wire import OperatorRequest
 
     return OperatorRequest(action="pause", action_id=str(uuid.uuid4()))
+
+
+def test_at_most_10000_waiting_runs_keep_their_deliverys_trace() -> None:
+    from wf_initiation.workflows._telemetry import MAX_CARRIERS, TraceCarriers
+
+    carriers = TraceCarriers()
+    assert MAX_CARRIERS == 10_000
+    assert all(carriers.keep(f"run-{i}", {"traceparent": f"t{i}"}) for i in range(MAX_CARRIERS))  # at the limit
+    assert not carriers.keep("one-more", {"traceparent": "x"}) and len(carriers) == MAX_CARRIERS  # one past it
+    assert not carriers.keep("run-0", {"traceparent": "later"})  # a batch keeps its first event's trace
+    assert carriers.take("run-0") == {"traceparent": "t0"} and carriers.take("run-0") is None
+    assert carriers.keep("one-more", {"traceparent": "x"})  # a started run frees its place

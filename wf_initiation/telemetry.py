@@ -29,6 +29,7 @@ import temporalio.activity
 import temporalio.client
 import temporalio.converter
 import temporalio.worker
+from opentelemetry import trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -95,8 +96,12 @@ class WfiTelemetry:
         if self.tracer is None:
             yield
             return
-        context = _PROPAGATOR.extract(dict(carrier)) if carrier else None
-        with self.tracer.start_as_current_span("wfi.start_run", context=context, attributes=attributes):
+        context, links = None, []
+        if carrier:  # the delivery's trace is the parent; the activity's own span (if any) a link
+            context = _PROPAGATOR.extract(dict(carrier))
+            here = trace.get_current_span().get_span_context()
+            links = [trace.Link(here)] if here.is_valid else []
+        with self.tracer.start_as_current_span("wfi.start_run", context=context, attributes=attributes, links=links):
             yield
 
     def run_started(self, workflow: str, entry: str, accepted_at: datetime, scheduled_at: str | None) -> None:

@@ -29,12 +29,33 @@ MAX_CARRIERS = 10_000
 _ADMITTED = frozenset({Disposition.ACCEPTED, Disposition.QUEUED, Disposition.BATCHED})
 
 
+class TraceCarriers:
+    """Trace context of the delivery that admitted each run, until the run starts (bounded)."""
+
+    def __init__(self, limit: int = MAX_CARRIERS) -> None:
+        self._limit = limit
+        self._by_run: dict[str, dict[str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_run)
+
+    def keep(self, run_key: str, carrier: dict[str, str]) -> bool:
+        """Remember ``carrier`` for ``run_key`` (the first one wins: a batch joins its first event's trace)."""
+        if run_key in self._by_run or len(self._by_run) >= self._limit:
+            return False
+        self._by_run[run_key] = carrier
+        return True
+
+    def take(self, run_key: str) -> dict[str, str] | None:
+        return self._by_run.pop(run_key, None)
+
+
 class ActivationTelemetry:
     def __init__(self, engine: Engine) -> None:
         self._send: Any = workflow.extern_functions().get(EXTERN)
         self._seq = engine.state.seq  # dispositions up to here were counted by an earlier run
         self._errors = dict(engine.state.error_counts)
-        self._carriers: dict[str, dict[str, str]] = {}
+        self._carriers = TraceCarriers()
         self._gauges: dict[str, int] = {}
 
     def _live(self) -> bool:
@@ -45,8 +66,8 @@ class ActivationTelemetry:
         carrier = current_carrier()
         if carrier:
             for r in results:
-                if r.run_key and r.disposition in _ADMITTED and len(self._carriers) < MAX_CARRIERS:
-                    self._carriers.setdefault(r.run_key, carrier)
+                if r.run_key and r.disposition in _ADMITTED:
+                    self._carriers.keep(r.run_key, carrier)
         if not self._live():
             return
         unretained = Counter((r.entry or "", r.disposition.value) for r in results if r.disposition in NOT_RETAINED)
@@ -57,7 +78,7 @@ class ActivationTelemetry:
 
     def carrier(self, run_key: str) -> dict[str, str] | None:
         """The trace context a run's start joins (once)."""
-        return self._carriers.pop(run_key, None)
+        return self._carriers.take(run_key)
 
     def observe(self, engine: Engine) -> None:
         """After a step of the loop: count new retained dispositions and errors, update gauges."""
