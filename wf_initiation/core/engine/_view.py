@@ -14,6 +14,7 @@ values of sensitive connection settings). Deterministic: built from the state on
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -29,7 +30,7 @@ DETAIL_LEVELS = (5, 3, 1, 0)  # dispositions per entry, tried in turn until the 
 MAX_OCCURRENCES = 3  # recent occurrences shown per schedule entry
 MAX_ERROR_GROUPS = 4  # recent errors, grouped by kind and entry
 
-_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*):[^@\s/]+@")
+_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^:/@\s]*):[^@\s/]+@")
 _SECRET_QUERY = re.compile(
     r"([?&;](?:access_token|api[_-]?key|apikey|auth|key|password|passwd|pwd|secret|sig|signature|token)=)[^&;\s#]+", re.I)
 _SECRET_KEY = re.compile(r"pass|secret|token|key|credential|auth|dsn|conninfo|connection_string", re.I)
@@ -65,16 +66,22 @@ def secrets_of(connection_settings: Iterable[dict[str, Any]]) -> list[str]:
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` without credentials: known secret values, ``user:password@`` in URLs, token-like query parameters."""
     for secret in secrets:
-        text = text.replace(secret, "***")
-    text = _URL_CREDENTIALS.sub(r"\1:***@", text)
-    return _SECRET_QUERY.sub(r"\1***", text)
+        if secret in text:
+            text = text.replace(secret, "***")
+    if "://" in text:  # the patterns are only tried where they can match (this runs on every page build)
+        text = _URL_CREDENTIALS.sub(r"\1:***@", text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(r"\1***", text)
+    return text
 
 
 def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS) -> str:
     """One line, redacted, at most ``limit`` characters, safe inside a markdown code span.
 
     A long text keeps its start and its end (where an error usually says what went wrong)."""
-    one = " ".join(redact(str(text), secrets).split()).replace("`", "'")
+    one = " ".join(redact(str(text), secrets).split())
+    if "`" in one:
+        one = one.replace("`", "'")
     if len(one) <= limit:
         return one
     head = limit // 3
@@ -85,7 +92,7 @@ def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS) -> str
 def utc(moment: datetime | None) -> str:
     if moment is None:
         return "—"
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return moment.astimezone(timezone.utc).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
 
 
 def local(moment: datetime | str | None, zone: str) -> str:
@@ -119,9 +126,14 @@ class _View:
         self.engine, self.state, self.spec, self.status = engine, engine.state, engine.spec, status
         self.secrets = secrets_of(e.connection_settings for e in self.spec.entries)
         self.ended = {r.run_key: r.status for r in engine.recent_runs}
+        self._recent: dict[str, list[str]] | None = None  # at the most detailed level, built once
+        self._fixed: list[str] | None = None
+        self._error_lines: list[str] | None = None
 
     def render(self, detail: int) -> str:
-        blocks = [self._head(), *self._attention(), *self._entries(detail), *self._errors(detail)]
+        if self._fixed is None:  # what does not depend on the level of detail, built once
+            self._fixed = [self._head(), *self._attention()]
+        blocks = [*self._fixed, *self._entries(detail), *self._errors(detail)]
         return "\n\n".join(b for b in blocks if b)
 
     # -------------------------------------------------------------- header and counters
@@ -149,7 +161,7 @@ class _View:
         st = self.state
         parts = []
         if st.queues:
-            deepest = sorted(st.queues.items(), key=lambda kv: -len(kv[1]))[:3]
+            deepest = heapq.nlargest(3, st.queues.items(), key=lambda kv: len(kv[1]))
             shown = ", ".join(f"`{clip(k, self.secrets, 40)}` {len(v)}" for k, v in deepest)
             parts.append(f"{len(st.queues)} queue key(s), deepest: {shown}")
         if st.waiting:
@@ -187,7 +199,9 @@ class _View:
 
     # -------------------------------------------------------------- entries
     def _entries(self, detail: int) -> list[str]:
-        recent = self._recent_by_entry(detail) if detail else {}
+        if self._recent is None:
+            self._recent = self._recent_by_entry(DETAIL_LEVELS[0])
+        recent = {name: lines[:detail] for name, lines in self._recent.items()} if detail else {}
         entries = self.spec.entries[:MAX_ENTRIES]
         blocks = [self._entry(e, recent.get(e.name, []), detail) for e in entries]
         if len(self.spec.entries) > MAX_ENTRIES:
@@ -245,23 +259,28 @@ class _View:
         return lines
 
     def _recent_by_entry(self, per_entry: int) -> dict[str, list[str]]:
-        """The last dispositions of each entry, newest first: retained events and recorded errors merged."""
-        names = {e.name for e in self.spec.entries if e.kind != "schedule"}
-        picked: dict[str, list[tuple[datetime, str]]] = {n: [] for n in names}
-        open_ = len(names)
+        """The last dispositions of each shown entry, newest first: retained events and recorded
+        errors merged. Picks first, formats only what is shown (this runs on every page build)."""
+        shown = {e.name for e in self.spec.entries[:MAX_ENTRIES] if e.kind != "schedule"}
+        picked: dict[str, list[tuple[datetime, Any]]] = {n: [] for n in shown}
+        open_ = len(shown)
         for record in reversed(self.state.events.values()):  # acceptance order: newest last
             bucket = picked.get(record.entry)
             if bucket is None or len(bucket) >= per_entry:
                 continue
-            bucket.append((record.accepted_at, self._event(record)))
+            bucket.append((record.accepted_at, record))
             open_ -= len(bucket) == per_entry
             if open_ == 0:
                 break
-        for error in reversed(self.state.errors[-50:]):
+        for error in self.state.errors[-50:]:
             if error.entry in picked and error.kind in ("invalid", "conflict"):
-                picked[error.entry].append((error.at, self._error_disposition(error)))
-        return {n: [text for _, text in sorted(items, key=lambda t: t[0], reverse=True)[:per_entry]]
-                for n, items in picked.items() if items}
+                picked[error.entry].append((error.at, error))
+        out = {}
+        for name, items in picked.items():
+            newest = sorted(items, key=lambda t: t[0], reverse=True)[:per_entry]
+            if newest:
+                out[name] = [self._event(x) if isinstance(x, EventRecord) else self._error_disposition(x) for _, x in newest]
+        return out
 
     def _event(self, r: EventRecord) -> str:
         ident = "" if r.delivery_id.startswith("@") else f"`{clip(r.delivery_id, self.secrets, 40)}` "
@@ -288,12 +307,18 @@ class _View:
         """Recent initiation errors, newest kind first; repeats of a kind folded into one line."""
         if not detail or not self.state.errors:
             return []
+        if self._error_lines is None:
+            self._error_lines = self._error_groups()
+        total = sum(self.state.error_counts.values())
+        return ["\n".join([f"### Recent errors ({total} recorded)", *self._error_lines[:min(detail, MAX_ERROR_GROUPS)],
+                           *self._error_lines[MAX_ERROR_GROUPS:]])]
+
+    def _error_groups(self) -> list[str]:
         groups: dict[str, list[ErrorRecord]] = {}
         for e in reversed(self.state.errors):
             groups.setdefault(e.kind, []).append(e)
-        total = sum(self.state.error_counts.values())
-        lines = [f"### Recent errors ({total} recorded)"]
-        for kind, found in list(groups.items())[:min(detail, MAX_ERROR_GROUPS)]:
+        lines = []
+        for kind, found in list(groups.items())[:MAX_ERROR_GROUPS]:
             latest = found[0]
             entries = list(dict.fromkeys(e.entry for e in found if e.entry))
             where = " on " + ", ".join(f"`{n}`" for n in entries[:3]) + (" …" if len(entries) > 3 else "") if entries else ""
@@ -301,7 +326,7 @@ class _View:
             lines.append(f"- **{kind}**{times}{where}, latest {utc(latest.at)}: `{clip(latest.message, self.secrets)}`")
         if len(groups) > MAX_ERROR_GROUPS:
             lines.append(f"- … {len(groups) - MAX_ERROR_GROUPS} more kinds: query `state` (field `errors`)")
-        return ["\n".join(lines)]
+        return lines
 
 
 def _pending_batches(engine: Any) -> list[dict[str, Any]]:
