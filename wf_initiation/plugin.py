@@ -201,6 +201,9 @@ class WfiPlugin(SimplePlugin):
             except SearchAttributesMissing as exc:
                 _release_shutdown(worker)
                 raise WfiSetupError(str(exc)) from None
+            except BaseException:
+                _release_shutdown(worker)
+                raise
             if added:
                 logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
         await super().run_worker(worker, next)
