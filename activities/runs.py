@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from temporalio import activity
@@ -22,8 +22,10 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.core.runinput import RunInput
-from wf_initiation.telemetry import NO_TELEMETRY, WfiTelemetry
 from wf_initiation.workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
+
+if TYPE_CHECKING:
+    from wf_initiation.telemetry import WfiTelemetry
 
 _STATUS = {
     Status.COMPLETED: "completed",
@@ -88,7 +90,9 @@ class ControlRequest(BaseModel):
 class RunActivities:
     """Activities bound to a client (the plugin constructs this with the worker's client)."""
 
-    def __init__(self, client: Client, telemetry: WfiTelemetry | None = None):
+    def __init__(self, client: Client, telemetry: "WfiTelemetry | None" = None):
+        from wf_initiation.telemetry import NO_TELEMETRY  # OpenTelemetry only where runs are started
+
         self._client = client
         self._telemetry = telemetry or NO_TELEMETRY
 

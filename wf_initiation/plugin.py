@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 # share, such as ``activities``): the pure core, the activity request models and the telemetry
 # bridge (its context variable must be the one the worker's interceptor sets).
 PASSTHROUGH_MODULES = (
-    "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation.telemetry",
+    "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation._trace_context",
     "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs",
     "croniter", "dateutil", "tzdata", "ruamel", "opentelemetry",
 )

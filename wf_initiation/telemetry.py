@@ -12,8 +12,8 @@
 * **activities**: poll duration/items/failures; the run-start activity opens a ``wfi.start_run`` span
   under the delivery's trace, so the run's own spans (``StartWorkflow``/``RunWorkflow``) join it.
 
-This module is passed through the workflow sandbox: the context variable the interceptor sets must be
-the one workflow code reads.
+The context variable lives in :mod:`wf_initiation._trace_context` (light, passed through the
+workflow sandbox: the interceptor sets the very variable workflow code reads).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,22 +33,15 @@ from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-EXTERN = "__wfi_telemetry"
-TRACE_HEADER = "_tracer-data"  # the header the SDK's TracingInterceptor / OpenTelemetryInterceptor use
+from wf_initiation._trace_context import CARRIER as _carrier
+from wf_initiation._trace_context import EXTERN, TRACE_HEADER, current_carrier
+
 ACTIVATION_PREFIX = "wfi-activation:"
 POLL_PREFIX = "wfi.poll."
 DELIVERY_UPDATES = frozenset({"deliver", "deliver_many"})
 DELIVERY_SIGNAL = "deliver_signal"
 
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
-_carrier: ContextVar[dict[str, str] | None] = ContextVar("wfi_trace_carrier", default=None)
-
-
-def current_carrier() -> dict[str, str] | None:
-    """The trace context of the update or signal being handled (None without a traced caller)."""
-    return _carrier.get()
-
-
 def workflow_name(workflow_id: str) -> str:
     return workflow_id.removeprefix(ACTIVATION_PREFIX)
 

@@ -23,7 +23,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine import Engine
     from wf_initiation.core.engine._types import NOT_RETAINED, DeliveryResult, Disposition
-    from wf_initiation.telemetry import EXTERN, current_carrier
+    from wf_initiation._trace_context import EXTERN, current_carrier
 
 MAX_CARRIERS = 10_000
 _ADMITTED = frozenset({Disposition.ACCEPTED, Disposition.QUEUED, Disposition.BATCHED})
