@@ -1,4 +1,4 @@
-"""Thin entry point: `python worker.py` runs the wf-initiation worker (see `wfi up --help`)."""
+"""Thin entry point: `python worker.py` runs the wf-initiation worker (the same as `wfi worker`; see `wfi worker --help`)."""
 
 import sys
 

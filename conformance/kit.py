@@ -46,6 +46,9 @@ SCHEDULED, EXTERNAL, POLLING = CAPABILITIES
 # It is never claimed itself; every real capability's claim requires all core cases to pass.
 
 CaseFn = Callable[["Target"], Awaitable[None]]
+# The workflow id of a workflow identity's activation (README: the id webhook bridges address).
+ACTIVATION_ID_PREFIX = "wfi-activation:"
+CLEANUP_TIMEOUT = 120.0
 
 
 class CaseFailed(AssertionError):
@@ -172,6 +175,8 @@ class Target:
     """Everything a case may touch: the deployment under test and its public interfaces.
 
     Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use.
+    Every name :meth:`unique` makes starts with the target's :attr:`tag`, so whatever a case
+    starts (activations, runs, waiting workflows) can be found and ended by :meth:`cleanup`.
     """
 
     deployment_path: pathlib.Path
@@ -180,7 +185,9 @@ class Target:
     wfi_command: tuple[str, ...] = field(default_factory=default_wfi_command)
     env: Mapping[str, str] | None = None
     cli_timeout: float = 60.0
+    tag: str = field(default_factory=lambda: f"wfc{uuid.uuid4().hex[:8]}")
     _client: Any = field(default=None, init=False, repr=False)
+    _pairs: dict[str, pathlib.Path] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def from_file(cls, deployment_path: str | pathlib.Path, workdir: str | pathlib.Path, **kwargs: Any) -> Target:
@@ -220,8 +227,11 @@ class Target:
         return self._client is not None
 
     def unique(self, prefix: str) -> str:
-        """A name no other case run uses: for workflow identities, workflow ids, task queues."""
-        return f"{prefix}-{uuid.uuid4().hex[:12]}"
+        """A name no other case run uses: for workflow identities, workflow ids, task queues.
+
+        It starts with :attr:`tag`: a workflow started with it as (the start of) its id is ended
+        by :meth:`cleanup` if the case leaves it running."""
+        return f"{self.tag}-{prefix}-{uuid.uuid4().hex[:12]}"
 
     def write(self, name: str, text: str) -> pathlib.Path:
         """Write ``text`` to ``workdir/name`` and return the path."""
@@ -233,8 +243,11 @@ class Target:
     def write_pair(self, workflow: str, workfile_text: str, settings: Mapping[str, Any]) -> WorkfilePair:
         """Write a Workfile and a deployment that activates it on this target's Temporal.
 
-        The new deployment copies this one's ``temporal``, ``capabilities``, ``defaults`` and
-        ``connections`` and declares one workflow section, ``settings`` plus the Workfile's path.
+        The new deployment copies this one's ``temporal``, ``capabilities`` and ``defaults`` and
+        declares one workflow section, ``settings`` plus the Workfile's path. Not its
+        ``connections``: the kit's Workfiles need none of the operator's credentials, and two
+        connections of one connector would make every Workfile that names none ambiguous (TRIG-6);
+        a case that needs a connection adds its own. :meth:`cleanup` deactivates the workflow.
 
         Args:
             workflow: The Workfile's ``name`` (use :meth:`unique`), also the deployment section.
@@ -242,13 +255,90 @@ class Target:
             settings: The ``workflows.<workflow>`` section, at least ``run: {workflow_type, task_queue}``.
         """
         workfile = self.write(f"{workflow}.workfile.yaml", workfile_text)
-        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults", "connections"})
+        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"})
         doc["temporal"]["address"] = self.deployment.temporal.resolved_address()
         doc["workflows"] = {workflow: {**settings, "workfile": str(workfile)}}
         deployment = self.workdir / f"{workflow}.deployment.yaml"
         with deployment.open("w") as fh:
             YAML(typ="safe", pure=True).dump(doc, fh)
+        self._pairs[workflow] = deployment
         return WorkfilePair(workflow=workflow, workfile=workfile, deployment=deployment)
+
+    async def cleanup(self, timeout: float = CLEANUP_TIMEOUT) -> str:
+        """Leave nothing of the last case running; returns what was done (empty when nothing was).
+
+        Each activation of a Workfile written by :meth:`write_pair` is deactivated with
+        ``wfi deactivate --cancel-queued --running terminate --wait`` (its queued work dropped, its
+        runs terminated, the activation workflow completed). Then every workflow still running
+        whose id starts with :attr:`tag` (runs, workflows the case started, an activation
+        ``wfi deactivate`` could not end) is terminated. Never raises: a problem is reported.
+        """
+        pairs, self._pairs = self._pairs, {}
+        if not pairs and not self.connected:
+            return ""  # the case touched no Temporal (e.g. validator-only cases)
+        try:
+            return await asyncio.wait_for(self._cleanup(pairs), timeout)
+        except asyncio.TimeoutError:
+            return f"cleanup problem: not finished within {timeout:g}s"
+        except Exception as exc:  # noqa: BLE001 - reported in the case's result, never an abort of the run
+            return f"cleanup problem: {one_line(exc)}"
+
+    async def _cleanup(self, pairs: dict[str, pathlib.Path]) -> str:
+        outcomes = await asyncio.gather(*(self._deactivate(name, path) for name, path in pairs.items()))
+        deactivated = sum(o is True for o in outcomes)
+        problems = [o for o in outcomes if isinstance(o, str)]
+        swept = await self._sweep()
+        parts = [f"deactivated {deactivated} activation(s)"] if deactivated else []
+        if swept:
+            parts.append(f"terminated {len(swept)} workflow(s) left running: {', '.join(swept[:5])}"
+                         + (" ..." if len(swept) > 5 else ""))
+        parts.extend(f"cleanup problem: {p}" for p in problems)
+        return "; ".join(parts)
+
+    async def _deactivate(self, workflow: str, deployment: pathlib.Path) -> bool | str | None:
+        """True when deactivated, None when there was no running activation, else the problem."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError, RPCStatusCode
+
+        try:
+            desc = await (await self.client()).get_workflow_handle(ACTIVATION_ID_PREFIX + workflow).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        wait = max(self.cli_timeout - 15, 10)
+        result = await self.wfi("deactivate", "--workflow", workflow, "--deployment", str(deployment),
+                                "--cancel-queued", "--running", "terminate", "--wait", "--timeout", f"{wait:g}")
+        if result.code == 0:
+            return True
+        said = (result.stderr.strip() or result.stdout.strip()).splitlines()
+        return f"`wfi deactivate --workflow {workflow}` exited {result.code}: {said[-1] if said else 'no output'}"
+
+    async def _sweep(self, timeout: float = 60.0) -> list[str]:
+        """Terminate every running workflow of this target until visibility lists none."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        client = await self.client()
+        query = (f"ExecutionStatus = 'Running' AND (WorkflowId STARTS_WITH '{self.tag}' "
+                 f"OR WorkflowId STARTS_WITH '{ACTIVATION_ID_PREFIX}{self.tag}')")
+        ended: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [wf.id async for wf in client.list_workflows(query)]
+            if not found:
+                return ended
+            check(time.monotonic() < deadline, f"still running after {timeout:g}s of cleanup: {', '.join(found[:5])}")
+            for workflow_id in found:
+                try:
+                    await client.get_workflow_handle(workflow_id).terminate(reason="conformance kit cleanup")
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.NOT_FOUND:  # already closed: visibility lags behind
+                        raise
+                if workflow_id not in ended:
+                    ended.append(workflow_id)
+            await asyncio.sleep(0.3)  # pacing of a deadline loop over visibility
 
 
     async def cli_json(self, *args: str) -> Any:
@@ -353,22 +443,42 @@ async def run_cases(
 
 
 async def _run_one(target: Target, info: CaseInfo, timeout: float) -> CaseResult:
+    """Run one case, then clean up after it whatever its outcome (timeouts and crashes included).
+
+    The message is one readable line; a failed check's further lines (a command's output) go to
+    ``detail``; a crash is reported as its exception and where it was raised, never a traceback."""
     started = time.monotonic()
     outcome: Outcome = "passed"
-    message = ""
+    message = detail = ""
     try:
         await asyncio.wait_for(info.fn(target), timeout)
     except CaseFailed as exc:
-        outcome, message = "failed", str(exc)
+        outcome = "failed"
+        message, _, detail = str(exc).strip().partition("\n")
     except asyncio.TimeoutError:
         outcome, message = "failed", f"did not finish within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - a crashing case is a reported failure, never an abort of the run
-        outcome, message = "error", "".join(traceback.format_exception(exc, limit=-4)).strip()
-    return _result(info, outcome, message, time.monotonic() - started)
+        outcome, message = "error", one_line(exc)
+    duration = time.monotonic() - started
+    cleanup = await target.cleanup()
+    return _result(info, outcome, message, duration, detail=detail.strip(), cleanup=cleanup)
 
 
-def _result(info: CaseInfo, outcome: Outcome, message: str, duration_s: float = 0.0) -> CaseResult:
+def one_line(exc: BaseException) -> str:
+    """``Type: message (at file:line)``: an exception as one readable line, no traceback."""
+    text = " ".join(str(exc).split()) or "(no message)"
+    if len(text) > 500:
+        text = text[:497] + "..."
+    frames = traceback.extract_tb(exc.__traceback__)
+    # Where it surfaced in the kit or its cases says more than the library frame it came from.
+    where = next((f for f in reversed(frames) if f"{os.sep}conformance{os.sep}" in f.filename), frames[-1] if frames else None)
+    at = f" (at {pathlib.Path(where.filename).name}:{where.lineno})" if where is not None else ""
+    return f"{type(exc).__name__}: {text}{at}"
+
+
+def _result(info: CaseInfo, outcome: Outcome, message: str, duration_s: float = 0.0, *, detail: str = "",
+            cleanup: str = "") -> CaseResult:
     return CaseResult(
         id=info.id, capability=info.capability, clauses=list(info.clauses), title=info.title,
-        outcome=outcome, message=message, duration_s=round(duration_s, 3),
+        outcome=outcome, message=message, detail=detail, cleanup=cleanup, duration_s=round(duration_s, 3),
     )

@@ -34,7 +34,10 @@ class CaseResult(_Frozen):
     clauses: list[str]
     title: str
     outcome: Outcome = Field(description="passed | failed (a check did not hold) | error (the case crashed) | skipped.")
-    message: str = Field(default="", description="Why it failed, errored or was skipped.")
+    message: str = Field(default="", description="Why it failed, errored or was skipped: one readable line.")
+    detail: str = Field(default="", description="More about a failure, e.g. the output of the command that failed.")
+    cleanup: str = Field(default="", description="What the runner ended after the case (docs/conformance.md), "
+                         "or a problem doing so.")
     duration_s: float = 0.0
 
 
@@ -146,7 +149,11 @@ def _capability_section(cap: CapabilityReport) -> list[str]:
     for r in cap.cases:
         lines.append(f"- **{r.outcome}** `{r.id}` ({', '.join(r.clauses)}): {r.title}")
         if r.message and r.outcome != "passed":
-            lines.extend(["", "  ```", *(f"  {line}" for line in r.message.splitlines()), "  ```", ""])
+            lines.append(f"  - {r.message}")
+        if r.detail and r.outcome != "passed":
+            lines.extend(["", "  ```", *(f"  {line}" for line in r.detail.splitlines()), "  ```", ""])
+        if r.cleanup:
+            lines.append(f"  - cleanup: {r.cleanup}")
     return lines
 
 

@@ -11,11 +11,15 @@ import contextlib
 import glob
 import html
 import os
+import pathlib
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,17 +27,24 @@ from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 
 @dataclass
 class FeedContent:
-    """What the server answers: status, content type and body; and the headers it received."""
+    """What the server answers: status, content type and body (or a redirect, or a trickle); and the
+    headers it received."""
 
     status: int = 200
     content_type: str = "application/rss+xml"
     body: bytes = b""
+    redirect: str | None = None  # answer 302 with this Location
+    trickle: float | None = None  # send one byte every this-many seconds, never finishing
+    delay: float = 0.0  # wait this long before answering
     received_headers: list[dict[str, str]] = field(default_factory=list)
+    active: int = 0  # requests being answered now
     lock: threading.Lock = field(default_factory=threading.Lock)
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 class FeedServer:
@@ -45,19 +56,40 @@ class FeedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
-    def url(self) -> str:
+    def origin(self) -> str:
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}/feed.xml"
+        return f"http://{host}:{port}"
 
-    def serve(self, body: str, *, content_type: str = "application/rss+xml") -> None:
-        """Answer 200 with ``body`` from now on."""
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/feed.xml"
+
+    def serve(self, body: str | bytes, *, content_type: str = "application/rss+xml", delay: float = 0.0) -> None:
+        """Answer 200 with ``body`` from now on (after ``delay`` seconds)."""
+        data = body.encode() if isinstance(body, str) else body
         with self.content.lock:
-            self.content.status, self.content.content_type, self.content.body = 200, content_type, body.encode()
+            self.content.status, self.content.content_type, self.content.body = 200, content_type, data
+            self.content.redirect, self.content.trickle, self.content.delay = None, None, delay
 
     def fail(self, status: int = 500) -> None:
         """Answer ``status`` with an empty body from now on."""
         with self.content.lock:
-            self.content.status, self.content.body = status, b""
+            self.content.status, self.content.body, self.content.redirect, self.content.trickle = status, b"", None, None
+
+    def redirect(self, location: str) -> None:
+        """Answer requests for /feed.xml with 302 to ``location`` from now on (other paths: the body)."""
+        with self.content.lock:
+            self.content.redirect, self.content.trickle = location, None
+
+    def trickle(self, seconds_per_byte: float = 2.0) -> None:
+        """From now on, answer 200 and then send one byte every ``seconds_per_byte``, forever."""
+        with self.content.lock:
+            self.content.trickle, self.content.redirect = seconds_per_byte, None
+
+    def active(self) -> int:
+        """Requests being answered right now (a trickle in progress counts)."""
+        with self.content.lock:
+            return self.content.active
 
     def received_headers(self) -> list[dict[str, str]]:
         with self.content.lock:
@@ -68,6 +100,7 @@ class FeedServer:
         return self
 
     def stop(self) -> None:
+        self.content.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -78,12 +111,42 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with content.lock:
                 content.received_headers.append(dict(self.headers.items()))
+                content.active += 1
                 status, ctype, body = content.status, content.content_type, content.body
+                redirect, trickle, delay = content.redirect, content.trickle, content.delay
+            try:
+                if delay:
+                    content.stopping.wait(delay)
+                if redirect is not None and self.path == "/feed.xml":
+                    self._answer(302, ctype, b"", location=redirect)
+                elif trickle is not None:
+                    self._trickle(trickle)
+                else:
+                    self._answer(status, ctype, body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up: what the connector is expected to do with a trickle
+            finally:
+                with content.lock:
+                    content.active -= 1
+
+        def _answer(self, status: int, ctype: str, body: bytes, location: str | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
+            if location is not None:
+                self.send_header("Location", location)
             self.end_headers()
             self.wfile.write(body)
+
+        def _trickle(self, seconds_per_byte: float) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/rss+xml")
+            self.send_header("Content-Length", str(10**9))
+            self.end_headers()
+            self.wfile.flush()
+            while not content.stopping.wait(seconds_per_byte):
+                self.wfile.write(b" ")
+                self.wfile.flush()
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet test output
             pass
@@ -94,6 +157,14 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def feed_server() -> Iterator[FeedServer]:
     """A running feed server, stopped after the test."""
+    server = FeedServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def other_server() -> Iterator[FeedServer]:
+    """A second feed server: another origin (another port), for cross-origin redirects."""
     server = FeedServer().start()
     yield server
     server.stop()
@@ -243,6 +314,20 @@ def postgres_dsn(postgres_server: PostgresServer) -> str:
 # --- Contract checks shared by the connector tests ----------------------------------------------
 
 
+def activity_env(start_to_close: float = 30.0) -> ActivityEnvironment:
+    """An ActivityEnvironment whose activity has ``start_to_close`` seconds, as a real poll does.
+
+    The connectors derive their deadline from it (ActivityEnvironment's default is 1 s: too short
+    for a loaded machine, and not what a deployment gives).
+    """
+    import dataclasses
+    from datetime import timedelta
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, start_to_close_timeout=timedelta(seconds=start_to_close))
+    return env
+
+
 def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
     """Every payload satisfies the manifest's payload_schema and carries a non-empty delivery id."""
     import jsonschema
@@ -257,16 +342,72 @@ def assert_payloads_conform(connector: str, payloads: list[dict]) -> None:
 
 
 def assert_manifest_names_activity(connector: str, activity_fn: object) -> None:
-    """The manifest's `implementation` is ``activity_fn`` and its activity name is the contract's."""
-    import importlib
-
+    """The manifest's `implementation` is ``activity_fn``, its activity name is the contract's, and the
+    worker registers it (POLL_ACTIVITIES is resolved from the manifests)."""
     from temporalio import activity
 
-    from wf_initiation.activities.poll import activity_name_for
+    from wf_initiation.activities.poll import POLL_ACTIVITIES, activity_name_for
+    from wf_initiation.activities.poll._registry import load_implementation
     from wf_initiation.core._catalog import Catalog
 
     manifest = Catalog.default(third_party=False).get(connector)
     assert manifest is not None and manifest.implementation and manifest.stable_order is True
-    module, _, name = manifest.implementation.partition(":")
-    assert getattr(importlib.import_module(module), name) is activity_fn
+    assert load_implementation(manifest) is activity_fn and activity_fn in POLL_ACTIVITIES
     assert activity._Definition.must_from_callable(activity_fn).name == activity_name_for(connector)
+
+
+# --- A real `wfi worker` process ------------------------------------------------------------------
+
+
+class CliWorker:
+    """``wfi worker`` in a subprocess: the real entry point (logging, SIGTERM = graceful shutdown),
+    with its own environment (e.g. the secrets connections reference) and its output in a log file."""
+
+    def __init__(self, directory: pathlib.Path, address: str, task_queue: str, env: dict[str, str] | None = None):
+        self.deployment = directory / f"worker-{task_queue}.yaml"
+        self.deployment.write_text(f"temporal: {{address: '{address}', task_queue: '{task_queue}'}}\n")
+        self.log_path = directory / f"worker-{task_queue}.log"
+        self.env = {**os.environ, "PYTHONTZPATH": "", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()
+
+    def start(self, timeout: float = 60.0) -> CliWorker:
+        self._ready.clear()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wf_initiation", "worker", "--deployment", str(self.deployment)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
+        )
+        threading.Thread(target=self._copy_output, args=(self.proc,), daemon=True).start()
+        if not self._ready.wait(timeout):
+            self.kill()
+            raise RuntimeError(f"the worker was not ready within {timeout}s; its log:\n{self.log()}")
+        return self
+
+    def _copy_output(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with self.log_path.open("ab") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if b"worker ready" in line:
+                    self._ready.set()
+
+    def terminate(self, timeout: float) -> float:
+        """SIGTERM; the seconds until the process exited (AssertionError if it did not within ``timeout``)."""
+        assert self.proc is not None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the worker ignored SIGTERM for {timeout}s; its log:\n{self.log()}") from None
+        return time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -4,83 +4,25 @@ dev server with an in-process worker, and `wfi up` end to end with its own embed
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import pathlib
 import signal
 import sys
 import textwrap
 import urllib.request
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.support.activation import unique
+from tests.support.cli import MAIL_WORKFILE, WFI, Pair, mail, wfi
+from tests.support.cli import cli_env as _env
 from tests.support.worker_proc import free_port
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.workflows.activation import workflow_id_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-WFI = (sys.executable, "-m", "wf_initiation")
-MAIL_WORKFILE = """
-name: {name}
-inputs:
-  region: eu
-on:
-  mail.received:
-    inbox: support@acme.com
-  as: message
-  queue_by: "{{{{ message.thread_id }}}}"
-"""
-
-
-@dataclass
-class Cli:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
-async def wfi(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60) -> Cli:
-    """Run ``python -m wfi ARGS`` without blocking the event loop (the in-process worker keeps serving)."""
-    proc = await asyncio.create_subprocess_exec(
-        *WFI, *args, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env or _env(),
-    )
-    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
-    return Cli(proc.returncode or 0, out.decode(), err.decode())
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS"}
-    return {**env, "PYTHONTZPATH": "", **extra}
-
-
-@dataclass
-class Pair:
-    name: str
-    workfile: pathlib.Path
-    deployment: pathlib.Path
-
-    def write_deployment(self, address: str, task_queue: str, *, inputs: dict[str, Any] | None = None,
-                         capabilities: list[str] | None = None) -> None:
-        doc: dict[str, Any] = {
-            "temporal": {"address": address, "task_queue": task_queue},
-            "workflows": {self.name: {"workfile": str(self.workfile), "inputs": inputs or {},
-                                      "run": {"workflow_type": "wfi.EchoRun", "task_queue": task_queue}}},
-        }
-        if capabilities is not None:
-            doc["capabilities"] = capabilities
-        with self.deployment.open("w") as fh:
-            YAML(typ="safe", pure=True).dump(doc, fh)
 
 
 @pytest.fixture
@@ -99,26 +41,21 @@ def pair(dev_env, task_queue: str, tmp_path: pathlib.Path) -> Pair:
     return made
 
 
-def mail(mid: str, thread: str = "t1", **extra: Any) -> str:
-    return json.dumps({"message_id": mid, "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi",
-                       "thread_id": thread, **extra})
-
-
 async def test_activating_twice_gives_the_same_id_and_a_changed_input_rebinds(worker, pair: Pair, dev_env, task_queue: str) -> None:
     # proves: INIT-4
     first = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
     assert first.code == 0, first.stderr
-    again = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+    assert first.json()["outcome"] == "activated"
+    again = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
     assert again.code == 0, again.stderr
-    assert again.json()["activation_id"] == first.json()["activation_id"]
-    assert again.json()["outcome"] == "current"
+    assert again.stdout.strip() == f"unchanged {pair.name}: {first.json()['activation_id']}"
 
     pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue, inputs={"region": "us"})
-    changed = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))
+    changed = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
     assert changed.code == 0, changed.stderr
-    new_id = changed.stdout.split(": ", 1)[1].split(" ", 1)[0]
-    assert new_id != first.json()["activation_id"] and "(rebound)" in changed.stdout
-    assert f"previous: {first.json()['activation_id']}" in changed.stdout
+    assert changed.json()["outcome"] == "rebound"
+    assert changed.json()["activation_id"] != first.json()["activation_id"]
+    assert changed.json()["previous"] == [first.json()["activation_id"]]
 
 
 async def test_deliver_reports_accepted_duplicate_and_conflict_with_their_exit_codes(worker, pair: Pair) -> None:
@@ -270,7 +207,7 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
         seen = await asyncio.wait_for(_read_until(proc, "worker ready", log), 60)
         assert repr(queue) in seen[-1]
         activated = await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
-        assert activated.code == 0 and activated.json()["outcome"] == "current", activated.stderr
+        assert activated.code == 0 and activated.json()["outcome"] == "activated", activated.stderr
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
@@ -279,8 +216,8 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
             await proc.wait()
 
 
-def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_temporal_address(tmp_path: pathlib.Path) -> None:
-    from wf_initiation._temporal import connect_options
+def test_the_address_flag_wins_then_the_deployment_then_temporal_address_then_the_profile(tmp_path: pathlib.Path) -> None:
+    from wf_initiation._temporal import ConnectFlags, connect_options
     from wf_initiation.core.deployment import TemporalTarget
 
     config = tmp_path / "temporal.toml"
@@ -291,12 +228,12 @@ def test_the_address_flag_wins_then_the_deployment_then_the_profile_then_tempora
     assert connect_options(bare, environ={})["target_host"] == "localhost:7233"
     assert connect_options(bare, environ=env)["target_host"] == "env.example:7233"
     assert connect_options(TemporalTarget(address="dep:1"), environ=env)["target_host"] == "dep:1"
-    assert connect_options(TemporalTarget(address="dep:1"), address="flag:2", environ=env)["target_host"] == "flag:2"
+    assert connect_options(TemporalTarget(address="dep:1"), ConnectFlags(address="flag:2"), environ=env)["target_host"] == "flag:2"
     prod = connect_options(profiled, environ={"TEMPORAL_CONFIG_FILE": str(config)})
     assert (prod["target_host"], prod["namespace"], prod["api_key"]) == ("prod.example:7233", "prod-ns", "k-123")
     assert connect_options(profiled, environ=env)["target_host"] == "env.example:7233"
     assert connect_options(TemporalTarget(profile="prod", namespace="mine"), environ=env)["namespace"] == "mine"
-    assert connect_options(profiled, namespace="flag-ns", environ=env)["namespace"] == "flag-ns"
+    assert connect_options(profiled, ConnectFlags(namespace="flag-ns"), environ=env)["namespace"] == "flag-ns"
 
 
 def test_a_missing_temporal_binary_names_the_package_to_install(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,8 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from pollsources import Entry, rss_document
-from temporalio.testing import ActivityEnvironment
+from pollsources import Entry, activity_env, rss_document
 from temporalio.worker import Worker
 
 from wf_initiation.activities.poll import PollRequest, poll_rss
@@ -179,7 +178,7 @@ async def test_a_cursor_set_while_a_poll_is_in_flight_is_not_overwritten(
 ) -> None:
     # proves: POLL-4, POLL-3
     gated_feed.body = rss_document(entries(5)).encode()
-    first = await ActivityEnvironment().run(poll_rss, PollRequest(
+    first = await activity_env().run(poll_rss, PollRequest(
         connector="rss.item_published", config={"feed": gated_feed.url}, cursor=None))
     after_third = first.items[2].cursor_after
     gated_feed.open.clear()

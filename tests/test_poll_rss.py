@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pollsources import (
+    activity_env,
     Entry,
     FeedServer,
     assert_manifest_names_activity,
@@ -17,7 +18,6 @@ from pollsources import (
     rss_document,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_rss
 from wf_initiation.activities.poll.rss import FeedEntry, fallback_id, parse_cursor, select_new
@@ -42,7 +42,7 @@ def newest_first(*ns: int) -> list[Entry]:
 
 async def poll(server: FeedServer, cursor: str | None = None, *, limit: int = 500, **connection) -> PollResponse:
     req = PollRequest(connector=CONNECTOR, config={"feed": server.url}, connection=connection, cursor=cursor, limit=limit)
-    return await ActivityEnvironment().run(poll_rss, req)
+    return await activity_env().run(poll_rss, req)
 
 
 def ids(response: PollResponse) -> list[str]:
@@ -151,7 +151,7 @@ async def test_an_unreachable_host_raises_source_unavailable(feed_server):
         port = sock.getsockname()[1]  # closed again before the poll: nothing listens there
     req = PollRequest(connector=CONNECTOR, config={"feed": f"http://127.0.0.1:{port}/feed"}, connection={"timeout": 5})
     with pytest.raises(ApplicationError) as caught:
-        await ActivityEnvironment().run(poll_rss, req)
+        await activity_env().run(poll_rss, req)
     assert caught.value.type == POLL_SOURCE_UNAVAILABLE and f"127.0.0.1:{port}" in caught.value.message
 
 
@@ -171,7 +171,7 @@ async def test_connection_headers_are_sent_with_the_request(feed_server):
 async def test_a_feed_that_is_not_an_http_url_is_an_invalid_configuration(feed):
     req = PollRequest(connector=CONNECTOR, config={"feed": feed}, connection={})
     with pytest.raises(ApplicationError) as caught:
-        await ActivityEnvironment().run(poll_rss, req)
+        await activity_env().run(poll_rss, req)
     assert caught.value.type == POLL_CONFIG_INVALID and caught.value.non_retryable
 
 
@@ -239,18 +239,25 @@ def test_the_public_surface_of_activities_poll_is_pinned():
     from wf_initiation import activities
 
     assert sorted(activities.poll.__all__) == [
+        "MAX_ITEM_BYTES",
+        "MAX_RESPONSE_BYTES",
         "POLL_ACTIVITIES",
         "POLL_CONFIG_INVALID",
         "POLL_SOURCE_UNAVAILABLE",
         "PollItem",
         "PollRequest",
         "PollResponse",
+        "ResponseBuilder",
         "activity_name_for",
+        "poll_activities",
         "poll_rss",
         "poll_sheet",
         "poll_sql",
+        "run_poll",
     ]
-    assert activities.poll.POLL_ACTIVITIES == [poll_rss, activities.poll.poll_sql, activities.poll.poll_sheet]
+    for name in activities.poll.__all__:
+        assert getattr(activities.poll, name) is not None, name
+    assert activities.poll.POLL_ACTIVITIES == [poll_rss, activities.poll.poll_sheet, activities.poll.poll_sql]
     assert activities.poll.activity_name_for("sql.row_inserted") == "wfi.poll.sql.row_inserted"
 
 

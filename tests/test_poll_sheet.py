@@ -6,9 +6,8 @@ import pathlib
 
 import jsonschema
 import pytest
-from pollsources import assert_manifest_names_activity, assert_payloads_conform
+from pollsources import activity_env, assert_manifest_names_activity, assert_payloads_conform
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sheet
 
@@ -20,7 +19,7 @@ async def poll(connection: dict, cursor: str | None = None, *, limit: int = 500,
     req = PollRequest(
         connector=CONNECTOR, config={"sheet": SHEET, **config}, connection=connection, cursor=cursor, limit=limit
     )
-    return await ActivityEnvironment().run(poll_sheet, req)
+    return await activity_env().run(poll_sheet, req)
 
 
 async def poll_error(connection: dict, cursor: str | None = None, **config) -> ApplicationError:

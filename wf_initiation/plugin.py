@@ -30,7 +30,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
-from wf_initiation.activities.poll import POLL_ACTIVITIES
+from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
@@ -116,7 +116,8 @@ class WfiPlugin(SimplePlugin):
     Args:
         sample_runs: Also register the sample run workflows ``wfi.EchoRun`` and ``wfi.WaitForExample``
             (for trying things out and for the test suite; off in production).
-        poll_activities: Extra poll connector activities of third-party connectors.
+        poll_activities: Extra poll connector activities of third-party connectors (those whose manifest
+            names its ``implementation`` are registered without this).
         tracer_provider: An OpenTelemetry ``TracerProvider``: a delivery's trace then runs from the client
             call through the activation's decision to the run's start (docs/observability.md). Adds the
             SDK's ``TracingInterceptor`` unless the client or worker already has one.
@@ -135,7 +136,7 @@ class WfiPlugin(SimplePlugin):
             "wf-initiation",
             data_converter=compose_data_converter,
             workflows=workflows,
-            activities=[*POLL_ACTIVITIES, *poll_activities, wait_for_instant],
+            activities=[*resolve_poll_activities(extra=poll_activities), wait_for_instant],
             workflow_runner=_runner,
         )
         self._check_search_attributes = check_search_attributes

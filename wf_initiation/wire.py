@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 MAX_DELIVERY_BYTES = 256 * 1024
 MAX_BULK = 500
@@ -50,3 +50,44 @@ class ActivateResult(BaseModel):
     activation_id: str
     outcome: Literal["current", "rebound"]
     previous: list[str] = Field(default_factory=list)
+
+
+DEACTIVATE_UPDATE = "deactivate"
+
+
+class DeactivateRequest(BaseModel):
+    """Deactivate an activation (docs/lifecycle.md). ``action_id`` makes it once-only, also across
+    continue-as-new and a later re-activation."""
+
+    queued: Literal["drain", "cancel"] = Field(
+        description="drain: queued runs and open batches start and finish first; cancel: they are dropped (recorded).")
+    running: Literal["leave", "cancel", "terminate"] = Field(
+        default="leave", description="Runs already running: left alone, or cancellation / termination requested "
+        "(cancel and terminate need queued=cancel).")
+    action_id: str | None = None
+    note: str | None = Field(default=None, description="Why: recorded with the deactivation.")
+
+
+class DeactivateResult(BaseModel):
+    """What a ``deactivate`` update did, and what is left to settle before the activation completes."""
+
+    ok: bool
+    message: str
+    action_id: str | None = None
+    status: Literal["deactivating", "deactivated", "refused", "active"] = Field(
+        description="active: the action id was applied before and the activation was activated again since.")
+    remaining: dict[str, int] = Field(default_factory=dict, description="pending_runs, starting_runs, running_runs, "
+                                      "open_batches, unconfirmed (notices and lifecycle events not yet sent).")
+
+
+class DeactivatedResult(BaseModel):
+    """The result of a deactivated activation workflow: its final state, readable and carried."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    workflow: str
+    activation_id: str
+    deactivation: dict[str, Any] = Field(description="When, how, and what was dropped, controlled or left running.")
+    summary: dict[str, Any] = Field(description="The activation's final summary (the `summary` query).")
+    state: bytes = Field(description="The whole engine state: a later `wfi activate` resumes from it "
+                         "(dedup set, cursors, runs left running).")

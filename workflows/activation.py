@@ -25,9 +25,11 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import WAIT_ACTIVITY
     from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
     from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.connections import redact
     from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
+    from wf_initiation.core.engine import _deactivate
     from wf_initiation.activities.lifecycle import PublishRequest
     from wf_initiation.core.engine import _subscriptions as subs
     from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
@@ -37,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from ._fresh import FreshTimeGuard
     from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import (
-        MAX_BULK, ActivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+        DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+        DeliveryRequest, OperatorRequest, OperatorResult,
     )
 
 START_BATCH = 100
@@ -96,20 +99,26 @@ class ActivationWorkflow:
         self._engine.outbox.extend(self._engine.pending_starts())
         self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
         self._engine.outbox.extend(subs.unacked_commands(self._engine))
+        self._controls = 0  # control_run activities in flight (a deactivation completes after them)
+        _deactivate.on_start(self._engine, spec, now)  # started with a deactivated activation's state
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
-    async def run(self, spec: ActivationSpec, state: bytes | None = None) -> None:
+    async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
+        """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
         self._publish(initial=True)
         while True:
             now = workflow.now()
             self._engine.tick(now)
+            _deactivate.progress(self._engine)  # controls running runs while deactivating; else nothing
             hold = self._anticipate(now)
             if not self._dispatch(hold) and hold is not None:
                 await self._wait(hold)  # nothing started: still record nothing before the instant
             self._publish()
+            if self._deactivated():
+                return await self._complete()
             if self._should_continue_as_new():
                 await self._continue_as_new()
             self._wake = False
@@ -263,10 +272,16 @@ class ActivationWorkflow:
         self._poke()
 
     async def _control(self, command: ControlRun) -> None:
-        await workflow.execute_activity(
-            "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
-            result_type=str, start_to_close_timeout=timedelta(seconds=30),
-        )
+        self._controls += 1
+        try:
+            await workflow.execute_activity(
+                "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+                result_type=str, start_to_close_timeout=timedelta(seconds=30),
+            )
+        finally:
+            self._controls -= 1
+            if self._engine.state.deactivation is not None:  # only then: histories before it must replay
+                self._poke()
 
     async def _signal(self, command: SignalRun) -> None:
         handle = workflow.get_external_workflow_handle(command.workflow_id)
@@ -306,11 +321,13 @@ class ActivationWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=1),  # backoff is the engine's (POLL-2)
                 summary=f"poll {call.entry} from cursor {call.cursor}",
             )
-            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after) for i in response.items],
+            result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after, problem=i.problem)
+                                         for i in response.items],
                                   cursor=response.cursor, more=response.more, stable_order=response.stable_order)
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            self._engine.poll_failed(call.entry, call.seq, str(cause), self._now())
+            # Built-in connectors redact their errors; this also strips URL/DSN passwords from any other's.
+            self._engine.poll_failed(call.entry, call.seq, redact(str(cause)), self._now())
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
             self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now())
         else:
@@ -328,14 +345,42 @@ class ActivationWorkflow:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
         await workflow.wait_condition(lambda: self._start_tasks == 0)
+        if self._engine.state.deactivation is not None:  # let its controls land (the next run would repeat them)
+            await workflow.wait_condition(lambda: self._controls == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
         workflow.continue_as_new(args=[spec, encode_state(self._engine)])
 
+    # ------------------------------------------------------------------ deactivation (docs/lifecycle.md)
+    @workflow.update(name=DEACTIVATE_UPDATE)
+    def deactivate(self, request: DeactivateRequest) -> DeactivateResult:
+        outcome = _deactivate.deactivate(self._engine, request, self._now())
+        self._poke()
+        return DeactivateResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id,
+                                status=outcome.status, remaining=outcome.remaining)  # type: ignore[arg-type]
+
+    @deactivate.validator
+    def _validate_deactivate(self, request: DeactivateRequest) -> None:
+        self._refuse_while_rebinding()
+
+    def _deactivated(self) -> bool:
+        """Settled, and nothing of ours in flight: starts, controls, notices, lifecycle publishes."""
+        return (_deactivate.settled(self._engine) and self._start_tasks == 0 and not self._start_backlog
+                and self._controls == 0 and not self._acking)
+
+    async def _complete(self) -> DeactivatedResult:
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        record = _deactivate.finish(self._engine, self._now())
+        self._publish()
+        return DeactivatedResult(workflow=self._engine.spec.workflow, activation_id=self._engine.spec.activation_id,
+                                 deactivation=record, summary=summary.short(self._engine), state=encode_state(self._engine))
+
     # ------------------------------------------------------------------ deliveries
     @workflow.update(name="deliver")
     def deliver(self, request: DeliveryRequest) -> DeliveryResult:
-        result = self._engine.deliver(request.entry, request.payload, self._now())
+        now = self._now()
+        result = (_deactivate.refuse(self._engine, request.entry, request.payload, now)
+                  or self._engine.deliver(request.entry, request.payload, now))
         self._telemetry.delivered(self._engine, [result])
         self._poke()
         return result
@@ -347,7 +392,8 @@ class ActivationWorkflow:
     @workflow.update(name="deliver_many")
     def deliver_many(self, requests: list[DeliveryRequest]) -> list[DeliveryResult]:
         now = self._now()
-        results = [self._engine.deliver(r.entry, r.payload, now) for r in requests]
+        results = [_deactivate.refuse(self._engine, r.entry, r.payload, now) or self._engine.deliver(r.entry, r.payload, now)
+                   for r in requests]
         self._telemetry.delivered(self._engine, results)
         self._poke()
         return results
@@ -360,14 +406,17 @@ class ActivationWorkflow:
 
     @workflow.signal(name="deliver_signal")
     def deliver_signal(self, request: DeliveryRequest) -> None:
-        result = self._engine.deliver(request.entry, request.payload, self._now())
+        now = self._now()
+        result = (_deactivate.refuse(self._engine, request.entry, request.payload, now)
+                  or self._engine.deliver(request.entry, request.payload, now))
         self._telemetry.delivered(self._engine, [result])
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
     def subscribe(self, request: SubscribeRequest) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
-        subs.subscribe(self._engine, request, self._now())
+        if not _deactivate.refuse_subscription(self._engine, request, self._now()):
+            subs.subscribe(self._engine, request, self._now())
         self._poke()
 
     @workflow.signal(name=subs.UNSUBSCRIBE_SIGNAL)
@@ -378,7 +427,8 @@ class ActivationWorkflow:
     @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
     def lifecycle_event(self, event: LifecycleEvent) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
-        subs.route_lifecycle(self._engine, event, self._now())
+        if not _deactivate.refuse_lifecycle(self._engine, event, self._now()):
+            subs.route_lifecycle(self._engine, event, self._now())
         self._poke()
 
     def _refuse_while_rebinding(self) -> None:
@@ -403,6 +453,9 @@ class ActivationWorkflow:
     def _validate_activate(self, spec: ActivationSpec) -> None:
         if spec.workflow != self._engine.spec.workflow:
             raise ValueError(f"this activation serves workflow {self._engine.spec.workflow!r}, not {spec.workflow!r}")
+        if _deactivate.status(self._engine) is not None:
+            raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
+                             f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
 
     @workflow.update(name="operate")
     def operate(self, request: OperatorRequest) -> OperatorResult:

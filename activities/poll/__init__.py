@@ -1,43 +1,66 @@
 """Poll connectors and the poll contract they implement (see docs/poll-contract.md).
 
-A worker registers ``POLL_ACTIVITIES``; the activation calls the activity named
-``activity_name_for(manifest.name)`` with a :class:`PollRequest`.
+Each built-in connector is a folder of its own: ``rss/``, ``sql/``, ``sheet/``, each holding its
+``manifest.yaml`` (read by the pure catalog, :mod:`wf_initiation.core._catalog`) and its activity.
+The manifest's ``implementation`` (``module:function``) names the activity; :func:`poll_activities`
+resolves those of every poll manifest in a catalog, which is how ``WfiPlugin`` registers the
+built-ins and any third-party connector installed through the ``wf_initiation.connectors`` entry
+points. The activation calls the activity named ``activity_name_for(manifest.name)`` with a
+:class:`PollRequest`.
+
+A third-party connector can build on the same pieces: :func:`run_poll` (secret references resolved,
+a deadline below the activity's start-to-close, every error redacted) and :class:`ResponseBuilder`
+(the response and item byte budgets). Importing this package imports nothing heavy (names resolve on first use), so that the catalog can
+read the manifests in the connector folders without importing Temporal.
 """
 
-from wf_initiation.activities.poll._contract import (
-    ACTIVITY_PREFIX,
-    POLL_CONFIG_INVALID,
-    POLL_SOURCE_UNAVAILABLE,
-    PollItem,
-    PollRequest,
-    PollResponse,
-)
-from wf_initiation.activities.poll.rss import poll_rss
-from wf_initiation.activities.poll.sheet import poll_sheet
-from wf_initiation.activities.poll.sql import poll_sql
+from __future__ import annotations
 
-POLL_ACTIVITIES = [poll_rss, poll_sql, poll_sheet]
-"""The built-in poll activities, for ``Worker(activities=...)``."""
+from typing import TYPE_CHECKING
 
+from wf_initiation.activities.poll._lazy import lazy_exports
 
-def activity_name_for(connector: str) -> str:
-    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
-
-    Args:
-        connector: The manifest name, e.g. ``rss.item_published``.
-    """
-    return ACTIVITY_PREFIX + connector
-
+if TYPE_CHECKING:
+    from wf_initiation.activities.poll._contract import (
+        POLL_CONFIG_INVALID,
+        POLL_SOURCE_UNAVAILABLE,
+        PollItem,
+        PollRequest,
+        PollResponse,
+        activity_name_for,
+    )
+    from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder
+    from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, poll_activities
+    from wf_initiation.activities.poll._runtime import run_poll
+    from wf_initiation.activities.poll.rss.activity import poll_rss
+    from wf_initiation.activities.poll.sheet.activity import poll_sheet
+    from wf_initiation.activities.poll.sql.activity import poll_sql
 
 __all__ = [
+    "MAX_ITEM_BYTES",
+    "MAX_RESPONSE_BYTES",
     "POLL_ACTIVITIES",
     "POLL_CONFIG_INVALID",
     "POLL_SOURCE_UNAVAILABLE",
     "PollItem",
     "PollRequest",
     "PollResponse",
+    "ResponseBuilder",
     "activity_name_for",
+    "poll_activities",
     "poll_rss",
     "poll_sheet",
     "poll_sql",
+    "run_poll",
 ]
+
+__getattr__ = lazy_exports(__name__, {
+    **{name: "_contract" for name in ("POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest",
+                                       "PollResponse", "activity_name_for")},
+    **{name: "_registry" for name in ("POLL_ACTIVITIES", "poll_activities")},
+    **{name: "_budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
+    "run_poll": "_runtime",
+    "poll_rss": "rss.activity",
+    "poll_sheet": "sheet.activity",
+    "poll_sql": "sql.activity",
+})

@@ -1,10 +1,12 @@
 """The poll contract: what the activation sends a poll activity and what it gets back.
 
 A poll implementation is a Temporal activity ``(PollRequest) -> PollResponse``. It reads the
-source from the cursor on, returns at most ``limit`` items in a stable order (or says its order
-is not stable), each with the cursor position just after it, and never retries by itself: a
-failing source raises ``ApplicationError(type=POLL_SOURCE_UNAVAILABLE, non_retryable=True)`` and
-the activation applies its own backoff (POLL-2, POLL-10). See ``docs/poll-contract.md``.
+source from the cursor on, returns at most ``limit`` items (and at most ``MAX_RESPONSE_BYTES``) in
+a stable order (or says its order is not stable), each with the cursor position just after it, and
+never retries by itself: a failing source raises
+``ApplicationError(type=POLL_SOURCE_UNAVAILABLE, non_retryable=True)`` and the activation applies
+its own backoff (POLL-2, POLL-10). The request's ``connection`` holds secret *references*
+(``env:NAME``, ``file:/path``) that the activity resolves on the worker. See ``docs/poll-contract.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ ACTIVITY_PREFIX = "wfi.poll."
 """Activity names are ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
 
 
+def activity_name_for(connector: str) -> str:
+    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
+
+    Args:
+        connector: The manifest name, e.g. ``rss.item_published``.
+    """
+    return ACTIVITY_PREFIX + connector
+
+
 class PollRequest(BaseModel):
     """One poll: the binding's configuration, its connection and the cursor to resume from."""
 
@@ -36,7 +47,9 @@ class PollRequest(BaseModel):
     )
     connection: dict[str, Any] = Field(
         default_factory=dict,
-        description="Resolved by the deployment: credentials, DSN, file locations. May be empty.",
+        description="The connection's settings as the deployment writes them (DSN, file locations, headers); "
+        "secrets are references (`env:NAME`, `file:/path`) that the activity resolves on the worker, so no "
+        "secret value is ever in workflow history. May be empty.",
     )
     cursor: str | None = Field(
         default=None, description="Opaque position to resume from; None starts from the beginning."
@@ -51,6 +64,12 @@ class PollItem(BaseModel):
 
     payload: dict[str, Any] = Field(description="The event payload; carries the manifest's delivery_id.")
     cursor_after: str = Field(description="Resuming from this cursor returns the items after this one.")
+    problem: str | None = Field(
+        default=None,
+        description="Set when the connector cannot return this item (e.g. it is over the item byte limit): "
+        "`payload` then holds only its delivery id, and the activation treats the item as invalid with this "
+        "reason (quarantined or held, per the deployment's `invalid_items`, POLL-11).",
+    )
 
 
 class PollResponse(BaseModel):
@@ -63,7 +82,7 @@ class PollResponse(BaseModel):
         description="Last item's `cursor_after`, or the request's cursor unchanged when there are no items."
     )
     stable_order: bool = Field(description="Does this response promise the source's stable order?")
-    more: bool = Field(default=False, description="True when `limit` cut the response: poll again soon.")
+    more: bool = Field(default=False, description="True when `limit` or the byte budget cut the response: poll again soon.")
 
 
 def respond(items: list[PollItem], cursor: str | None, *, more: bool) -> PollResponse:

@@ -98,10 +98,13 @@ async def a_full_batch_of_one_partition_starts_one_run_with_its_events_in_accept
           f"a redelivered batched event is a duplicate of the batch's run (EXT-6); got {again}")
 
 
-BY_WAIT = """\
-  http.request: {path: /orders}
+# Long enough for two `wfi deliver` and a `wfi state` subprocess on a loaded machine to happen
+# inside the window (each can take seconds): the case reads the batch while it is open.
+MAX_WAIT_S = 10
+BY_WAIT = f"""\
+  http.request: {{path: /orders}}
   as: order
-  batch: {size: 100, max_wait: 3s}
+  batch: {{size: 100, max_wait: {MAX_WAIT_S}s}}
 """
 
 
@@ -116,11 +119,11 @@ async def a_batch_closes_at_max_wait_after_its_first_event_and_never_before(targ
     state = await _state(target, pair)
     [listed] = state["summary"]["batches"]
     opened, deadline = datetime.fromisoformat(listed["opened_at"]), datetime.fromisoformat(listed["deadline"])
-    check(deadline - opened == timedelta(seconds=3), f"deadline = first acceptance + max_wait; got {listed}")
+    check(deadline - opened == timedelta(seconds=MAX_WAIT_S), f"deadline = first acceptance + max_wait; got {listed}")
     started, run_input = await _until_started(target, first["run_key"], "the batch's run after max_wait")
     accepted = datetime.fromisoformat(run_input["initiation"]["accepted_at"].replace("Z", "+00:00"))
-    check(started - accepted >= timedelta(seconds=3),
-          f"the run began {started - accepted} after the first acceptance; max_wait is 3s (BATCH-3)")
+    check(started - accepted >= timedelta(seconds=MAX_WAIT_S),
+          f"the run began {started - accepted} after the first acceptance; max_wait is {MAX_WAIT_S}s (BATCH-3)")
     check(early is None or early[0] >= deadline, "no run existed before the deadline")
     check(_ids(run_input, "order") == ["w1", "w2"], f"both events in order; got {_ids(run_input, 'order')}")
 

@@ -5,8 +5,15 @@ needs), the default binding name, the configuration (input) schema the validator
 Workfile keys against, the payload schema every event is validated against before acceptance,
 and, for ``external`` and ``poll`` kinds, where the delivery identity lives in the payload.
 
+Built-in manifests live in ``wf_initiation/core/manifests/`` (schedule, external and lifecycle
+triggers) and in each poll connector's own folder (``activities/poll/<connector>/manifest.yaml``,
+beside its code). They are read as package resources: the connector packages import nothing on
+import, so loading the catalog never imports Temporal or a connector's dependencies.
+
 Third-party connectors register through the ``wf_initiation.connectors`` entry-point group; each
-entry point resolves to a :class:`Manifest`, a mapping in manifest form, or a list of them.
+entry point resolves to a :class:`Manifest`, a mapping in manifest form, or a list of them. A poll
+manifest's ``implementation`` names its activity (``module:function``), which ``WfiPlugin``
+registers (``wf_initiation.activities.poll.poll_activities``). See docs/poll-contract.md.
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ from ._diagnostics import Diagnostic
 
 Kind = Literal["schedule", "external", "poll"]
 ENTRY_POINT_GROUP = "wf_initiation.connectors"
+BUILTIN_MANIFEST_PACKAGES = (
+    "wf_initiation.core.manifests",
+    "wf_initiation.activities.poll.rss",
+    "wf_initiation.activities.poll.sheet",
+    "wf_initiation.activities.poll.sql",
+)
 CAPABILITY_BY_KIND: dict[str, str] = {
     "schedule": "wf.scheduled-initiation",
     "external": "wf.external-event-initiation",
@@ -32,6 +45,7 @@ CAPABILITY_BY_KIND: dict[str, str] = {
 }
 _NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IMPLEMENTATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ManifestError(ValueError):
@@ -55,7 +69,9 @@ class Manifest(BaseModel):
     )
     stable_order: bool | None = Field(default=None, description="Poll only: does the poll contract promise stable order?")
     implementation: str | None = Field(
-        default=None, description="Poll only: `module:function` of the poll activity implementation."
+        default=None,
+        description="Poll only: `module:function` of the poll activity (named `wfi.poll.<name>`), which "
+        "WfiPlugin registers; without it, register the activity with `WfiPlugin(poll_activities=...)`.",
     )
 
     @model_validator(mode="after")
@@ -100,6 +116,8 @@ def manifest_problems(m: Manifest) -> list[str]:
         problems.append("a schedule manifest has no delivery_id: occurrence identity is the instant (SCHED-13)")
     if m.kind != "poll" and m.stable_order is not None:
         problems.append("stable_order applies to poll manifests only")
+    if m.implementation is not None and (m.kind != "poll" or not _IMPLEMENTATION.match(m.implementation)):
+        problems.append(f"implementation {m.implementation!r} must be 'package.module:function' on a poll manifest")
     return problems
 
 
@@ -142,6 +160,10 @@ class Catalog:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def manifests(self) -> list[Manifest]:
+        """Every resolvable manifest, by name."""
+        return [self._by_name[name] for name in self.names()]
+
     def diagnostic_for(self, name: str) -> Diagnostic | None:
         """Why ``name`` cannot be resolved (None when it can)."""
         if name in self._by_name:
@@ -164,11 +186,13 @@ def parse_manifest(data: Mapping[str, Any]) -> Manifest:
 
 
 def builtin_manifests() -> list[Manifest]:
+    """The manifests shipped with wf-initiation, from every package of BUILTIN_MANIFEST_PACKAGES."""
     yaml = YAML(typ="safe")
     out = []
-    for res in sorted(importlib.resources.files("wf_initiation.core.manifests").iterdir(), key=lambda r: r.name):
-        if res.name.endswith(".yaml"):
-            out.append(parse_manifest(yaml.load(res.read_text())))
+    for package in BUILTIN_MANIFEST_PACKAGES:
+        for res in sorted(importlib.resources.files(package).iterdir(), key=lambda r: r.name):
+            if res.name.endswith(".yaml"):
+                out.append(parse_manifest(yaml.load(res.read_text())))
     return out
 
 

@@ -133,6 +133,8 @@ def _inputs(workfile: Workfile, provided: dict[str, Any]) -> dict[str, Any]:
 def _connection(
     named: str | None, connector: str, entry: str, deployment: Deployment
 ) -> tuple[str | None, dict[str, Any], Diagnostic | None]:
+    # The binding carries the connection as written: secrets stay references (env:NAME, file:/path)
+    # that the worker resolves at each use, so they never enter history (wf_initiation.core.connections).
     candidates = deployment.connections_for(connector)
     if named is not None:
         conn = deployment.connections.get(named)
@@ -140,6 +142,12 @@ def _connection(
             return named, {}, Diagnostic(
                 code="DEPLOY-UNKNOWN-CONNECTION", entry=entry,
                 message=f"connection {named!r} is not defined under the deployment's 'connections:'",
+            )
+        if not conn.serves(connector):
+            return named, {}, Diagnostic(
+                code="DEPLOY-CONNECTION-MISMATCH", entry=entry,
+                message=f"connection {named!r} serves {conn.connector!r}, not {connector}; name a connection "
+                f"with connector: {connector.split('.')[0]}",
             )
         return named, conn.model_dump(), None
     if len(candidates) == 1:

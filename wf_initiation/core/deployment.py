@@ -11,8 +11,8 @@ Example (YAML)::
     defaults:
       dedup_retention: 24h
       overlap: allow
-    connections:
-      acme-google: {connector: mail, secret_env: ACME_GOOGLE_TOKEN}
+    connections:                     # secrets as references (wf_initiation.core.connections)
+      acme-google: {connector: mail, token: "env:ACME_GOOGLE_TOKEN"}
     workflows:
       support-triage:
         run: {workflow_type: SupportTriage, task_queue: support}
@@ -35,6 +35,7 @@ from ruamel.yaml import YAML, YAMLError
 
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
+from .connections import Connection
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -141,13 +142,6 @@ class RunTarget(_Strict):
     _d = field_validator("execution_timeout", mode="before")(lambda v: None if v is None else _duration(v))
 
 
-class Connection(_Strict):
-    """A credential binding (TRIG-6). Secrets are referenced, never inlined in Workfiles."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    connector: str = Field(description="Connector prefix it serves, e.g. 'mail' or 'sql'.")
-
-
 class WorkflowDeployment(Policies):
     workfile: str | None = Field(default=None, description="Path of the Workfile (relative to the deployment file).")
     run: RunTarget
@@ -188,8 +182,8 @@ class Deployment(_Strict):
             raise DiagnosticError(_diagnostics(exc, f"workflows.{name}")) from None
 
     def connections_for(self, connector: str) -> dict[str, Connection]:
-        prefix = connector.split(".")[0]
-        return {k: c for k, c in self.connections.items() if c.connector in (prefix, connector)}
+        """The connections that serve ``connector`` (by its prefix or full name)."""
+        return {k: c for k, c in self.connections.items() if c.serves(connector)}
 
     def resolve_path(self, path: str) -> pathlib.Path:
         p = pathlib.Path(path)

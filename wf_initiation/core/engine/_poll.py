@@ -42,6 +42,7 @@ class PollCall:
 class PollItemIn:
     payload: Any
     cursor_after: str | None
+    problem: str | None = None  # the connector could not return the item (e.g. over the item byte limit)
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
     """Dispose one item; False when the cursor must hold at it."""
     st.items_seen += 1
     engine._count("poll_items")
-    result = engine.deliver_event(entry, item.payload, now)
+    result = engine.deliver_event(entry, item.payload, now) if item.problem is None else _refused(engine, entry, item, now)
     if result.disposition != Disposition.INVALID:
         return True
     if engine.spec.policies.invalid_items == "hold":
@@ -113,6 +114,14 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
         return False
     quarantine(engine, entry, item.payload, result.delivery_id, result.message or "invalid", now)
     return True
+
+
+def _refused(engine: "Engine", entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
+    """An item the connector flagged as unusable: invalid with the connector's reason (POLL-11)."""
+    from ._engine import entry_delivery_id, identity_text
+
+    raw_id = entry_delivery_id(entry, item.payload)
+    return engine._invalid(entry, identity_text(raw_id) if raw_id is not None else None, item.problem or "", now)
 
 
 def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..activation import ActivationSpec
 from ..runinput import Causation, RunInput
 
 
@@ -34,6 +35,7 @@ class Disposition(str, Enum):
     UNMATCHED = "unmatched"  # subscription-only trigger: no active subscription matched (INIT-9)
     REFUSED = "refused"  # cycle guard (COMP-6)
     DROPPED = "dropped"  # operator dropped a pending run/batch (BATCH-5)
+    DEACTIVATED = "deactivated"  # the activation was deactivated: refused, not recorded, id not consumed (_deactivate)
 
 
 # Dispositions that consume the delivery identity with no run to wait for: retention starts now.
@@ -43,7 +45,7 @@ RELEASED_AT_ACCEPTANCE = frozenset({
     Disposition.REFUSED,
 })
 # Dispositions that are not acceptance and leave the identity unconsumed.
-NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID})
+NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID, Disposition.DEACTIVATED})
 
 RunStatus = Literal[
     "pending", "starting", "running", "completed", "failed", "cancelled", "terminated", "timed_out", "dropped"
@@ -209,6 +211,26 @@ class OperatorAction(_M):
     action_id: str | None = None
 
 
+class Deactivation(_M):
+    """An operator's deactivation of the activation (rules in ``_deactivate``, docs/lifecycle.md)."""
+
+    requested_at: datetime
+    queued: Literal["drain", "cancel"] = Field(description="drain: queued work starts and finishes; cancel: it is dropped.")
+    running: Literal["leave", "cancel", "terminate"] = Field(description="What happens to runs already running.")
+    action_id: str | None = None
+    note: str | None = None
+    spec: ActivationSpec = Field(description="The binding deactivated: a re-activation rebinds from it (INIT-4).")
+    completed_at: datetime | None = Field(default=None, description="Set when nothing was left to settle.")
+    dropped_runs: int = 0
+    dropped_batches: int = 0
+    closed_batches: int = Field(default=0, description="drain: batches without max_wait, closed at deactivation.")
+    controlled: dict[str, Literal["cancel", "terminate"]] = Field(
+        default_factory=dict, description="Run key -> the control the deactivation requested for that running run.")
+    left_running: int = 0
+    paused_polls: list[str] = Field(default_factory=list, description="Polls the deactivation paused (resumed on re-activation).")
+    refused: int = Field(default=0, description="Deliveries refused since the deactivation.")
+
+
 class EngineState(_M):
     """Everything the activation owns; carried whole across continue-as-new."""
 
@@ -232,6 +254,7 @@ class EngineState(_M):
         default_factory=dict, description="Subscription deliveries and lifecycle events kept until the shell confirms them."
     )
     compact_events: bytes = Field(default=b"", description="Released dedup entries, packed (see _codec).")
+    deactivation: Deactivation | None = Field(default=None, description="Set by `deactivate`; cleared by a re-activation.")
 
 
 class StartRun(_M):

@@ -88,6 +88,10 @@ def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS) -> str
     return one[:head] + " … " + one[len(one) - (limit - head - 3):]
 
 
+def view_secrets(engine: Any) -> list[str]:
+    return secrets_of(e.connection_settings for e in engine.spec.entries)
+
+
 # ---------------------------------------------------------------------------- formatting
 def utc(moment: datetime | None) -> str:
     if moment is None:
@@ -110,9 +114,11 @@ def operate(workflow: str, action: str, *args: str) -> str:
 
 
 # ---------------------------------------------------------------------------- the page
-def markdown(engine: Any, status: str, max_bytes: int = MAX_BYTES) -> str:
-    """The Current Details page of an activation; at most ``max_bytes`` UTF-8 bytes."""
-    view = _View(engine, status)
+def markdown(engine: Any, status: str, max_bytes: int = MAX_BYTES, notes: Iterable[str] = ()) -> str:
+    """The Current Details page of an activation; at most ``max_bytes`` UTF-8 bytes.
+
+    ``notes`` are paragraphs shown right under the heading (e.g. the deactivation's progress)."""
+    view = _View(engine, status, [redact(n, view_secrets(engine)) for n in notes])
     for level in DETAIL_LEVELS:
         text = view.render(level)
         if len(text.encode()) <= max_bytes:
@@ -122,9 +128,9 @@ def markdown(engine: Any, status: str, max_bytes: int = MAX_BYTES) -> str:
 
 
 class _View:
-    def __init__(self, engine: Any, status: str) -> None:
-        self.engine, self.state, self.spec, self.status = engine, engine.state, engine.spec, status
-        self.secrets = secrets_of(e.connection_settings for e in self.spec.entries)
+    def __init__(self, engine: Any, status: str, notes: list[str]) -> None:
+        self.engine, self.state, self.spec, self.status, self.notes = engine, engine.state, engine.spec, status, notes
+        self.secrets = view_secrets(engine)
         self.ended = {r.run_key: r.status for r in engine.recent_runs}
         self._recent: dict[str, list[str]] | None = None  # at the most detailed level, built once
         self._fixed: list[str] | None = None
@@ -132,7 +138,7 @@ class _View:
 
     def render(self, detail: int) -> str:
         if self._fixed is None:  # what does not depend on the level of detail, built once
-            self._fixed = [self._head(), *self._attention()]
+            self._fixed = [self._head(), *self.notes, *self._attention()]
         blocks = [*self._fixed, *self._entries(detail), *self._errors(detail)]
         return "\n\n".join(b for b in blocks if b)
 

@@ -34,23 +34,42 @@ class Request(Protocol):
 
 def apply(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
     """Apply one action; returns (ok, message). A repeated ``action_id`` changes nothing."""
-    state = engine.state
-    if req.action_id and req.action_id in state.seen_action_ids:
+    if already_applied(engine, req.action_id):
         return True, "already applied"
     ok, message = _dispatch(engine, req, now)
     if ok:
-        state.operator_log.append(OperatorAction(at=now, action=req.action, detail=message, action_id=req.action_id))
-        del state.operator_log[:-MAX_LOG]
-        if req.action_id:
-            state.seen_action_ids.append(req.action_id)
-            del state.seen_action_ids[:-MAX_ACTION_IDS]
+        record(engine, req.action, message, req.action_id, now)
     return ok, message
+
+
+def already_applied(engine: Engine, action_id: str | None) -> bool:
+    """Whether an action with this id was applied before (in this run or one it continued from)."""
+    return bool(action_id) and action_id in engine.state.seen_action_ids
+
+
+def record(engine: Engine, action: str, detail: str, action_id: str | None, now: datetime) -> None:
+    """Log an applied action and remember its id (bounded)."""
+    state = engine.state
+    state.operator_log.append(OperatorAction(at=now, action=action, detail=detail, action_id=action_id))
+    del state.operator_log[:-MAX_LOG]
+    if action_id:
+        state.seen_action_ids.append(action_id)
+        del state.seen_action_ids[:-MAX_ACTION_IDS]
+
+
+# Actions that would start new work or restart sources: refused once the activation is deactivated
+# (docs/lifecycle.md). The others (pause, set_cursor, release_held quarantine, admit/drop pending)
+# only settle or record what is already there.
+REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow"})
 
 
 def _dispatch(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
     handler = _HANDLERS.get(req.action)
     if handler is None:
         return False, f"unknown action {req.action!r}"
+    if engine.state.deactivation is not None and req.action in REFUSED_WHEN_DEACTIVATED:
+        return False, (f"{req.action} refused: the activation of {engine.spec.workflow!r} is deactivated; "
+                       "activate the Workfile again (`wfi activate`) first")
     try:
         return True, handler(engine, req, now)
     except ValueError as exc:  # OperatorRefused, or a bad instant/argument: the action changed nothing

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _batch, _view
+from . import _batch, _deactivate, _view
 from ._engine import Engine, event_key
 
 
 def status(engine: Engine) -> str:
     """One word for the `WfiState` search attribute."""
     st = engine.state
+    deactivation = _deactivate.status(engine)
+    if deactivation is not None:
+        return deactivation
     if any(p.held is not None for p in st.polls.values()) or any(
         r.status == "awaiting_operator" for s in st.schedules.values() for r in s.overflow
     ):
@@ -50,6 +53,7 @@ def short(engine: Engine) -> dict[str, Any]:
                           "counts": s.counts} for n, s in st.schedules.items()},
         "polls": {n: {"cursor": p.cursor, "paused": p.paused, "held": p.held is not None, "failures": p.failures,
                       "last_error": p.last_error} for n, p in st.polls.items()},
+        "deactivation": st.deactivation.model_dump(mode="json", exclude={"spec", "controlled"}) if st.deactivation else None,
     }
 
 
@@ -64,7 +68,8 @@ def full_state(engine: Engine) -> dict[str, Any]:
     """The operator's view, bounded in size: runs without their inputs (at most 500, oldest first),
     queue heads, and no dedup entries (see :func:`events` for those, paged)."""
     st = engine.state
-    data = st.model_dump(mode="json", exclude={"compact_events", "events", "runs", "queues"})
+    data = st.model_dump(mode="json", exclude={"compact_events": True, "events": True, "runs": True, "queues": True,
+                                              "deactivation": {"spec"}})
     data["events_total"] = len(st.events)
     data["runs_total"] = len(st.runs)
     data["runs"] = {k: r.model_dump(mode="json", exclude={"input"})
@@ -97,4 +102,18 @@ def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | N
 
 def markdown(engine: Engine) -> str:
     """The operator's page shown as Current Details in the Temporal UI (bounded, no secrets): see _view."""
-    return _view.markdown(engine, status(engine))
+    notes = []
+    if engine.state.deactivation is not None:  # rare: the full summary only then
+        s = short(engine)
+        notes.append(_deactivation_line(s["deactivation"], s))
+    return _view.markdown(engine, status(engine), notes=notes)
+
+
+def _deactivation_line(d: dict[str, Any], s: dict[str, Any]) -> str:
+    if d["completed_at"]:
+        return (f"**deactivated** at {d['completed_at']} (requested {d['requested_at']}): {d['dropped_runs']} pending "
+                f"run(s) and {d['dropped_batches']} batch(es) dropped, {d['left_running']} run(s) left running, "
+                f"{d['refused']} delivery(ies) refused · `wfi activate` to activate it again")
+    return (f"**deactivating** since {d['requested_at']} (queued: {d['queued']}, running: {d['running']}): "
+            f"{s['runs_pending']} pending, {s['runs_starting']} starting, {s['runs_running']} running, "
+            f"{s['open_batches']} open batch(es) · deliveries refused ({d['refused']})")

@@ -28,9 +28,9 @@ SCHEDULE_CONNECTOR = "time.schedule"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``schedule`` command group (``preview``) to the ``wfi`` dispatcher."""
-    group = subparsers.add_parser("schedule", help="inspect time.schedule triggers")
-    group.set_defaults(handler=lambda _args: _usage(group))
-    sub = group.add_subparsers(dest="schedule_command", metavar="SUBCOMMAND")
+    group = subparsers.add_parser("schedule", help="inspect time.schedule triggers",
+                                  description="Inspect the time.schedule triggers of a Workfile without activating it.")
+    sub = group.add_subparsers(dest="schedule_command", metavar="SUBCOMMAND", required=True)
     preview = sub.add_parser(
         "preview",
         help="print the next intended instants of a schedule trigger",
@@ -43,11 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     preview.add_argument("--count", type=_positive, default=10, metavar="N", help="how many instants (default 10)")
     preview.add_argument("--json", action="store_true", help="print a JSON array of occurrence objects")
     preview.set_defaults(handler=run_preview)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _positive(text: str) -> int:

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from wf_initiation.cli._common import seconds
 from wf_initiation.core._diagnostics import DiagnosticError
 
 if TYPE_CHECKING:
@@ -19,11 +20,17 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``conformance run`` and ``conformance list`` to the ``wfi`` parser."""
-    parser = subparsers.add_parser("conformance", help="Check a deployment against the spec and write its claims.")
-    sub = parser.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", parser_class=type(parser))
-    parser.set_defaults(handler=lambda args: _usage(parser))
+    parser = subparsers.add_parser(
+        "conformance", help="check a deployment against the spec and write its claims",
+        description="The black-box conformance kit (docs/conformance.md): run its cases against a live deployment "
+        "through the CLI and client only, or list them.")
+    sub = parser.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", required=True)
 
-    run = sub.add_parser("run", help="Run the cases against a deployment; write report.json, report.md, claims.json.")
+    run = sub.add_parser(
+        "run", help="run the cases against a deployment; write report.json, report.md, claims.json",
+        description="Run the conformance cases against the deployment's Temporal and worker (which must be running) "
+        "and write report.json, report.md and claims.json (accepted by `wfi validate --claims`). Exit status: 0 every "
+        "case passed, 1 a case failed or the deployment file is invalid, 2 usage error.")
     run.add_argument("--deployment", required=True, metavar="FILE", help="The deployment file under test.")
     run.add_argument("--out", default="conformance-report", metavar="DIR", help="Report directory (default: %(default)s).")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="Run only this case (repeatable).")
@@ -32,18 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Run only this capability's cases, plus the core cases (repeatable). "
         "Default: the capabilities the deployment declares, plus core.",
     )
-    run.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="Per-case time limit.")
+    run.add_argument("--timeout", type=seconds, default=120.0, metavar="SECONDS", help="Per-case time limit (default: %(default)g).")
     run.add_argument("--json", action="store_true", help="Print the report as JSON instead of a summary.")
     run.set_defaults(handler=_run, exit_hard=True)
 
-    listing = sub.add_parser("list", help="List the cases with their capability and clauses.")
+    listing = sub.add_parser("list", help="list the cases with their capability and clauses",
+                             description="List the conformance cases: id, capability, the spec clauses each proves, title.")
     listing.add_argument("--json", action="store_true", help="Print a JSON array.")
     listing.set_defaults(handler=_list)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _cases() -> tuple[CaseInfo, ...]:

@@ -1,11 +1,13 @@
 """`wfi validate WORKFILE... [--claims FILE_OR_LIST] [--json]`.
 
 Exit status: 0 every file valid (and supported, when ``--claims`` is given); 1 any file invalid;
-3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value).
+3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value, and
+no Workfile among the files). A deployment file among them (so ``wfi validate examples/*.yaml``
+works) is not a Workfile: it is reported as ``skipped`` and counts for nothing.
 
 ``--json`` always prints one JSON array with one object per file, in argument order:
 ``{"file", "status", "workflow", "required_capabilities", "diagnostics": [{"code", "message",
-"entry", "path", "line", "capability"}]}``.
+"entry", "path", "line", "capability"}]}``; ``status`` is valid, invalid, unsupported or skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 import pathlib
 import sys
 
-from wf_initiation.core import Catalog, ClaimsError, ValidationResult, load_workfile, read_claims
+from wf_initiation.cli._skipped import Skipped, validate_one
+from wf_initiation.core import Catalog, ClaimsError, ValidationResult, read_claims
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
@@ -48,16 +51,20 @@ def run(args: argparse.Namespace) -> int:
     except ClaimsError as exc:
         raise UserError(str(exc), exit_code=EXIT_USAGE) from None
     catalog = Catalog.default()
-    results = [load_workfile(path, catalog=catalog, claims=claims) for path in args.workfiles]
+    results = [validate_one(path, catalog, claims) for path in args.workfiles]
     if args.json:
         print(json.dumps([r.summary() for r in results], indent=2))
     else:
         sys.stdout.write("".join(render_text(r) for r in results))
-    return exit_status(results)
+    if all(isinstance(r, Skipped) for r in results):
+        raise UserError("no Workfile among the files (deployment files are skipped)", exit_code=EXIT_USAGE)
+    return exit_status([r for r in results if isinstance(r, ValidationResult)])
 
 
-def render_text(result: ValidationResult) -> str:
+def render_text(result: ValidationResult | Skipped) -> str:
     """``file: status`` then one line per diagnostic, with its line number."""
+    if isinstance(result, Skipped):
+        return f"{result.file}: skipped ({result.reason})\n"
     head = f"{result.file}: {result.status}"
     if result.status != "invalid" and result.required_capabilities:
         head += f" (requires {', '.join(result.required_capabilities)})"

@@ -1,4 +1,4 @@
-"""`rss.item_published`: new items of an RSS 2.0 or Atom feed fetched over HTTP.
+"""Feed documents and the RSS cursor (no I/O): parse a fetched feed, pick the items not yet emitted.
 
 Cursor design (see docs/poll-contract.md): a feed is a sliding window, not a log, so the cursor
 remembers which items of the window were already emitted, as short digests of their delivery ids
@@ -10,37 +10,20 @@ leaving it, is not emitted again, and the cursor stays as small as the window.
 
 from __future__ import annotations
 
-import asyncio
 import calendar
 import hashlib
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import feedparser
-from temporalio import activity
 
-from wf_initiation.activities.poll._contract import (
-    PollItem,
-    PollRequest,
-    PollResponse,
-    config_invalid,
-    decode_cursor,
-    encode_cursor,
-    require_str,
-    respond,
-    source_unavailable,
-)
+from wf_initiation.activities.poll._budget import MAX_RESPONSE_BYTES, ResponseBuilder
+from wf_initiation.activities.poll._contract import PollResponse, config_invalid, decode_cursor, encode_cursor, source_unavailable
 
 CONNECTOR = "rss.item_published"
-DEFAULT_TIMEOUT_S = 30.0
-MAX_FEED_BYTES = 20 * 1024 * 1024
-# Each item carries its own cursor, whose size grows with the window: keep one response's cursors
-# well under Temporal's 2 MiB payload limit, and cut the response (more=True) instead.
-MAX_RESPONSE_CURSOR_BYTES = 512 * 1024
+MAX_FEED_ENTRIES = 2000
+"""Only the newest this-many items of a feed are considered (keeps every cursor under ~70 KB)."""
 _DIGEST_CHARS = 16
 
 
@@ -68,28 +51,6 @@ class RssCursor:
         return encode_cursor({"v": 1, "seen": [list(s) for s in self.seen], "floor": self.floor})
 
 
-@activity.defn(name="wfi.poll.rss.item_published")
-async def poll_rss(req: PollRequest) -> PollResponse:
-    """Fetch the feed and return its items not yet emitted, oldest first.
-
-    Raises:
-        ApplicationError: ``PollSourceUnavailable`` when the feed cannot be fetched or parsed;
-            ``PollConfigInvalid`` for a bad feed URL, connection or cursor.
-    """
-    url = _feed_url(req.config)
-    cursor = parse_cursor(req.cursor)
-    body = await asyncio.to_thread(fetch, url, req.connection)
-    entries = parse_feed(body, url)
-    return select_new(entries, cursor, req.cursor, limit=req.limit)
-
-
-def _feed_url(config: dict[str, Any]) -> str:
-    url = require_str(config, "feed", CONNECTOR)
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise config_invalid(f"{CONNECTOR}: feed {url!r} must be an http:// or https:// URL")
-    return url
-
-
 def parse_cursor(cursor: str | None) -> RssCursor:
     """Decode an RSS cursor; None is the empty cursor (every item in the feed is new)."""
     if cursor is None:
@@ -107,54 +68,18 @@ def parse_cursor(cursor: str | None) -> RssCursor:
         ) from None
 
 
-def fetch(url: str, connection: dict[str, Any]) -> bytes:
-    """GET the feed (blocking; run it in a thread). Connection may give `headers` and `timeout`."""
-    headers = {"User-Agent": "wf-initiation/rss", **_headers(connection)}
-    timeout = _timeout(connection)
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read(MAX_FEED_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise source_unavailable(
-            f"feed {url} answered HTTP {exc.code} {exc.reason}; check the feed URL and the "
-            "connection's credentials, polling retries with backoff"
-        ) from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise source_unavailable(
-            f"feed {url} could not be fetched ({reason}); check that the host is reachable, "
-            "polling retries with backoff"
-        ) from None
-    if len(body) > MAX_FEED_BYTES:
-        raise source_unavailable(
-            f"feed {url} is larger than {MAX_FEED_BYTES} bytes; point the trigger at a smaller feed"
-        )
-    return body
-
-
-def _timeout(connection: dict[str, Any]) -> float:
-    timeout = connection.get("timeout", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise config_invalid(f"{CONNECTOR}: connection 'timeout' must be a positive number of seconds")
-    return float(timeout)
-
-
-def _headers(connection: dict[str, Any]) -> dict[str, str]:
-    headers = connection.get("headers", {})
-    if not isinstance(headers, dict):
-        raise config_invalid(f"{CONNECTOR}: connection 'headers' must be a mapping of header name to value")
-    return {str(k): str(v) for k, v in headers.items()}
-
-
 def parse_feed(body: bytes, url: str) -> list[FeedEntry]:
-    """Parse RSS 2.0 or Atom into entries, oldest first (document order reversed if newest first)."""
+    """Parse RSS 2.0 or Atom into entries, oldest first (document order reversed if newest first).
+
+    Only the newest :data:`MAX_FEED_ENTRIES` are kept.
+    """
     parsed = feedparser.parse(body)
     if not parsed.get("version") and not parsed.entries:
         problem = parsed.get("bozo_exception", "no RSS or Atom document")
         raise source_unavailable(f"feed {url} is not an RSS or Atom feed ({problem}); check the feed URL")
     entries = [to_entry(raw, url) for raw in parsed.entries]
-    return list(reversed(entries)) if _newest_first(entries) else entries
+    ordered = list(reversed(entries)) if _newest_first(entries) else entries
+    return ordered[-MAX_FEED_ENTRIES:]
 
 
 def _newest_first(entries: list[FeedEntry]) -> bool:
@@ -192,29 +117,28 @@ def _iso(epoch: int) -> str:
 
 
 def select_new(
-    entries: list[FeedEntry], cursor: RssCursor, request_cursor: str | None, *, limit: int
+    entries: list[FeedEntry], cursor: RssCursor, request_cursor: str | None, *, limit: int,
+    max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> PollResponse:
     """The entries not yet emitted according to ``cursor``, each with its resume cursor.
 
-    Pure: the same entries and cursor give the same response.
+    Pure: the same entries and cursor give the same response. Stops at ``limit`` items or
+    ``max_bytes`` (payloads and cursors) and then says ``more``.
     """
     window = {e.digest for e in entries}
     seen = [(d, t) for d, t in cursor.seen if d in window]
     floor = _max(cursor.floor, *(t for d, t in cursor.seen if d not in window))
     emitted = {d for d, _ in seen}
-    items: list[PollItem] = []
-    budget = MAX_RESPONSE_CURSOR_BYTES
+    builder = ResponseBuilder(request_cursor, limit=limit, max_bytes=max_bytes)
     for entry in entries:
         if entry.digest in emitted or _at_or_before(entry.epoch, floor):
             continue
-        if len(items) >= limit or budget <= 0:
-            return respond(items, request_cursor, more=True)
+        after = RssCursor(seen=(*seen, (entry.digest, entry.epoch)), floor=floor).encode()
+        if not builder.add(entry.payload, after, id_field="id"):
+            return builder.response(more=True)
         emitted.add(entry.digest)
         seen.append((entry.digest, entry.epoch))
-        after = RssCursor(seen=tuple(seen), floor=floor).encode()
-        budget -= len(after)
-        items.append(PollItem(payload=entry.payload, cursor_after=after))
-    return respond(items, request_cursor, more=False)
+    return builder.response(more=False)
 
 
 def _at_or_before(epoch: int | None, floor: int | None) -> bool:

