@@ -38,7 +38,6 @@ from wf_initiation.wire import OperatorRequest
 from wf_initiation.workflows.activation import workflow_id_for
 from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
 
-SECRET_PASSWORD = "hunter2-s3cr3t"
 SECRET_TOKEN = "tok-9f8e7d6c5b4a"
 
 SUPPORT = """
@@ -75,7 +74,7 @@ on:
     into:
       ref: "{{{{ order.row_id }}}}"
   - rss.item_published:
-      feed: "http://reader:{password}@127.0.0.1:9/feed.xml?token={token}"
+      feed: "http://127.0.0.1:9/feed.xml?token={token}"
       connection: blog
     as: item
     into:
@@ -142,7 +141,7 @@ async def build_scenario(client: Client, task_queue: str, workdir: pathlib.Path)
         con.execute("create table orders (id integer primary key, ref text, amount)")
         # o-1 starts a run, o-2 is suppressed by `when`, the third has no identity: invalid, held.
         con.executemany("insert into orders values (?, ?, ?)", [(1, "o-1", 50), (2, "o-2", 5), (3, None, 70)])
-    orders = make_spec(workdir, ORDERS.format(name=names[2], token=SECRET_TOKEN, password=SECRET_PASSWORD), task_queue=task_queue,
+    orders = make_spec(workdir, ORDERS.format(name=names[2], token=SECRET_TOKEN), task_queue=task_queue,
                        invalid_items="hold", poll={"interval": "1s", "backoff_initial": "1s", "backoff_max": "2s"},
                        connections={"orders-db": {"connector": "sql", "sqlite": str(db)},
                                     "blog": {"connector": "rss", "timeout": 1}})
