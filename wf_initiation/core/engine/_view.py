@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import connections
 from .. import schedule as seq
 from ._types import Disposition, ErrorRecord, EventRecord
 
@@ -64,12 +65,13 @@ def secrets_of(connection_settings: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` without credentials: known secret values, ``user:password@`` in URLs, token-like query parameters."""
+    """``text`` without credentials: known secret values and URL/DSN passwords (as everywhere in
+    wf-initiation, :func:`wf_initiation.core.connections.redact`), and token-like query parameters."""
     for secret in secrets:
         if secret in text:
             text = text.replace(secret, "***")
-    if "://" in text:  # the patterns are only tried where they can match (this runs on every page build)
-        text = _URL_CREDENTIALS.sub(r"\1:***@", text)
+    if "://" in text or "password" in text.lower():  # the patterns only where they can match (every page build)
+        text = connections.redact(text)
     if "=" in text:
         text = _SECRET_QUERY.sub(r"\1***", text)
     return text
