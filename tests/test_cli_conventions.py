@@ -207,16 +207,3 @@ def test_tls_and_api_key_flags_reach_the_client_options(tmp_path: pathlib.Path) 
     cloud = connect_options(TemporalTarget(), ConnectFlags(profile="cloud", config_file=str(profile)), environ={})
     assert (cloud["target_host"], cloud["namespace"], cloud["api_key"], cloud["tls"]) == ("p.tmprl.cloud:7233", "p-ns", "k-p", True)
 
-
-def test_a_verb_module_of_another_branch_registers_itself_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import types
-
-    import wf_initiation.cli as cli
-
-    calls = []
-    module = types.ModuleType("wf_initiation._cli_serve")
-    module.register = lambda sub: calls.append(sub.add_parser("fake-serve", help="h", description="a verb from elsewhere"))
-    monkeypatch.setitem(sys.modules, "wf_initiation._cli_serve", module)
-    monkeypatch.setattr(cli, "GROUPS", (*cli.GROUPS, "wf_initiation._cli_serve"))  # also listed in GROUPS: once
-    parser = cli.build_parser()
-    assert len(calls) == 1 and parser.parse_args(["fake-serve"]).command == "fake-serve"

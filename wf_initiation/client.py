@@ -59,6 +59,11 @@ def _retryable(exc: RPCError) -> bool:
     return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
 
 
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class DeliveryTooLarge(ValueError):
     pass
 
@@ -241,6 +246,10 @@ class WfiClient:
                 if not _retryable(exc) or attempt == self.max_attempts - 1:
                     raise
             except RPCTimeoutOrCancelledError:
+                # The SDK turns a cancellation of the call into this error: a caller's timeout
+                # (asyncio.wait_for) must end the call as cancelled, not be retried.
+                if _cancelling():
+                    raise asyncio.CancelledError() from None
                 if attempt == self.max_attempts - 1:
                     raise
             except WorkflowUpdateFailedError as exc:

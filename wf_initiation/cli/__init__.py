@@ -29,11 +29,8 @@ GROUPS = (
     "wf_initiation.cli.state",
     "wf_initiation.cli.operate",
     "wf_initiation.cli.deactivate",
+    "wf_initiation.cli.serve",
     "wf_initiation.cli.conformance",
-)
-# Verbs written on other branches as ``register(subparsers)`` modules; registered once they exist.
-OPTIONAL_GROUPS = (
-    "wf_initiation._cli_serve",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -73,14 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in dict.fromkeys((*GROUPS, *OPTIONAL_GROUPS)):  # a group listed twice registers once
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name or name not in OPTIONAL_GROUPS:
-                raise
-            continue
-        module.register(sub)
+    for name in GROUPS:
+        importlib.import_module(name).register(sub)
     return parser
 
 

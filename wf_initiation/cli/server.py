@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from wf_initiation import _temporal
+from wf_initiation.cli import serve as _serve_ingress
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
 from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, print_diagnostics, within
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -38,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="The SQLite file it persists to; its log goes beside it, ending in .log (default: %(default)s).")
     up.add_argument("--activate", action="store_true",
                     help="Activate every Workfile the deployment lists under workflows.<name>.workfile.")
+    _serve_ingress.add_up_arguments(up)  # webhook ingress beside the worker (issue 13)
     up.set_defaults(handler=_up, exit_hard=True)
 
     worker = subparsers.add_parser(
@@ -83,9 +85,10 @@ async def _serve(
         raise UserError(str(exc)) from None
     if added:
         print(f"registered search attributes: {', '.join(added)}", flush=True)
+    worker_stop = await _serve_ingress.beside_worker(args, deployment, client, stop)  # `up`: the ingress drains first
     queue = deployment.temporal.task_queue
     ready = asyncio.Event()
-    worker = asyncio.create_task(_temporal.run_worker(client, queue, stop, on_ready=ready.set))
+    worker = asyncio.create_task(_temporal.run_worker(client, queue, worker_stop, on_ready=ready.set))
     await asyncio.wait([worker, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
     if worker.done():
         worker.result()

@@ -36,6 +36,7 @@ from ruamel.yaml import YAML, YAMLError
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
 from .connections import Connection
+from wf_initiation.ingress.config import IngressConfig  # pydantic only, no web stack
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -157,6 +158,7 @@ class Deployment(_Strict):
     defaults: dict[str, Any] = Field(default_factory=dict)
     connections: dict[str, Connection] = Field(default_factory=dict)
     workflows: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    ingress: IngressConfig | None = Field(default=None, description="HTTP webhook ingress (`wfi serve`): docs/webhooks.md.")
     base_dir: str | None = Field(default=None, description="Directory relative paths resolve against.")
 
     @field_validator("capabilities")

@@ -1,0 +1,274 @@
+"""The HTTP webhook ingress next to the same deliveries sent with ``WfiClient`` directly, in one run
+on one dev server (issue 13's benchmark).
+
+    .venv/bin/python bench/bench_ingress.py [--quick] [--in-memory] [--kinds suppressed,accepted]
+                                            [--server-defaults] [--updates-per-workflow N] [--dynamic-config KEY=VALUE ...]
+
+Starts its own dev server, the two bench worker processes (``bench/_workers.py``: activations; runs)
+and ``wfi serve`` as a process of its own (token authentication, default limits), the way a
+deployment runs them; this process only sends. For 1, 16 and 64 concurrent clients it sends N
+distinct deliveries of one kind to an activation (a fresh one per phase and side), once over HTTP (``POST /hooks/{workflow}``,
+keep-alive HTTP/1.1, one connection per client, a minimal client: see ``Connections``) and once with ``WfiClient.deliver`` (the same payload the
+ingress builds), in ``--rounds`` rounds (default 2) in A-B-B-A order, and measures deliveries acknowledged per second and
+the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
+run) and ``accepted`` (each starts a run; runs are drained between phases).
+
+Targets (ingress / direct): throughput >= 0.9x; p50 <= 1.2x direct + 5 ms. Prints the table and
+writes ``bench/results/ingress.json``. The server admits 100 updates in flight per workflow and the
+ingress uses up to 64 (see ``RAISED_LIMIT``); ``--server-defaults`` runs at 10 and 8 instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._common import (  # noqa: E402
+    Figure, Target, dev_server, drain, fan_out, free_port, percentile, results_dir, server_label, table, write_results,
+)
+from bench._workers import Queues, worker_processes  # noqa: E402
+from wf_initiation.client import WfiClient, build_spec  # noqa: E402
+from wf_initiation.core.deployment import load_deployment  # noqa: E402
+
+CONCURRENCY = (1, 16, 64)
+# By default both sides run on a server that admits 100 updates in flight per workflow, and the
+# ingress may use 64 of them: at the server's default (10), WfiClient's 16 and 64 direct callers
+# collapse into refusals and retries (TEMPORAL-NOTES: "a few per second"), while the ingress queues
+# its callers below the limit; the comparison would measure that, not the ingress's own cost.
+RAISED_LIMIT = "history.maxInFlightUpdates=100"
+TOKEN = "bench-" + uuid.uuid4().hex
+WORKFILE = """
+name: {name}
+on:
+  http.request: {{}}
+  when: "{{{{ request.body.run }}}}"
+"""
+
+
+def sizes(quick: bool, kind: str) -> dict[int, int]:
+    """Deliveries per side and round, by number of concurrent clients."""
+    if kind == "accepted":
+        return {1: 20, 16: 64, 64: 128} if quick else {1: 50, 16: 160, 64: 320}
+    return {1: 50, 16: 160, 64: 320} if quick else {1: 150, 16: 600, 64: 960}
+
+
+class Connections:
+    """Keep-alive HTTP/1.1 connections, one per concurrent sender, each request on a free one.
+
+    The load generator must cost less than what it measures: httpx, fine for the tests, spends
+    several milliseconds of CPU per request on this machine and, at 64 concurrent requests in one
+    process, became the bottleneck (measured: 33 requests/s where the ingress served 360/s to this
+    client, with a 50 ms stand-in for Temporal). Webhook senders are other machines."""
+
+    def __init__(self, port: int, size: int):
+        self.port, self.size = port, size
+        self._free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = asyncio.Queue()
+        for _ in range(size):
+            self._free.put_nowait(None)
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        conn = await self._free.get()
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection("127.0.0.1", self.port)
+            reader, writer = conn
+            head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+            writer.write(f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}content-length: {len(body)}\r\n\r\n".encode() + body)
+            status_line, *lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+            await reader.readexactly(length)
+            self._free.put_nowait(conn)
+            return int(status_line.split()[1])
+        except BaseException:
+            self._free.put_nowait(None)  # a broken connection is replaced by a new one
+            raise
+
+    async def close(self) -> None:
+        while not self._free.empty():
+            conn = self._free.get_nowait()
+            if conn is not None:
+                conn[1].close()
+
+
+class Side:
+    """One way of delivering: over HTTP to the ingress, or WfiClient directly."""
+
+    def __init__(self, name: str, wfi: WfiClient, http: Connections, workflow: str, path: str):
+        self.name, self.wfi, self.http, self.workflow, self.path = name, wfi, http, workflow, path
+        self.failed = 0
+
+    async def one(self, delivery_id: str, body: dict[str, Any]) -> None:
+        if self.name == "http":
+            status = await self.http.post(self.path, json.dumps(body).encode(), {
+                "authorization": f"Bearer {TOKEN}", "content-type": "application/json", "idempotency-key": delivery_id})
+            if status >= 300:
+                self.failed += 1
+            return
+        payload = {"delivery_id": delivery_id, "method": "POST", "path": self.path,
+                   "headers": {"content-type": "application/json"}, "query": {}, "body": body}
+        await self.wfi.deliver(self.workflow, payload, entry="request")
+
+
+async def phase(side: Side, kind: str, n: int, concurrency: int) -> tuple[float, list[float]]:
+    prefix = f"{side.name}-{kind}-{concurrency}-{uuid.uuid4().hex[:6]}"
+    body = {"run": kind == "accepted", "customer": "c-1", "items": [{"sku": "A-1", "qty": 2}]}
+    began = time.perf_counter()
+    latencies = await fan_out(n, concurrency, lambda i: side.one(f"{prefix}-{i}", {**body, "n": i}))
+    return n / (time.perf_counter() - began), latencies
+
+
+def start_ingress(deployment: pathlib.Path, port: int, log: pathlib.Path) -> subprocess.Popen[bytes]:
+    """``wfi serve`` with its stdout and stderr in ``log`` (a pipe nobody reads would fill and stall it)."""
+    env = dict(os.environ, WFI_BENCH_TOKEN=TOKEN, PYTHONTZPATH="")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")
+    with log.open("ab") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "wf_initiation", "serve", "--deployment", str(deployment),
+                                 "--port", str(port)], stdout=sink, stderr=sink, env=env, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if re.search(r"Temporal at .*: connected", log.read_text(errors="replace")):
+            return proc
+        if proc.poll() is not None:
+            raise RuntimeError(f"wfi serve exited with {proc.returncode}; see {log}")
+        time.sleep(0.1)
+    raise TimeoutError(f"wfi serve did not connect within 60s; see {log}")
+
+
+def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: list[str], port: int, slots: int) -> pathlib.Path:
+    for name in names:
+        (tmp / f"{name}.yaml").write_text(WORKFILE.format(name=name))
+    path = tmp / "deployment.json"
+    path.write_text(json.dumps({
+        "temporal": {"address": address, "task_queue": queues.activations},
+        "workflows": {name: {"workfile": f"{name}.yaml", "lifecycle_events": False,
+                             "run": {"workflow_type": "wfi.EchoRun", "task_queue": queues.runs}} for name in names},
+        "ingress": {"port": port, "default_auth": {"scheme": "token", "secrets": ["env:WFI_BENCH_TOKEN"]},
+                    "updates_per_workflow": slots, "max_waiting": 1024},
+    }))
+    return path
+
+
+async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse.Namespace, log: Any) -> list[Figure]:
+    """Every phase delivers to an activation of its own, so neither side inherits the other's
+    history (a longer history, a continue-as-new in the middle of a phase)."""
+    kinds, quick, port = [k for k in args.kinds.split(",") if k], args.quick, free_port()
+    suffix = uuid.uuid4().hex[:6]
+    phases = [(kind, c, n) for kind in kinds for c, n in sizes(quick, kind).items()]
+    rounds = range(args.rounds)
+    names = {(kind, c, side, r): f"bi-{kind}-{c}-{side}-{r}-{suffix}"
+             for kind, c, _ in phases for side in ("direct", "http") for r in rounds}
+    address = server.client.service_client.config.target_host
+    deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow)
+    deployment = load_deployment(deployment_path)
+    wfi = WfiClient(server.client, task_queue=queues.activations)
+    for name in names.values():
+        await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
+    ingress = start_ingress(deployment_path, port, results_dir() / "ingress-serve.log")
+    figures: list[Figure] = []
+    try:
+        for kind, c, n in phases:
+            seconds, latencies, failed = {"direct": 0.0, "http": 0.0}, {"direct": [], "http": []}, 0
+            # Rounds in A-B-B-A order: neither side always goes first (drift, a busy machine).
+            for r in rounds:
+                for side in (("direct", "http") if r % 2 == 0 else ("http", "direct")):
+                    name = names[(kind, c, side, r)]
+                    log(f"{kind}: {n} deliveries, {c} client(s), {side}, round {r + 1}")
+                    http = Connections(port, c)  # fresh: a connection idle past the keep-alive timeout is closed
+                    one = Side(side, wfi, http, name, f"/hooks/{name}")
+                    rate, lat = await phase(one, kind, n, c)
+                    await http.close()
+                    seconds[side] += n / rate
+                    latencies[side] += lat
+                    failed += one.failed
+                    if kind == "accepted":
+                        await drain(server.client, "wfi.EchoRun")
+            total = n * args.rounds
+            results = {side: (total / seconds[side], latencies[side]) for side in seconds}
+            figures += compare(kind, c, total, results, failed)
+    finally:
+        ingress.terminate()
+        ingress.wait(timeout=60)
+    return figures
+
+
+def compare(kind: str, c: int, n: int, results: dict[str, tuple[float, list[float]]], failed: int) -> list[Figure]:
+    (rate_d, lat_d), (rate_h, lat_h) = results["direct"], results["http"]
+    p50_d, p50_h = percentile(lat_d, 0.5) * 1000, percentile(lat_h, 0.5) * 1000
+    p99_d, p99_h = percentile(lat_d, 0.99) * 1000, percentile(lat_h, 0.99) * 1000
+    note = f"{n} distinct deliveries, {kind}; bare = WfiClient.deliver directly"
+    return [
+        Figure(metric=f"{kind} deliveries/s, {c} client(s)", unit="/s", ours=rate_h, bare=rate_d,
+               target=Target(op=">=", value=0.9), note=note),
+        Figure(metric=f"{kind} ack p50, {c} client(s)", unit="ms", ours=p50_h, bare=p50_d, note=note),
+        Figure(metric=f"{kind} ack p50 - (1.2 x direct p50), {c} client(s)", unit="ms", ours=p50_h - 1.2 * p50_d,
+               target=Target(op="<=", value=5, on="ours"), note="target: p50 <= 1.2x direct + 5 ms"),
+        Figure(metric=f"{kind} ack p99, {c} client(s)", unit="ms", ours=p99_h, bare=p99_d, note=note),
+        Figure(metric=f"{kind} HTTP answers not 2xx, {c} client(s)", unit="", ours=failed,
+               target=Target(op="<=", value=0, on="ours")),
+    ]
+
+
+async def main(args: argparse.Namespace) -> int:
+    extra = [a for kv in args.dynamic_config for a in ("--dynamic-config-value", kv)]
+    kinds = [k for k in args.kinds.split(",") if k]
+    began, load_before = time.monotonic(), os.getloadavg()[0]
+    log = lambda msg: print(f"[{time.monotonic() - began:6.1f}s] {msg}", flush=True)  # noqa: E731
+    server_log = results_dir() / "ingress-server.log"
+    server_log.unlink(missing_ok=True)
+    async with dev_server(in_memory=args.in_memory, extra_args=extra, log_file=server_log) as server:
+        suffix = uuid.uuid4().hex[:6]
+        queues = Queues(activations=f"bench-ingress-{suffix}", runs=f"bench-ingress-runs-{suffix}")
+        address = server.client.service_client.config.target_host
+        with tempfile.TemporaryDirectory() as tmp, worker_processes(address, queues, results_dir() / "ingress-workers.log"):
+            figures = await measure(server, queues, pathlib.Path(tmp), args, log)
+    elapsed, load = time.monotonic() - began, f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
+    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"\nHTTP ingress vs WfiClient directly, {server_label(args.in_memory, extra)}, ingress updates_per_workflow "
+          f"{args.updates_per_workflow}, {'quick' if args.quick else 'full'} "
+          f"sizes, {elapsed:.0f}s, code {code}, load average {load} on {os.cpu_count()} cores\n")
+    print(table(figures))
+    path = write_results("ingress", figures, {"server": server_label(args.in_memory, extra), "kinds": kinds,
+                                              "updates_per_workflow": args.updates_per_workflow,
+                                              "quick": args.quick, "elapsed_seconds": round(elapsed, 1), "code": code,
+                                              "load_average": load, "cores": os.cpu_count()})
+    print(f"\nwritten to {path.relative_to(ROOT)}")
+    return 0 if all(f.passed is not False for f in figures) else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--in-memory", action="store_true", help="dev server without a SQLite file")
+    parser.add_argument("--kinds", default="suppressed,accepted", help="suppressed, accepted or both (default)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds per phase, sides in A-B-B-A order (default 2); each side's figures pool its rounds")
+    parser.add_argument("--server-defaults", action="store_true",
+                        help="the server's default history.maxInFlightUpdates (10) and the ingress's default "
+                        "updates_per_workflow (8), instead of 100 and 64: WfiClient's direct callers collapse at 16 and 64")
+    parser.add_argument("--updates-per-workflow", type=int, help="override ingress.updates_per_workflow")
+    parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="more server dynamic config (repeatable)")
+    args = parser.parse_args(argv)
+    if not args.server_defaults:
+        args.dynamic_config = [RAISED_LIMIT, *args.dynamic_config]
+    if args.updates_per_workflow is None:
+        args.updates_per_workflow = 8 if args.server_defaults else 64
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))

@@ -1,0 +1,419 @@
+"""The ingress ASGI application (Starlette): HTTP requests in, ``deliver`` updates out, the durable
+disposition back as the HTTP status.
+
+One request: route -> method -> body read up to the limit (413) -> authentication on the raw bytes
+(401) -> delivery id (400) -> payload -> a slot of its workflow (429 / 503) -> ``WfiClient.deliver``
+(the disposition once durable, EXT-8) -> status by disposition. Nothing is acknowledged with a 2xx
+before the activation retained it; every 5xx is safe to retry: the update id is derived from the
+payload, so a retry that finds the first attempt applied gets its disposition (or ``duplicate``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route as StarletteRoute
+
+from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wf_initiation import _temporal
+from wf_initiation.client import DeliveryTooLarge, WfiClient
+from wf_initiation.core.deployment import Deployment
+from wf_initiation.core.engine import DeliveryResult, Disposition
+
+from . import _auth, _payload
+from ._metrics import CONTENT_TYPE, IngressMetrics
+from ._routes import Route, RouteTable
+from ._secrets import SecretUnavailable
+from .config import IngressConfig
+
+log = logging.getLogger("wf_initiation.ingress")
+
+STATUS = {
+    Disposition.ACCEPTED: 202, Disposition.QUEUED: 202, Disposition.BATCHED: 202, Disposition.DELIVERED: 202,
+    Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202, Disposition.GUARD_FAULT: 202,
+    Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202, Disposition.QUARANTINED: 202,
+    Disposition.DROPPED: 202, Disposition.DUPLICATE: 200, Disposition.CONFLICT: 409, Disposition.REFUSED: 409,
+    Disposition.INVALID: 422, Disposition.DEACTIVATED: 503,
+}
+REASONS = {
+    Disposition.SUPPRESSED: "the trigger's `when` guard was false",
+    Disposition.SKIPPED: "overlap: skip, and a run of this workflow is in flight",
+    Disposition.UNMATCHED: "no active subscription matched",
+    Disposition.REFUSED: "the cycle guard refused it (causation depth beyond max_causation_depth)",
+}
+RECEIVED_AT_MEMORY = 10_000
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+READY_CACHE_SECONDS = 2.0
+
+
+class Pressure(Exception):
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+class Gate:
+    """At most ``slots`` deliveries in flight to one activation; at most ``max_waiting`` waiting."""
+
+    def __init__(self, slots: int, max_waiting: int):
+        self._sem = asyncio.Semaphore(slots)
+        self.max_waiting = max_waiting
+        self.waiting = 0
+
+    async def enter(self, timeout: float, waiting_gauge: Any = None) -> None:
+        if not self._sem.locked():  # a free slot: taken at once (acquire does not suspend)
+            await self._sem.acquire()
+            return
+        if self.waiting >= self.max_waiting:
+            raise Pressure(429, "too_many_waiting", f"{self.waiting} deliveries to this workflow are already waiting")
+        self.waiting += 1
+        if waiting_gauge is not None:
+            waiting_gauge.inc()
+        try:
+            await asyncio.wait_for(self._sem.acquire(), timeout)
+        except asyncio.TimeoutError:
+            raise Pressure(503, "busy", f"no delivery slot for this workflow within {timeout:g}s") from None
+        finally:
+            self.waiting -= 1
+            if waiting_gauge is not None:
+                waiting_gauge.dec()
+
+    def leave(self) -> None:
+        self._sem.release()
+
+
+def error(status: int, code: str, message: str, retry_after: int | None = None, **extra: Any) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
+
+
+class Ingress:
+    """The state of one ingress app: routes, its Temporal client, gates, metrics."""
+
+    def __init__(
+        self, deployment: Deployment, config: IngressConfig, table: RouteTable, *, client: Any = None,
+        connect: Callable[[], Awaitable[Any]] | None = None,
+    ):
+        self.deployment, self.config, self.table = deployment, config, table
+        self.metrics = IngressMetrics()
+        self._client = client
+        self._connect = connect
+        self._wfi_client: WfiClient | None = None
+        self._connect_lock = asyncio.Lock()
+        self._gates: dict[str, Gate] = {}
+        self._received: collections.OrderedDict[tuple[str, str, str], str] = collections.OrderedDict()
+        self._ready: tuple[float, int, dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ Temporal
+    async def client(self) -> Any:
+        """The Temporal client, connected on first use (so the app starts while Temporal is down)."""
+        if self._client is None:
+            async with self._connect_lock:
+                if self._client is None:
+                    connect = self._connect or (lambda: _temporal.connect(self.deployment.temporal))
+                    self._client = await connect()
+        return self._client
+
+    def _wfi(self, client: Any) -> WfiClient:
+        if self._wfi_client is None or self._wfi_client.client is not client:
+            self._wfi_client = WfiClient(client, task_queue=self.deployment.temporal.task_queue,
+                                         update_timeout=self.config.delivery_timeout)
+        return self._wfi_client
+
+    # ------------------------------------------------------------------ delivery routes
+    async def hook(self, request: Request) -> Response:
+        """``/hooks/{workflow}/{entry}`` and ``/hooks/{workflow}``."""
+        request.state.route_label = "/hooks/{workflow}/{entry}" if "entry" in request.path_params else "/hooks/{workflow}"
+        route = self.table.find(request.path_params["workflow"], request.path_params.get("entry"))
+        if route is None or not self.config.generic_routes:
+            return error(404, "unknown_route", f"no external trigger entry is served at {request.url.path}")
+        return await self.handle(request, route)
+
+    def declared(self, route: Route, path: str):
+        async def endpoint(request: Request) -> Response:
+            request.state.route_label = path
+            return await self.handle(request, route)
+        return endpoint
+
+    async def handle(self, request: Request, route: Route) -> Response:
+        if request.method not in route.methods:
+            return JSONResponse({"error": "method_not_allowed", "message": f"{route.label} accepts "
+                                 f"{', '.join(sorted(route.methods))}"}, status_code=405,
+                                headers={"Allow": ", ".join(sorted(route.methods))})
+        try:
+            body = await self._read_body(request)
+        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
+            return error(400, "client_disconnected", "the request body was not received in full")
+        except _payload.BadRequest as exc:
+            return error(exc.status, exc.code, str(exc))
+        try:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            refused = self._authenticate(route, headers, body, request)
+            if refused is not None:
+                return refused
+            payload, update_id = self._payload(route, request, headers, body)
+        except _payload.BadRequest as exc:
+            return error(exc.status, exc.code, str(exc))
+        return await self._deliver(route, payload, update_id)
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length")
+        too_large = _payload.BadRequest(413, "body_too_large", f"the body is over the limit of {limit} bytes: "
+                                        "send a reference (URL, object key) instead of the content")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: Request) -> Response | None:
+        peer = request.client.host if request.client else "?"
+        if route.auth is None:
+            log.warning("refused %s %s (%s) from %s: no authentication is configured for this entry; add an "
+                        "ingress.endpoints item with auth: (or ingress.default_auth)", request.method,
+                        request.url.path, route.label, peer)
+            self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
+            return error(401, "unauthenticated", "this endpoint has no authentication configured")
+        try:
+            secrets = [s.value() for s in route.secrets]
+        except SecretUnavailable as exc:
+            log.error("cannot authenticate %s (%s): secret unavailable: %s", request.url.path, route.label, exc)
+            return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
+                         retry_after=self.config.retry_after)
+        result = _auth.verify(route.auth.scheme, headers, body, datetime.now(timezone.utc), secrets,
+                              tolerance=route.auth.tolerance, token_header=route.auth.header)
+        if result.ok:
+            return None
+        log.warning("refused %s %s (%s) from %s: %s", request.method, request.url.path, route.label, peer, result.reason)
+        self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
+        return error(401, "unauthenticated", result.reason)
+
+    def _payload(self, route: Route, request: Request, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
+        github = route.auth is not None and route.auth.scheme == "github"
+        parsed = _payload.parse_body(body, headers.get("content-type"), self.config.max_json_depth, form_payload=github)
+        if not route.envelope:
+            if parsed is None:
+                raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
+            return parsed, request_update_id()
+        delivery_id = self._delivery_id(route, headers, parsed)
+        token_header = route.auth.header if route.auth is not None and route.auth.header else None
+        payload = _payload.request_payload(
+            delivery_id=delivery_id, method=request.method, path=route.canonical_path,
+            headers=_payload.kept_headers(request.headers.items(), route.headers, [token_header] if token_header else []),
+            query=request.query_params.multi_items(), body=_payload.without_paths(parsed, route.ignore_body),
+        )
+        if route.received_at:
+            payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
+        return payload, request_update_id()
+
+    def _delivery_id(self, route: Route, headers: dict[str, str], parsed: Any) -> str:
+        source = route.delivery_id
+        assert source is not None  # every envelope route has one (_routes)
+        if source.header is not None:
+            found = _payload.header_delivery_id(headers, source.header)
+            where = f"the {source.header} header"
+        else:
+            found = _payload.body_delivery_id(parsed, source.body or "")
+            where = f"the body field {source.body!r}"
+        if found is None:
+            hint = " (IETF Idempotency-Key draft: a unique key per event, the same on every retry)" \
+                if source.header and source.header.lower() == _payload.IDEMPOTENCY_KEY else ""
+            raise _payload.BadRequest(400, "missing_delivery_id", f"no delivery id: send it in {where}{hint}")
+        return found
+
+    def _received_at(self, key: tuple[str, str, str]) -> str:
+        """When this process first saw the delivery id (remembered for the last 10,000 ids)."""
+        seen = self._received.get(key)
+        if seen is None:
+            seen = datetime.now(timezone.utc).isoformat()
+            self._received[key] = seen
+            if len(self._received) > RECEIVED_AT_MEMORY:
+                self._received.popitem(last=False)
+        return seen
+
+    async def _deliver(self, route: Route, payload: Any, update_id: str) -> Response:
+        gate = self._gates.get(route.workflow)
+        if gate is None:
+            gate = self._gates[route.workflow] = Gate(self.config.updates_per_workflow, self.config.max_waiting)
+        try:
+            await gate.enter(self.config.queue_timeout.total_seconds(), self.metrics.waiting.labels(route.workflow))
+        except Pressure as exc:
+            return error(exc.status, exc.code, str(exc), retry_after=self.config.retry_after)
+        self.metrics.in_flight.inc()
+        try:
+            result = await self._call(route, payload, update_id)
+        finally:
+            self.metrics.in_flight.dec()
+            gate.leave()
+        if isinstance(result, Response):
+            return result
+        self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
+        return disposition_response(route, result, self.config.retry_after)
+
+    async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
+        retry = self.config.retry_after
+        timeout = self.config.delivery_timeout.total_seconds()
+        try:
+            wfi = self._wfi(await self.client())
+            async with asyncio.timeout(timeout):  # WfiClient ends its call on cancellation
+                return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id)
+        except DeliveryTooLarge as exc:
+            return error(413, "payload_too_large", str(exc))
+        except _temporal.TemporalUnavailable as exc:
+            log.error("delivery to %s failed: %s", route.label, exc)
+            return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
+        except (asyncio.TimeoutError, RPCTimeoutOrCancelledError):
+            log.warning("delivery to %s: no disposition within %gs (is a worker running on task queue %r?)",
+                        route.label, timeout, self.deployment.temporal.task_queue)
+            return error(503, "timeout", f"no durable disposition within {timeout:g}s; retrying is safe", retry_after=retry)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return error(503, "no_activation", f"workflow {route.workflow!r} has no running activation; retry later",
+                             retry_after=retry)
+            log.error("delivery to %s: Temporal refused it: %s", route.label, exc.message)
+            return error(503, "temporal_error", "Temporal refused the delivery; retry later", retry_after=retry)
+        except WorkflowUpdateFailedError as exc:
+            log.error("delivery to %s: the activation failed the update: %s", route.label, exc.cause or exc)
+            return error(503, "update_failed", "the activation could not take the delivery; retry later", retry_after=retry)
+
+    # ------------------------------------------------------------------ operations
+    async def healthz(self, request: Request) -> Response:
+        request.state.route_label = "/healthz"
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        """Ready when Temporal answers and every served workflow has a running activation."""
+        request.state.route_label = "/readyz"
+        now = time.monotonic()
+        if self._ready is None or now - self._ready[0] > READY_CACHE_SECONDS:
+            status, body = await self._readiness()
+            self._ready = (now, status, body)
+        return JSONResponse(self._ready[2], status_code=self._ready[1])
+
+    async def _readiness(self) -> tuple[int, dict[str, Any]]:
+        try:
+            client = await asyncio.wait_for(self.client(), 5)
+            healthy = await asyncio.wait_for(client.service_client.check_health(), 5)
+        except Exception as exc:  # any failure to reach Temporal means not ready; the reason is reported
+            return 503, {"ready": False, "temporal": f"unreachable: {str(exc)[:200]}"}
+        if not healthy:
+            return 503, {"ready": False, "temporal": "not serving"}
+        workflows = sorted({r.workflow for r in self.table.by_name.values()})
+        states = dict(zip(workflows, await asyncio.gather(*(self._activation(client, w) for w in workflows))))
+        ready = all(s == "running" for s in states.values())
+        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "activations": states}
+
+    async def _activation(self, client: Any, workflow: str) -> str:
+        from wf_initiation.workflows.activation import workflow_id_for
+
+        try:
+            description = await asyncio.wait_for(client.get_workflow_handle(workflow_id_for(workflow)).describe(), 5)
+        except RPCError as exc:
+            return "missing" if exc.status == RPCStatusCode.NOT_FOUND else f"unknown: {exc.message[:100]}"
+        except asyncio.TimeoutError:
+            return "unknown: describe timed out"
+        status = description.status.name.lower() if description.status is not None else "unknown"
+        return status if status == "running" else f"missing ({status})"
+
+    async def metrics_endpoint(self, request: Request) -> Response:
+        request.state.route_label = "/metrics"
+        return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
+
+
+def request_update_id() -> str:
+    """One update id per HTTP request (WfiClient reuses it for its own retries of the call). A
+    sender's retry is a new update, so the activation answers it ``duplicate`` with the retained
+    disposition (or ``conflict``), rather than the server replaying the first update's result."""
+    return f"http-{uuid.uuid4().hex}"
+
+
+def disposition_response(route: Route, result: DeliveryResult, retry_after: int) -> JSONResponse:
+    body: dict[str, Any] = {
+        "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
+        "delivery_id": result.delivery_id, "run_key": result.run_key, "activation_id": result.activation_id,
+    }
+    if result.retained is not None:
+        body["retained"] = result.retained.value
+    reason = result.message or REASONS.get(result.disposition)
+    if reason:
+        body["reason"] = reason
+    status = STATUS.get(result.disposition, 202)
+    headers = {"Retry-After": str(retry_after)} if status == 503 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class _Observe:
+    """ASGI middleware: every HTTP request counted by route label and status, and timed."""
+
+    def __init__(self, app: Any, metrics: IngressMetrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        began, status = time.perf_counter(), 500
+        state = scope.setdefault("state", {})
+
+        async def observed(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed)
+        finally:
+            self.metrics.observe(state.get("route_label", "unmatched"), scope.get("method", "?"), status,
+                                 time.perf_counter() - began)
+
+
+async def _not_found(request: Request, exc: HTTPException) -> Response:
+    if exc.status_code == 405:
+        return error(405, "method_not_allowed", f"{request.method} is not accepted at {request.url.path}")
+    return error(exc.status_code, "unknown_route" if exc.status_code == 404 else "http_error",
+                 f"nothing is served at {request.url.path}" if exc.status_code == 404 else str(exc.detail))
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    # Starlette logs the traceback and re-raises; the sender gets JSON and may retry (nothing was
+    # acknowledged: a delivery is answered 2xx only with its durable disposition).
+    return error(500, "internal_error", "the ingress failed on this request; retrying is safe")
+
+
+def build_app(ingress: Ingress) -> Starlette:
+    routes = [
+        StarletteRoute("/healthz", ingress.healthz, methods=["GET"]),
+        StarletteRoute("/readyz", ingress.readyz, methods=["GET"]),
+        StarletteRoute("/metrics", ingress.metrics_endpoint, methods=["GET"]),
+    ]
+    # Every method reaches the handler, which answers 405 naming the entry's methods: a route that
+    # refused a method would let the request fall through to a /hooks/{workflow} pattern (404).
+    for path, route in ingress.table.by_path.items():
+        routes.append(StarletteRoute(path, ingress.declared(route, path), methods=METHODS))
+    routes += [
+        StarletteRoute("/hooks/{workflow}/{entry}", ingress.hook, methods=METHODS),
+        StarletteRoute("/hooks/{workflow}", ingress.hook, methods=METHODS),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
+    app.state.ingress = ingress
+    app.add_middleware(_Observe, metrics=ingress.metrics)
+    return app

@@ -1,0 +1,157 @@
+"""Authentication of one request: signature schemes of webhook senders and a plain shared token.
+
+Pure functions of (headers, raw body, now, secrets): no I/O, no clock. Every comparison of a
+secret-derived value is constant-time (``hmac.compare_digest``). A refusal carries a reason that
+is safe to log: it names what was wrong, never a secret or a signature.
+
+Schemes:
+- ``standard`` (Standard Webhooks): HMAC-SHA256 of ``{webhook-id}.{webhook-timestamp}.{body}``
+  with the base64 key of a ``whsec_...`` secret, ``webhook-signature: v1,<base64> ...``.
+- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs no
+  timestamp: a replayed delivery is answered ``duplicate`` while its id is retained (EXT-5).
+- ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=...]``, HMAC-SHA256 of ``{t}.{body}``
+  with the ``whsec_...`` secret as text.
+- ``token``: ``Authorization: Bearer <token>`` (or the token alone in a configured header).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+# Headers that carry credentials or signatures: never copied into a payload (secrets stay out of
+# workflow history) and, being different on every retry, they would make a redelivery a conflict.
+AUTH_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "cookie", "webhook-signature", "webhook-timestamp",
+    "x-hub-signature", "x-hub-signature-256", "stripe-signature",
+    "svix-signature", "svix-timestamp",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthResult:
+    ok: bool
+    reason: str = ""
+
+
+OK = AuthResult(True)
+
+
+def refuse(reason: str) -> AuthResult:
+    return AuthResult(False, reason)
+
+
+def verify(
+    scheme: str, headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], *,
+    tolerance: timedelta, token_header: str | None = None,
+) -> AuthResult:
+    """Check one request. ``headers`` have lower-case names; ``secrets`` are tried in order (rotation)."""
+    if scheme == "none":
+        return OK
+    if not secrets:
+        return refuse("no secret is configured for this endpoint")
+    if scheme == "token":
+        return _token(headers, secrets, token_header)
+    check = {"standard": _standard, "github": _github, "stripe": _stripe}[scheme]
+    return check(headers, body, now, secrets, tolerance)
+
+
+def _timestamp(raw: str, now: datetime, tolerance: timedelta) -> tuple[int | None, AuthResult]:
+    try:
+        ts = int(raw.strip())
+    except ValueError:
+        return None, refuse(f"timestamp {raw[:40]!r} is not a Unix time in seconds")
+    skew = now.timestamp() - ts
+    if abs(skew) > tolerance.total_seconds():
+        direction = "old" if skew > 0 else "far in the future"
+        return None, refuse(f"timestamp outside the tolerance of {tolerance.total_seconds():g}s "
+                            f"({abs(skew):.0f}s {direction}): a replay or a wrong clock")
+    return ts, OK
+
+
+def _standard(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
+    msg_id, stamp, signature = (headers.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature"))
+    missing = [h for h, v in (("webhook-id", msg_id), ("webhook-timestamp", stamp), ("webhook-signature", signature)) if not v]
+    if missing:
+        return refuse(f"missing header {', '.join(missing)} (Standard Webhooks)")
+    ts, problem = _timestamp(stamp, now, tolerance)  # type: ignore[arg-type]
+    if ts is None:
+        return problem
+    signed = f"{msg_id}.{ts}.".encode() + body
+    offered = [s.split(",", 1)[1] for s in signature.split() if s.startswith("v1,")]  # type: ignore[union-attr]
+    if not offered:
+        return refuse("webhook-signature holds no v1 signature")
+    for secret in secrets:
+        try:
+            key = _standard_key(secret)
+        except ValueError as exc:
+            return refuse(str(exc))
+        expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest())
+        if any(hmac.compare_digest(expected, o.encode()) for o in offered):
+            return OK
+    return refuse("signature mismatch (webhook-signature)")
+
+
+def _standard_key(secret: bytes) -> bytes:
+    text = secret.decode(errors="replace").strip()
+    text = text.removeprefix("whsec_")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the configured Standard Webhooks secret is not 'whsec_' + base64") from None
+
+
+def _github(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
+    signature = headers.get("x-hub-signature-256")
+    if not signature:
+        return refuse("missing header X-Hub-Signature-256 (set a secret on the GitHub webhook)")
+    if not signature.startswith("sha256="):
+        return refuse("X-Hub-Signature-256 does not start with 'sha256='")
+    offered = signature[len("sha256="):].strip().lower().encode()
+    for secret in secrets:
+        expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
+        if hmac.compare_digest(expected, offered):
+            return OK
+    return refuse("signature mismatch (X-Hub-Signature-256)")
+
+
+def _stripe(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
+    header = headers.get("stripe-signature")
+    if not header:
+        return refuse("missing header Stripe-Signature")
+    parts = [p.split("=", 1) for p in header.split(",") if "=" in p]
+    stamps = [v for k, v in parts if k.strip() == "t"]
+    offered = [v.strip().lower().encode() for k, v in parts if k.strip() == "v1"]
+    if len(stamps) != 1 or not offered:
+        return refuse("Stripe-Signature needs one t= and at least one v1= element")
+    ts, problem = _timestamp(stamps[0], now, tolerance)
+    if ts is None:
+        return problem
+    signed = f"{ts}.".encode() + body
+    for secret in secrets:
+        expected = hmac.new(secret, signed, hashlib.sha256).hexdigest().encode()
+        if any(hmac.compare_digest(expected, o) for o in offered):
+            return OK
+    return refuse("signature mismatch (Stripe-Signature)")
+
+
+def _token(headers: Mapping[str, str], secrets: Sequence[bytes], header: str | None) -> AuthResult:
+    name = (header or "authorization").lower()
+    raw = headers.get(name)
+    if not raw:
+        return refuse(f"missing header {header or 'Authorization'}")
+    if header is None:
+        scheme, _, raw = raw.partition(" ")
+        if scheme.lower() != "bearer" or not raw.strip():
+            return refuse("Authorization is not 'Bearer <token>'")
+    # Digests first: compare_digest is constant-time only for inputs of equal length.
+    offered = hashlib.sha256(raw.strip().encode()).digest()
+    for secret in secrets:
+        if hmac.compare_digest(hashlib.sha256(secret).digest(), offered):
+            return OK
+    return refuse("token mismatch")

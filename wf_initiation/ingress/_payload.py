@@ -1,0 +1,198 @@
+"""From an HTTP request to the payload an entry's manifest expects. Pure: no I/O, no clock.
+
+For ``http.request`` the payload is the request itself::
+
+    {"delivery_id": ..., "method": "POST", "path": "/hooks/github",
+     "headers": {"content-type": "application/json", "x-github-event": "push", ...},
+     "query": {"a": "1", "tags": ["x", "y"]}, "body": <parsed body>}
+
+It must be the same for every retry of one delivery, or the retry would be a conflict (EXT-3/4)
+instead of a duplicate. So it leaves out what a sender changes between attempts or what an
+intermediary adds: signature and timestamp headers (credentials never enter history anyway),
+transport and proxy headers, tracing headers, and the body paths listed in ``ignore_body``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ._auth import AUTH_HEADERS
+from .limits import MAX_INT_DIGITS
+
+# Added or rewritten by clients, proxies and load balancers; different between two attempts.
+TRANSPORT_HEADERS = frozenset({
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
+    "content-length", "host", "accept-encoding", "forwarded", "via", "x-forwarded-for", "x-forwarded-host",
+    "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "true-client-ip", "cf-connecting-ip", "cf-ray",
+    "traceparent", "tracestate", "baggage", "x-request-id", "x-amzn-trace-id", "x-cloud-trace-context",
+    "sentry-trace",
+})
+IDEMPOTENCY_KEY = "idempotency-key"
+
+
+class BadRequest(ValueError):
+    """The request cannot become a payload; ``status`` and ``code`` say how to answer."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def parse_body(body: bytes, content_type: str | None, max_depth: int, *, form_payload: bool = False) -> Any:
+    """The body as a JSON value: JSON, a form (fields to strings or lists), text, or None when empty.
+
+    ``form_payload``: a form whose only field is ``payload`` holds JSON there (GitHub's form encoding).
+    """
+    if not body:
+        return None
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
+        return _json(body, max_depth)
+    if media == "application/x-www-form-urlencoded":
+        form = _multi(urllib.parse.parse_qsl(_text(body), keep_blank_values=True))
+        if form_payload and set(form) == {"payload"} and isinstance(form["payload"], str):
+            return _json(form["payload"].encode(), max_depth)
+        return form
+    if media.startswith("text/"):
+        return _text(body)
+    if not media:
+        try:
+            return _json(body, max_depth)
+        except BadRequest as exc:
+            if exc.code == "json_too_deep":
+                raise
+            return _text(body)
+    raise BadRequest(415, "unsupported_media_type",
+                     f"content type {media!r} is not supported: send application/json, "
+                     "application/x-www-form-urlencoded or text/*")
+
+
+def _text(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadRequest(400, "bad_encoding", "the body is not UTF-8 text") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of more than {MAX_INT_DIGITS} digits: send such a number as a string")
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is out of the range of a JSON number (a double)")
+    return value
+
+
+def _json(body: bytes, max_depth: int) -> Any:
+    try:
+        value = json.loads(body, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite)
+    except RecursionError:
+        raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(400, "bad_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
+    if depth_exceeds(value, max_depth):
+        raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels")
+    return value
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` levels (a scalar is depth 0); iterative."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _multi(pairs: Iterable[tuple[str, str]]) -> dict[str, str | list[str]]:
+    """Query or form fields: a name given once maps to its string, a repeated one to the list in order."""
+    out: dict[str, str | list[str]] = {}
+    for name, value in pairs:
+        if name not in out:
+            out[name] = value
+        elif isinstance(out[name], list):
+            out[name].append(value)  # type: ignore[union-attr]
+        else:
+            out[name] = [out[name], value]  # type: ignore[list-item]
+    return out
+
+
+def kept_headers(headers: Sequence[tuple[str, str]], allow: Sequence[str] | None, drop: Iterable[str] = ()) -> dict[str, str]:
+    """Lower-cased headers for the payload; a repeated header's values joined with ', ' (RFC 9110)."""
+    allowed = {h.lower() for h in allow} if allow is not None else None
+    dropped = AUTH_HEADERS | TRANSPORT_HEADERS | {d.lower() for d in drop}
+    out: dict[str, str] = {}
+    for name, value in headers:
+        name = name.lower()
+        if name in dropped or (allowed is not None and name not in allowed):
+            continue
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+def header_delivery_id(headers: Mapping[str, str], name: str) -> str | None:
+    """The delivery id in header ``name``; an Idempotency-Key is a structured-field string
+    (IETF draft-ietf-httpapi-idempotency-key-header: ``Idempotency-Key: "8e03978e-..."``),
+    so its quotes are removed; a bare token is taken as is."""
+    raw = headers.get(name.lower())
+    if raw is None or not raw.strip():
+        return None
+    value = raw.strip()
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return value or None
+
+
+def body_delivery_id(body: Any, path: str) -> str | None:
+    """The delivery id at a dotted ``path`` in the JSON body: a non-empty string or an integer."""
+    value = body
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return None
+    return str(value) or None
+
+
+def without_paths(body: Any, paths: Sequence[str]) -> Any:
+    """``body`` with each dotted path removed (a copy along the removed paths only)."""
+    for path in paths:
+        body = _drop(body, path.split("."))
+    return body
+
+
+def _drop(value: Any, parts: list[str]) -> Any:
+    if not isinstance(value, dict) or parts[0] not in value:
+        return value
+    if len(parts) == 1:
+        return {k: v for k, v in value.items() if k != parts[0]}
+    return {**value, parts[0]: _drop(value[parts[0]], parts[1:])}
+
+
+def request_payload(
+    *, delivery_id: str, method: str, path: str, headers: dict[str, str], query: Sequence[tuple[str, str]], body: Any,
+) -> dict[str, Any]:
+    """The ``http.request`` payload (manifest ``wf_initiation/core/manifests/http.request.yaml``)."""
+    return {"delivery_id": delivery_id, "method": method, "path": path, "headers": headers,
+            "query": _multi(query), "body": body}

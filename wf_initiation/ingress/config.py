@@ -1,0 +1,152 @@
+"""The ``ingress:`` section of a deployment file: where ``wfi serve`` listens and how each endpoint
+authenticates its senders.
+
+    ingress:
+      port: 8780
+      default_auth: {scheme: token, secrets: [env:WFI_INGRESS_TOKEN]}
+      endpoints:
+        - workflow: github-push              # path: the Workfile's http.request `path` (/hooks/github)
+          auth: {scheme: github, secrets: [env:GITHUB_WEBHOOK_SECRET]}
+        - workflow: payments
+          path: /hooks/stripe
+          auth: {scheme: stripe, secrets: [env:STRIPE_WEBHOOK_SECRET], tolerance: 5m}
+
+Only pydantic here (no web stack), so the deployment model can import it. Secrets are references
+(``env:NAME``, ``file:PATH``) resolved by the ingress process; every key: ``docs/webhooks.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from wf_initiation.core._durations import parse_duration
+
+from ._secrets import check_reference
+from .limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, MAX_UPDATES_IN_FLIGHT
+
+Scheme = Literal["standard", "github", "stripe", "token", "none"]
+DEFAULT_PORT = 8780
+_HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+
+def _duration(value: Any) -> timedelta:
+    return value if isinstance(value, timedelta) else parse_duration(value)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AuthConfig(_Strict):
+    """How an endpoint authenticates its sender."""
+
+    scheme: Scheme = Field(description="standard (Standard Webhooks), github, stripe, token, or none (explicitly open).")
+    secrets: list[str] = Field(
+        default_factory=list,
+        description="Secret references (env:NAME, file:PATH); several during a key rotation, any one verifies.",
+    )
+    tolerance: timedelta = Field(
+        default=timedelta(minutes=5), description="standard, stripe: a signed timestamp further from now is refused (401).",
+    )
+    header: str | None = Field(
+        default=None, description="token: the header carrying the token (default: Authorization, as 'Bearer <token>').",
+    )
+
+    _d = field_validator("tolerance", mode="before")(_duration)
+
+    @field_validator("secrets")
+    @classmethod
+    def _references(cls, refs: list[str]) -> list[str]:
+        return [check_reference(r) for r in refs]
+
+    @field_validator("header")
+    @classmethod
+    def _header_name(cls, name: str | None) -> str | None:
+        if name is not None and not _HEADER.match(name):
+            raise ValueError(f"{name!r} is not an HTTP header name")
+        return name
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AuthConfig":
+        if self.scheme == "none" and self.secrets:
+            raise ValueError("scheme none takes no secrets; pick standard, github, stripe or token")
+        if self.header is not None and self.scheme != "token":
+            raise ValueError("'header' applies to scheme token only")
+        return self
+
+
+class DeliveryIdSource(_Strict):
+    """Where the delivery id of a request is read: one header, or one dotted path into the JSON body."""
+
+    header: str | None = None
+    body: str | None = Field(default=None, description="Dotted path into the JSON body, e.g. 'id' or 'event.id'.")
+
+    @model_validator(mode="after")
+    def _one(self) -> "DeliveryIdSource":
+        if (self.header is None) == (self.body is None):
+            raise ValueError("give exactly one of 'header' or 'body' (e.g. {header: X-Request-Id} or {body: event.id})")
+        return self
+
+
+class Endpoint(_Strict):
+    """One trigger entry served over HTTP, with its own route, authentication and delivery-id source."""
+
+    workflow: str = Field(description="Workflow identity (the Workfile's name) under the deployment's workflows:.")
+    entry: str | None = Field(default=None, description="Trigger entry ('as' name); optional with one external entry.")
+    path: str | None = Field(default=None, description="Extra route for this entry (besides the Workfile's `path`).")
+    auth: AuthConfig | None = Field(default=None, description="Default: ingress.default_auth.")
+    delivery_id: DeliveryIdSource | None = Field(
+        default=None,
+        description="Default by scheme: standard webhook-id, github X-GitHub-Delivery, stripe body id, else Idempotency-Key.",
+    )
+    headers: list[str] | None = Field(
+        default=None, description="Only these request headers enter the payload (default: all but transport and auth ones).",
+    )
+    ignore_body: list[str] | None = Field(
+        default=None,
+        description="Dotted body paths left out of the payload because the sender changes them between retries "
+        "(default for stripe: [pending_webhooks]).",
+    )
+    received_at: bool = Field(
+        default=False, description="Add the time this ingress first received the delivery id as `received_at`.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, path: str | None) -> str | None:
+        if path is not None and (not path.startswith("/") or "{" in path):
+            raise ValueError(f"{path!r}: a path starts with '/' and has no parameters, e.g. /hooks/github")
+        return path
+
+
+class IngressConfig(_Strict):
+    """The ``ingress:`` section of a deployment."""
+
+    host: str = Field(default="127.0.0.1", description="Interface `wfi serve` binds (0.0.0.0 for every interface).")
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    default_auth: AuthConfig | None = Field(
+        default=None, description="Authentication of entries with no endpoint of their own; unset: they refuse every request (401).",
+    )
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    generic_routes: bool = Field(default=True, description="Serve POST /hooks/{workflow}/{entry} for every external entry.")
+    max_body_bytes: int = Field(default=MAX_BODY_BYTES, ge=1, le=MAX_BODY_BYTES)
+    max_json_depth: int = Field(default=MAX_JSON_DEPTH, ge=1, le=MAX_JSON_DEPTH)
+    updates_per_workflow: int = Field(
+        default=8, ge=1, le=1000,
+        description=f"Deliveries in flight to one activation at once; keep it below the cluster's "
+        f"history.maxInFlightUpdates (default {MAX_UPDATES_IN_FLIGHT}), which refuses the rest.",
+    )
+    max_waiting: int = Field(
+        default=256, ge=0, description="Requests waiting for a slot, per workflow; one more is answered 429.",
+    )
+    queue_timeout: timedelta = Field(default=timedelta(seconds=10), description="Longest wait for a slot; then 503.")
+    delivery_timeout: timedelta = Field(
+        default=timedelta(seconds=30), description="Longest wait for the durable disposition; then 503 (retry is safe).",
+    )
+    retry_after: int = Field(default=2, ge=0, description="Seconds, sent as Retry-After with 429 and 503.")
+
+    _d = field_validator("queue_timeout", "delivery_timeout", mode="before")(_duration)
