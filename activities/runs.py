@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from temporalio import activity
@@ -28,6 +28,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.core.runinput import RunInput
 from wf_initiation.workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
+
+if TYPE_CHECKING:
+    from wf_initiation.telemetry import WfiTelemetry
 
 _STATUS = {
     Status.COMPLETED: "completed",
@@ -45,6 +48,8 @@ MAX_LINGER = 1.0
 class RunToStart(BaseModel):
     run_key: str
     input: RunInput
+    trace: dict[str, str] | None = Field(default=None, description="Trace context of the delivery that admitted "
+                                         "the run (W3C carrier): its start joins that trace (wf_initiation.telemetry).")
 
 
 class StartRunsRequest(BaseModel):
@@ -90,8 +95,11 @@ class ControlRequest(BaseModel):
 class RunActivities:
     """Activities bound to a client (the plugin constructs this with the worker's client)."""
 
-    def __init__(self, client: Client):
+    def __init__(self, client: Client, telemetry: "WfiTelemetry | None" = None):
+        from wf_initiation.telemetry import NO_TELEMETRY  # OpenTelemetry only where runs are started
+
         self._client = client
+        self._telemetry = telemetry or NO_TELEMETRY
 
     @activity.defn(name="wfi.start_runs")
     async def start_runs(self, req: StartRunsRequest) -> list[StartedRun]:
@@ -101,22 +109,28 @@ class RunActivities:
 
     async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:
         timeout = timedelta(seconds=req.execution_timeout_seconds) if req.execution_timeout_seconds else None
+        initiation = run.input.initiation
         try:
-            handle = await self._client.start_workflow(
-                req.workflow_type, run.input, id=run.run_key, task_queue=req.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                execution_timeout=timeout,
-                memo={"wfi_activation": run.input.initiation.activation_id},
-                search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(WFI_WORKFLOW, run.input.initiation.workflow),
-                    SearchAttributePair(WFI_ACTIVATION, run.input.initiation.activation_id),
-                ]),
-                static_summary=f"{run.input.initiation.workflow} run from trigger {run.input.trigger.name}",
-                # When this worker also serves the run's task queue, its first task comes back with the
-                # start response: one matching hop less between admission and the run's first line.
-                request_eager_start=True,
-            )
+            with self._telemetry.start_run(run.trace, {"wfi.workflow": initiation.workflow, "wfi.run_key": run.run_key}):
+                handle = await self._client.start_workflow(
+                    req.workflow_type, run.input, id=run.run_key, task_queue=req.task_queue,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    execution_timeout=timeout,
+                    memo={"wfi_activation": initiation.activation_id},
+                    search_attributes=TypedSearchAttributes([
+                        SearchAttributePair(WFI_WORKFLOW, initiation.workflow),
+                        SearchAttributePair(WFI_ACTIVATION, initiation.activation_id),
+                    ]),
+                    static_summary=f"{initiation.workflow} run from trigger {run.input.trigger.name}",
+                    # When this worker also serves the run's task queue, its first task comes back with the
+                    # start response: one matching hop less between admission and the run's first line.
+                    request_eager_start=True,
+                )
+            # USE_EXISTING answers a retried start with the running run: count only a real start.
+            if getattr(getattr(handle, "_start_workflow_response", None), "started", True):
+                self._telemetry.run_started(initiation.workflow, run.input.trigger.name, initiation.accepted_at,
+                                            initiation.scheduled_at)
             return StartedRun(run_key=run.run_key, run_id=handle.result_run_id)
         except WorkflowAlreadyStartedError:
             return await self._describe_closed(run.run_key)

@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks: a dev server of their own, bare-Temporal baselines, the result table.
 
     async with dev_server(in_memory=False) as server:
-        async with Worker(server.client, task_queue=q, plugins=[WfiPlugin()], workflows=BARE_WORKFLOWS):
+        async with Worker(server.client, task_queue=q, plugins=[WfiPlugin(sample_runs=True)], workflows=BARE_WORKFLOWS):
             rate, events_per_signal = await bare_signal_rate(server.client, q, payload, n=2000, concurrency=16)
 
 Everything a bench compares with ("bare Temporal") lives here, so every bench measures the same

@@ -86,7 +86,7 @@ async def poll_path(client: Client, rows: int, work: pathlib.Path) -> tuple[floa
           as: row
     """, task_queue=queue, run_queue=f"{queue}-nobody", connections={"db": {"connector": "sql", "sqlite": str(db)}},
         poll={"interval": "100ms", "limit": 500})
-    async with Worker(client, task_queue=queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=queue)
         started = time.monotonic()
         await wfi.activate(spec)

@@ -139,7 +139,7 @@ async def main() -> None:
     try:
         task_queue = f"bench-{uuid.uuid4().hex[:6]}"
         with tempfile.TemporaryDirectory() as tmp:
-            async with Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+            async with Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
                 ours_side = run_ours(env.client, task_queue, args.every, args.seconds, pathlib.Path(tmp), args.wake_ahead)
                 theirs_side = run_temporal(env.client, task_queue, args.every, args.seconds)
                 if args.sequential:

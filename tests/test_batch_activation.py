@@ -95,7 +95,7 @@ async def register_search_attributes(client: Client) -> None:
 
 @pytest.fixture
 async def wfi(ts_env: WorkflowEnvironment, task_queue: str):
-    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(ts_env.client, task_queue=task_queue)
 
 
@@ -215,6 +215,6 @@ async def test_the_batching_conformance_cases_pass_against_this_project(dev_env,
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         report = await run_cases(target, collect(["wf_initiation.conformance.cases.batching"]), timeout=120)
     assert report.failures() == [], report.failures()

@@ -26,7 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 async def worker(dev_env, task_queue: str) -> AsyncIterator[None]:
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield
 
 
@@ -117,7 +117,7 @@ def test_the_payload_limits_hold_at_the_limit_and_one_past_it() -> None:
 
 
 async def test_the_timeout_holds_while_an_update_hangs(dev_env, pair: Pair, task_queue: str) -> None:
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         assert (await wfi("activate", str(pair.workfile), "--deployment", str(pair.deployment))).code == 0
     # No worker serves the activation now: the update waits, the client retries it past every rpc timeout.
     started = time.monotonic()

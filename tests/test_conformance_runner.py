@@ -69,7 +69,7 @@ async def test_the_runner_deactivates_and_ends_what_a_failing_or_hanging_case_le
         await asyncio.Event().wait()
 
     client = dev_env.client
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         for fn, timeout in ((fails, 120), (hangs, 60)):
             left.clear()
             report = await run_cases(target, [case(capability=EXTERNAL, clauses=["EXT-1"])(fn)], timeout=timeout)

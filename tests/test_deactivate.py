@@ -112,7 +112,7 @@ async def test_cancel_queued_drops_queued_work_terminates_running_runs_and_compl
     # proves: BATCH-5, POLL-10, SCHED-5
     client, name = dev_env.client, unique("deact-cancel")
     spec = spec_for(tmp_path, task_queue, name)
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=task_queue)
         await wfi.activate(spec)
         keys = await busy(wfi, client, name, tmp_path)
@@ -147,7 +147,7 @@ async def test_drain_finishes_queued_work_and_refuses_every_delivery_meanwhile(
     # proves: BATCH-3, BATCH-4, TRIG-11, INIT-6, INIT-8
     client, name = dev_env.client, unique("deact-drain")
     spec = spec_for(tmp_path, task_queue, name, max_wait="3s")
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=task_queue)
         await wfi.activate(spec)
         keys = await busy(wfi, client, name, tmp_path)
@@ -211,7 +211,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
     spec = spec_for(tmp_path, task_queue, name, **settings)
     changed = spec_for(tmp_path, task_queue, name, **settings, inputs={"team": "red"})
     write_sheet(tmp_path, [("t1", "")])
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()], max_cached_workflows=0):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)], max_cached_workflows=0):
         wfi = WfiClient(client, task_queue=task_queue)
         await wfi.activate(spec)
         done = await wfi.deliver(name, hook("h0", key="other"), entry="hook")
@@ -294,7 +294,7 @@ async def test_wfi_deactivate_settles_waits_and_says_what_happened(dev_env, task
     client, name = dev_env.client, unique("deact-cli")
     deployment = str(_deployment(tmp_path, client.service_client.config.target_host, task_queue, name))
     target = ("--workflow", name, "--deployment", deployment)
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         missing = await wfi_cli("deactivate", "--drain", "--workflow", "nobody", "--deployment", deployment)
         assert missing.returncode == 1 and "no activation of workflow 'nobody'" in missing.stderr
         assert (await wfi_cli("activate", str(tmp_path / "hook.workfile.yaml"), "--deployment", deployment)).returncode == 0

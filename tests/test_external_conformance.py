@@ -16,7 +16,7 @@ async def test_the_external_event_conformance_cases_pass_against_this_project(de
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         report = await run_cases(target, collect(["wf_initiation.conformance.cases.external"]), timeout=120)
     assert report.failures() == [], report.failures()
     passed = [c for cap in report.capabilities for c in cap.cases if c.outcome == "passed"]

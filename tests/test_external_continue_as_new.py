@@ -24,7 +24,7 @@ async def test_deliveries_across_several_continue_as_new_boundaries(dev_env, tas
           http.request: {{}}
           queue_by: "{{{{ request.body.key }}}}"
     """, task_queue=task_queue, max_history_events=200)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()], max_cached_workflows=0):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)], max_cached_workflows=0):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
         await wfi.activate(spec)
         acks: dict[str, set[str | None]] = defaultdict(set)

@@ -44,7 +44,7 @@ on:
 
 @pytest.fixture
 async def worker(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
@@ -183,7 +183,7 @@ async def test_in_flight_pressure_is_answered_429_or_503_with_retry_after_and_a_
                  "queue_timeout": "1s", "delivery_timeout": "60s", "retry_after": 3},
     )
     wfi = WfiClient(dev_env.client, task_queue=task_queue)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         await activate_all(wfi, deployment)
     # No worker now: the first delivery holds the workflow's only slot until one comes back.
     async with served(deployment, dev_env.client) as s:
@@ -196,7 +196,7 @@ async def test_in_flight_pressure_is_answered_429_or_503_with_retry_after_and_a_
         assert full.status_code == 429 and full.headers["retry-after"] == "3"
         timed_out = await waiting
         assert timed_out.status_code == 503 and timed_out.headers["retry-after"] == "3"
-        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
             done = await first
             assert done.status_code == 202 and done.json()["disposition"] == "accepted"
             retried = [await s.http.post(url, json={"n": n}, headers={"Idempotency-Key": f"p-{n}"}) for n in (2, 3)]
@@ -235,11 +235,11 @@ async def test_no_activation_and_no_worker_are_503_and_a_retry_after_recovery_is
         none_yet = await s.http.post(url, json={"n": 1}, headers={"Idempotency-Key": "l-1"})
         assert none_yet.status_code == 503 and none_yet.json()["error"] == "no_activation"
         assert "retry-after" in none_yet.headers
-        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
             await activate_all(wfi, deployment)
         no_worker = await s.http.post(url, json={"n": 1}, headers={"Idempotency-Key": "l-1"})
         assert no_worker.status_code == 503 and no_worker.json()["error"] == "timeout"
-        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+        async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
             retried = await s.http.post(url, json={"n": 1}, headers={"Idempotency-Key": "l-1"})
             # The timed-out attempt's update was applied once a worker came back: the retry shares
             # its update id and gets its disposition (or finds the id retained): one run either way.

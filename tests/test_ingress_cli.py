@@ -92,7 +92,7 @@ async def test_sigterm_finishes_the_request_in_flight_before_wfi_serve_exits(
     deployment = deployment_with(tmp_path, {name: HOOK.format(name=name)}, task_queue=task_queue,
                                  ingress={"default_auth": {"scheme": "none"}})
     wfi = WfiClient(dev_env.client, task_queue=task_queue)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         await activate_all(wfi, deployment)
     path = tmp_path / "deployment.json"
     path.write_text(json.dumps({
@@ -122,7 +122,7 @@ async def test_sigterm_finishes_the_request_in_flight_before_wfi_serve_exits(
                 async with httpx.AsyncClient(base_url=url, timeout=5) as fresh:
                     await fresh.get("/healthz")
             assert proc.returncode is None, "still running while a request is in flight"
-            async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+            async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
                 answered = await in_flight
                 assert answered.status_code == 202 and answered.json()["disposition"] == "accepted", answered.text
                 assert await asyncio.wait_for(proc.wait(), 60) == 0

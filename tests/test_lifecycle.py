@@ -46,7 +46,7 @@ def kick(delivery_id: str, **body: Any) -> dict[str, Any]:
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
@@ -231,7 +231,7 @@ async def test_the_composition_conformance_cases_pass_against_this_project(dev_e
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
     cases = collect(["wf_initiation.conformance.cases.composition"])
-    async with Worker(dev_env.client, task_queue=queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=queue, plugins=[WfiPlugin(sample_runs=True)]):
         report = await run_cases(target, cases, timeout=90)
     assert report.failures() == []
     clauses = {c for r in report.capabilities for c in r.clauses_passed}

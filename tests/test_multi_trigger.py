@@ -45,7 +45,7 @@ ENTRIES = {"tick", "hook", "row"}
 
 @pytest.fixture
 async def wfi(ts_env: WorkflowEnvironment, task_queue: str):
-    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(ts_env.client, task_queue=task_queue)
 
 

@@ -30,7 +30,7 @@ FAST_POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
@@ -438,7 +438,7 @@ async def test_the_polling_conformance_cases_pass_against_this_project(dev_env, 
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         report = await run_cases(target, collect(["wf_initiation.conformance.cases.polling"]), timeout=120)
     assert report.failures() == [], report.failures()
     assert "wf.polling-initiation" in report.claims

@@ -27,6 +27,7 @@ from wf_initiation.core.connections import (
     Redactor,
     SecretUnavailable,
     inline_secret_problems,
+    redact,
     parse_ref,
     resolve_settings,
 )
@@ -108,6 +109,12 @@ def test_the_redactor_removes_values_and_passwords_inside_urls_and_dsns():
     assert redactor.redact(text) == (
         "token *** failed; connecting to postgresql://app:***@db/shop and "
         "host=db password=*** port=5432 and https://u:***@x.test/feed; about ab")
+
+
+def test_the_redactor_masks_token_like_query_parameters_of_a_feed_url():
+    # An activity's error (worker log, activity failure in history) names the feed without its token.
+    text = "feed http://127.0.0.1:9/feed.xml?page=2&token=tok-9f8e&api_key=k1;sig=s2#x could not be fetched"
+    assert redact(text) == "feed http://127.0.0.1:9/feed.xml?page=2&token=***&api_key=***;sig=***#x could not be fetched"
 
 
 def test_inline_secret_problems_walks_nested_settings():

@@ -46,7 +46,7 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
     assert len({old.activation_id, new_conn.activation_id, new_input.activation_id}) == 3, "any change, new id"
     assert old.entries[0].connection == "google-a" and new_conn.entries[0].connection == "google-b"
 
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
         assert (await wfi.activate(old)).outcome == "current"
         assert (await wfi.activate(same)).outcome == "current", "activating the same thing twice is idempotent"

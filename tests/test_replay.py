@@ -27,7 +27,7 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
           when: "{{{{ request.body.go }}}}"
           queue_by: "{{{{ request.body.key }}}}"
     """, task_queue=task_queue)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
         await wfi.activate(spec)
         for i in range(12):

@@ -75,12 +75,12 @@ async def test_a_worker_outage_follows_the_missed_policy_and_every_run_is_on_its
     client: Client = dev_env.client
     wfi = WfiClient(client, task_queue=task_queue)
 
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         await wfi.activate(spec)
         await assert_eventually(lambda: admitted_at_least(wfi, name, 3), timeout=30)
         stopped = datetime.now().astimezone()
     await asyncio.sleep(9)  # the outage under test: about four occurrences pass with no worker
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         restarted = datetime.now().astimezone()
         before = (await schedule_state(wfi, name))["counts"].get("admitted", 0)
         await assert_eventually(lambda: admitted_at_least(wfi, name, before + 3), timeout=30)
@@ -141,7 +141,7 @@ async def test_a_schedule_with_no_future_occurrence_is_installed_inactive(dev_en
     name = unique("ended")
     spec = make_spec(tmp_path, workfile(name, '{cron: "0 9 * * *", end: "2020-01-01T00:00:00Z"}'), task_queue=task_queue)
     wfi = WfiClient(dev_env.client, task_queue=task_queue)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         activated = await wfi.activate(spec)
         summary = await wfi.summary(name)
     assert activated.activation_id == spec.activation_id
@@ -157,7 +157,7 @@ async def test_pause_resume_and_backfill_through_the_activation(dev_env, task_qu
     spec = make_spec(tmp_path, workfile(name, "{interval: 1s}"), task_queue=task_queue, late_after="1m")
     client: Client = dev_env.client
     wfi = WfiClient(client, task_queue=task_queue)
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         await wfi.activate(spec)
 
         await assert_eventually(lambda: admitted_at_least(wfi, name, 2), timeout=30)
@@ -200,7 +200,7 @@ async def test_the_scheduled_conformance_cases_pass_against_this_project(dev_env
     deployment = tmp_path / "deployment.yaml"
     deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
     target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         report = await run_cases(target, collect(["wf_initiation.conformance.cases.scheduled"]), timeout=120)
     assert report.failures() == [], report.failures()
 
@@ -218,7 +218,7 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
     spec = make_spec(tmp_path, workfile(name, "{interval: 1s}"), task_queue=task_queue, schedule_wake_ahead=wake_ahead)
     client: Client = dev_env.client
     wfi = WfiClient(client, task_queue=task_queue)
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         await wfi.activate(spec)
 
         await assert_eventually(lambda: admitted_at_least(wfi, name, 4), timeout=30)

@@ -87,7 +87,7 @@ async def activations(ts_env: WorkflowEnvironment) -> AsyncIterator[list[str]]:
 
 
 def worker(env: WorkflowEnvironment, task_queue: str, *, cached: bool = False) -> Worker:
-    return Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin()], **({} if cached else {"max_cached_workflows": 0}))
+    return Worker(env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)], **({} if cached else {"max_cached_workflows": 0}))
 
 
 async def start_activation(env: WorkflowEnvironment, wfi: WfiClient, spec: ActivationSpec) -> None:

@@ -156,7 +156,7 @@ def test_a_subscription_expires_at_its_deadline_and_is_refused_for_a_non_event_e
 # ---------------------------------------------------------------------- real Temporal
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 

@@ -218,33 +218,6 @@ async def check_namespace(client: Any) -> None:
                 namespace_missing_message(client.namespace, client.service_client.config.target_host)) from None
 
 
-async def ensure_search_attributes(client: Any, namespace: str) -> tuple[list[str], str | None]:
-    """Register the activation search attributes that are missing; never fails on "already exists".
-
-    Returns:
-        The names added, and a warning to print when the server refused to register them.
-    """
-    from temporalio.api.enums.v1 import IndexedValueType
-    from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from wf_initiation.workflows.search_attributes import ALL
-
-    try:
-        existing = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
-        missing = {k.name: IndexedValueType.ValueType(k.indexed_value_type.value)
-                   for k in ALL if k.name not in existing.custom_attributes}
-        if missing:
-            await client.operator_service.add_search_attributes(
-                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing))
-        return sorted(missing), None
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.ALREADY_EXISTS:
-            return [], None
-        names = ", ".join(f"{k.name} ({k.indexed_value_type.name.title().replace('_', '')})" for k in ALL)
-        return [], f"could not register search attributes ({exc.message}); register {names} in namespace {namespace!r}"
-
-
 async def run_worker(
     client: Any, task_queue: str, stop: asyncio.Event, on_ready: Callable[[], None] = lambda: None,
 ) -> None:
@@ -257,7 +230,7 @@ async def run_worker(
 
     # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
     zoneinfo.reset_tzpath(to=[])
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         on_ready()
         await stop.wait()
 

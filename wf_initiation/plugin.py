@@ -1,19 +1,31 @@
 """`WfiPlugin`: add wf-initiation to a Temporal worker in one line.
 
-    worker = Worker(client, task_queue="wfi-activations", plugins=[WfiPlugin()])
+    client = await Client.connect("localhost:7233", plugins=[WfiPlugin()])
+    worker = Worker(client, task_queue="wfi-activations")          # the plugin comes from the client
+
+or, with a client you already have, ``Worker(client, task_queue=..., plugins=[WfiPlugin()])``.
 
 It registers the activation workflow, the run-start/outcome/control activities (bound to the
-worker's client), the built-in poll connectors, and the pydantic data converter on the client.
+worker's client), the built-in poll connectors, and composes with what the user configured: the
+client's payload codec (encryption), failure converter, external storage and interceptors are
+kept; only a default payload converter is swapped for the pydantic one (see docs/plugin.md). At
+start the worker checks the namespace's search attributes (registering missing ones where allowed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
-from temporalio.contrib.pydantic import pydantic_data_converter
+import temporalio.worker
+from temporalio.client import Client, ClientConfig
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wf_initiation.activities.clock import wait_for_instant
@@ -23,16 +35,24 @@ from wf_initiation.activities.runs import RunActivities
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
+from wf_initiation.workflows.search_attributes import SearchAttributesMissing, ensure_registered
 
+logger = logging.getLogger(__name__)
 
 # Pure, deterministic libraries the engine uses inside workflow code. Passed through the sandbox:
 # they import lazily (jinja2 compiles templates on first use) and hold locks/caches that are safe.
 # Only the project's own namespaced modules pass through (never a bare name a user's module could
-# share, such as ``activities``): the pure core and the activity request models.
+# share, such as ``activities``): the pure core, the activity request models and the telemetry
+# bridge (its context variable must be the one the worker's interceptor sets).
 PASSTHROUGH_MODULES = (
-    "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "jinja2", "markupsafe", "jsonschema",
-    "jsonschema_specifications", "referencing", "rpds", "attrs", "croniter", "dateutil", "tzdata", "ruamel",
+    "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation._trace_context",
+    "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs",
+    "croniter", "dateutil", "tzdata", "ruamel", "opentelemetry",
 )
+
+
+class WfiSetupError(RuntimeError):
+    """The worker or client cannot serve wf-initiation as configured; the one-line message names the fix."""
 
 
 def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
@@ -42,27 +62,169 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
+# ---------------------------------------------------------------------------- data converter
+def compose_data_converter(existing: DataConverter | None) -> DataConverter:
+    """The user's data converter, able to carry wf-initiation's pydantic models.
+
+    Keeps the payload codec, failure converter and external storage. Only the SDK's default payload
+    converter is replaced (by :class:`PydanticPayloadConverter`, a superset for JSON values); a
+    pydantic one, or a payload converter of the user's own, is kept as it is (and checked, see
+    :func:`check_payload_converter`).
+    """
+    if existing is None:
+        return pydantic_data_converter
+    if existing.payload_converter_class is DefaultPayloadConverter:
+        return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+    return existing
+
+
+def check_payload_converter(converter: DataConverter) -> None:
+    """Raise :class:`WfiSetupError` unless the payload converter round-trips a wire model."""
+    from wf_initiation.core.engine._types import ErrorRecord
+
+    probe = ErrorRecord(at=datetime(2026, 1, 1, tzinfo=timezone.utc), kind="probe", entry="e", message="m")
+    name = converter.payload_converter_class.__qualname__
+    try:
+        back = converter.payload_converter.from_payloads(converter.payload_converter.to_payloads([probe]), [ErrorRecord])
+        ok = back == [probe]
+    except Exception as exc:  # any failure of the user's converter means the same: it cannot carry our types
+        ok, name = False, f"{name} ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    if not ok:
+        raise WfiSetupError(
+            f"the data converter's payload converter {name} cannot carry pydantic models, which wf-initiation's "
+            "workflows and activities exchange: base it on temporalio.contrib.pydantic.PydanticPayloadConverter "
+            "(keep your encoding converters before it) or leave the payload converter at its default"
+        )
+
+
+def _derived_client(client: Client, **changes: Any) -> Client:
+    """A client on the same connection with some settings changed (no plugins re-applied)."""
+    cfg = client.config(active_config=True)
+    return Client(
+        cfg["service_client"], namespace=cfg["namespace"],
+        data_converter=changes.get("data_converter", cfg["data_converter"]),
+        interceptors=changes.get("interceptors", cfg["interceptors"]),
+        default_workflow_query_reject_condition=cfg["default_workflow_query_reject_condition"],
+        header_codec_behavior=cfg["header_codec_behavior"],
+    )
+
+
+# ---------------------------------------------------------------------------- the plugin
 class WfiPlugin(SimplePlugin):
     """Worker and client wiring of wf-initiation.
 
     Args:
-        sample_runs: Also register ``wfi.EchoRun`` and ``wfi.WaitForExample`` (handy for trying things out).
+        sample_runs: Also register the sample run workflows ``wfi.EchoRun`` and ``wfi.WaitForExample``
+            (for trying things out and for the test suite; off in production).
         poll_activities: Extra poll connector activities of third-party connectors (those whose manifest
             names its ``implementation`` are registered without this).
+        tracer_provider: An OpenTelemetry ``TracerProvider``: a delivery's trace then runs from the client
+            call through the activation's decision to the run's start (docs/observability.md). Adds the
+            SDK's ``TracingInterceptor`` unless the client or worker already has one.
+        meter_provider: An OpenTelemetry ``MeterProvider`` for wf-initiation's metrics (dispositions,
+            acceptance latency, schedule lag, polls, dedup set size, queue depths).
+        check_search_attributes: At worker start, check (and where allowed register) the Wfi search
+            attributes; a worker that cannot fails with one line naming the command that adds them.
     """
 
-    def __init__(self, *, sample_runs: bool = True, poll_activities: Sequence[Callable[..., Any]] = ()) -> None:
+    def __init__(
+        self, *, sample_runs: bool = False, poll_activities: Sequence[Callable[..., Any]] = (),
+        tracer_provider: Any | None = None, meter_provider: Any | None = None, check_search_attributes: bool = True,
+    ) -> None:
         workflows: list[type] = [ActivationWorkflow, *([EchoRun, WaitForExample] if sample_runs else [])]
         super().__init__(
             "wf-initiation",
-            data_converter=pydantic_data_converter,
+            data_converter=compose_data_converter,
             workflows=workflows,
             activities=[*resolve_poll_activities(extra=poll_activities), wait_for_instant],
             workflow_runner=_runner,
         )
+        self._check_search_attributes = check_search_attributes
+        self._telemetry: Any | None = None
+        self._tracing: Any | None = None
+        self._telemetry_interceptor: Any | None = None
+        if tracer_provider is not None or meter_provider is not None:
+            from wf_initiation.telemetry import WfiTelemetry, WfiTelemetryInterceptor
 
+            self._telemetry = WfiTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
+            self._telemetry_interceptor = WfiTelemetryInterceptor(self._telemetry)
+        if tracer_provider is not None:
+            from temporalio.contrib.opentelemetry import TracingInterceptor
+
+            self._tracing = TracingInterceptor(tracer_provider.get_tracer("wf_initiation"))
+
+    # -------------------------------------------------------------- client
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        check_payload_converter(config["data_converter"])
+        config["interceptors"] = [*config.get("interceptors", []), *self._missing_interceptors(config.get("interceptors", []))]
+        return config
+
+    def _missing_interceptors(self, present: Sequence[Any]) -> list[Any]:
+        """Our interceptors not already in ``present`` (an existing OpenTelemetry tracing one wins)."""
+        from_us: list[Any] = []
+        if self._tracing is not None and not any(_is_tracing(i) for i in present):
+            from_us.append(self._tracing)
+        if self._telemetry_interceptor is not None and self._telemetry_interceptor not in present:
+            from_us.append(self._telemetry_interceptor)
+        return from_us
+
+    # -------------------------------------------------------------- worker
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
-        config["activities"] = [*config.get("activities", []), *RunActivities(config["client"]).all(),
-                                *LifecycleActivities(config["client"]).all()]
+        client = config["client"]
+        converter = compose_data_converter(client.data_converter)
+        check_payload_converter(converter)
+        if converter is not client.data_converter:
+            # The plugin was given to the Worker only, on a client with the default payload converter:
+            # the worker's workflows and activities use this client's converter, so give it ours.
+            client = config["client"] = _derived_client(client, data_converter=converter)
+        on_client = client.config(active_config=True)["interceptors"]
+        worker_side = [i for i in self._missing_interceptors([*on_client, *config.get("interceptors", [])])
+                       if isinstance(i, temporalio.worker.Interceptor)]
+        config["interceptors"] = [*config.get("interceptors", []), *worker_side]
+        config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry).all(),
+                                *LifecycleActivities(client).all()]
         return config
+
+    def _activities_client(self, client: Client) -> Client:
+        """The client run starts go through: with tracing, one that carries the trace into the run."""
+        on_client = client.config(active_config=True)["interceptors"]
+        if self._tracing is None or any(_is_tracing(i) for i in on_client):
+            return client
+        return _derived_client(client, interceptors=[*on_client, self._tracing])
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        if self._check_search_attributes:
+            client = worker.client
+            try:
+                added = await ensure_registered(client, client.namespace)
+            except SearchAttributesMissing as exc:
+                _release_shutdown(worker)
+                raise WfiSetupError(str(exc)) from None
+            except BaseException:
+                _release_shutdown(worker)
+                raise
+            if added:
+                logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
+        await super().run_worker(worker, next)
+
+
+def _release_shutdown(worker: Worker) -> None:
+    """Let ``Worker.shutdown()`` return although the worker never ran.
+
+    In temporalio 1.35 it waits for an event that only the worker's own run sets, so a plugin
+    failing before the worker runs would leave ``async with Worker(...)`` hanging on exit.
+    """
+    done = getattr(worker, "_shutdown_complete_event", None)
+    if done is not None:
+        done.set()
+
+
+def _is_tracing(interceptor: Any) -> bool:
+    from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
+
+    return isinstance(interceptor, (TracingInterceptor, OpenTelemetryInterceptor))
+
+
+__all__ = ["WfiPlugin", "WfiSetupError", "compose_data_converter", "check_payload_converter"]

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from . import search_attributes as sa
     from ._fresh import FreshTimeGuard
     from ._intake import Undecodable, decode
+    from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import (
         DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
         DeliveryRequest, OperatorRequest, OperatorResult,
@@ -134,6 +135,7 @@ class ActivationWorkflow:
         self._carry_retry_at = 0
         self._controls = 0  # control_run activities in flight (a deactivation completes after them)
         _deactivate.on_start(self._engine, spec, now)  # started with a deactivated activation's state
+        self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -335,7 +337,7 @@ class ActivationWorkflow:
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
-                    runs=[RunToStart(run_key=c.run_key, input=c.input) for c in chunk],
+                    runs=[RunToStart(run_key=c.run_key, input=c.input, trace=self._telemetry.carrier(c.run_key)) for c in chunk],
                     not_before_seconds=hold.total_seconds() if hold is not None else 0.0,
                 ),
                 result_type=list[StartedRun],
@@ -540,6 +542,7 @@ class ActivationWorkflow:
             return intake.undecodable(self._engine, str(exc), self._now())
         await self._admission(1)
         result = self._update_safely("deliver", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+        self._telemetry.delivered(self._engine, [result])
         self._poke()
         return result
 
@@ -562,6 +565,7 @@ class ActivationWorkflow:
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
             results += self._update_safely("deliver_many", lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
+        self._telemetry.delivered(self._engine, results)
         self._poke()
         return results
 
@@ -594,7 +598,9 @@ class ActivationWorkflow:
             intake.undecodable(self._engine, str(exc), self._now())  # recorded: the sender was told it is durable
         else:
             await self._admission(1)
-            self._signal_safely("deliver_signal", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+            result = self._signal_safely("deliver_signal", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+            if result is not None:
+                self._telemetry.delivered(self._engine, [result])
         self._poke()
 
     @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
@@ -673,17 +679,18 @@ class ActivationWorkflow:
             raise ApplicationError(f"the {name} update could not be handled: {type(exc).__name__}: {exc}",
                                    type="HandlerFailed", non_retryable=True) from None
 
-    def _signal_safely(self, name: str, handle: Any) -> None:
-        """Run a signal's work; with the budgets, a failure the input caused is recorded, not a failed
-        task retried forever (a signal cannot be refused: its sender already had it acknowledged)."""
+    def _signal_safely(self, name: str, handle: Any) -> Any:
+        """Run a signal's work and return its result; with the budgets, a failure the input caused is
+        recorded (result None), not a failed task retried forever (a signal cannot be refused: its
+        sender already had it acknowledged)."""
         if not self._engine.bounded:
-            handle()
-            return
+            return handle()
         try:
-            handle()
+            return handle()
         except SIGNAL_ERRORS as exc:
             self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be handled: "
                                       f"{type(exc).__name__}: {exc}")
+            return None
 
     def _refuse_while_rebinding(self) -> None:
         # While the state is too large to carry, the engine defers deliveries itself: refusing them
@@ -745,6 +752,7 @@ class ActivationWorkflow:
 
     def _publish(self, initial: bool = False) -> None:
         workflow.set_current_details(summary.markdown(self._engine))
+        self._telemetry.observe(self._engine)
         status = summary.status(self._engine)
         if initial or status != getattr(self, "_published_status", None):
             self._published_status = status

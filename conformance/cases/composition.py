@@ -3,7 +3,7 @@
 The cases drive the deployment's Temporal target with the project's client API: they activate
 Workfiles written to the scratch directory, start ``wfi.WaitForExample`` runs that wait with
 ``workflows.runapi.wait_for``, deliver events and read the activations' state. They need a worker
-on the deployment's task queue with ``WfiPlugin()`` (sample runs on): the runs use ``wfi.EchoRun``
+on the deployment's task queue with ``WfiPlugin(sample_runs=True)``: the runs use ``wfi.EchoRun``
 and ``wfi.WaitForExample`` on that same queue. Without one, every case fails at once saying so.
 """
 
@@ -76,7 +76,7 @@ class Session:
         async def polled() -> None:
             response = await self.client.workflow_service.describe_task_queue(request)
             check(response.pollers, f"no worker polls task queue {self.queue!r}: start a worker there with "
-                  "WfiPlugin() (sample runs on) before running these cases")
+                  "WfiPlugin(sample_runs=True) before running these cases")
 
         try:
             await eventually(polled, "a worker", timeout=2.0)

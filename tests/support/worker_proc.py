@@ -25,7 +25,7 @@ async def main():
     client = await Client.connect(sys.argv[1], data_converter=pydantic_data_converter)
     extra = int(os.environ.get("WFI_TEST_MAX_CACHED", "-1"))
     kwargs = {"max_cached_workflows": extra} if extra >= 0 else {}
-    async with Worker(client, task_queue=sys.argv[2], plugins=[WfiPlugin()], **kwargs):
+    async with Worker(client, task_queue=sys.argv[2], plugins=[WfiPlugin(sample_runs=True)], **kwargs):
         print("worker-ready", flush=True)
         await asyncio.Event().wait()
 

@@ -77,11 +77,14 @@ async def _serve(
         await _temporal.check_namespace(client)
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
-    added, warning = await _temporal.ensure_search_attributes(client, client.namespace)
+    from wf_initiation.workflows.search_attributes import SearchAttributesMissing, ensure_registered
+
+    try:  # the plugin checks again at worker start; here it fails before "worker ready" is printed
+        added = await ensure_registered(client, client.namespace)
+    except SearchAttributesMissing as exc:
+        raise UserError(str(exc)) from None
     if added:
         print(f"registered search attributes: {', '.join(added)}", flush=True)
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr, flush=True)
     worker_stop = await _serve_ingress.beside_worker(args, deployment, client, stop)  # `up`: the ingress drains first
     queue = deployment.temporal.task_queue
     ready = asyncio.Event()

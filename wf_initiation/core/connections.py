@@ -46,6 +46,9 @@ _LOCATION_KEY = re.compile(r"[_\-](env|file)$", re.IGNORECASE)
 # A password inside a URL's userinfo (scheme://user:password@host) or a libpq key=value string.
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)(?P<pw>[^@\s/]*)(?=@)")
 _CONNINFO_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|[^\s']+)", re.IGNORECASE)
+_SECRET_QUERY = re.compile(  # token-like query parameters of a URL (a feed's ?token=...)
+    r"(?P<head>[?&;](?:access_token|api[_-]?key|apikey|auth|key|password|passwd|pwd|secret|sig|signature|token)=)"
+    r"[^&;\s#]+", re.IGNORECASE)
 MIN_REDACTED_CHARS = 3
 """A resolved secret shorter than this is not searched for in text (it would blank out ordinary words)."""
 MAX_SECRET_FILE_BYTES = 64 * 1024
@@ -254,7 +257,8 @@ def _strip_newline(text: str) -> str:
 
 
 class Redactor:
-    """Removes secrets from text: the given values, and any password inside a URL or DSN."""
+    """Removes secrets from text: the given values, any password inside a URL or DSN, and token-like
+    query parameters (``?token=``, ``&api_key=``, ``&sig=``)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # Longest first, so that a secret containing another is removed whole.
@@ -264,6 +268,8 @@ class Redactor:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED if m.group("pw") else m.group(0), text)
+        if "=" in text:
+            text = _SECRET_QUERY.sub(lambda m: m.group("head") + REDACTED, text)
         return _CONNINFO_PASSWORD.sub(lambda m: m.group("head") + REDACTED, text)
 
 

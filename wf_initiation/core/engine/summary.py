@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _batch, _deactivate
+from . import _batch, _deactivate, _view
 from ._engine import Engine, event_key
 
 
@@ -101,25 +101,15 @@ def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | N
 
 
 def markdown(engine: Engine) -> str:
-    s = short(engine)
-    c = s["counters"]
-    lines = [
-        f"**{s['workflow']}** · activation `{s['activation_id']}` · **{s['status']}**",
-        f"deliveries {c.get('deliveries', 0)} · runs started {c.get('runs_started', 0)} · running {s['runs_running']} "
-        f"· pending {s['runs_pending']} · duplicates {c.get('duplicates', 0)} · suppressed {c.get('suppressed', 0)} "
-        f"· errors {sum(s['error_counts'].values())} · dedup ids {s['dedup_entries']}",
-    ]
-    if s["deactivation"]:
-        lines.append(_deactivation_line(s["deactivation"], s))
-    if c.get("start_faults"):  # runs that could never be started (issue 11): an operator should look
-        lines.append(f"**start faults {c['start_faults']}**: runs that could not be started; see `wfi state` (errors)")
-    for name, sch in s["schedules"].items():
-        lines.append(f"schedule `{name}`: next {sch['next'] or '—'} · policy {sch['policy']}"
-                     + (" · paused" if sch["paused"] else "") + ("" if sch["active"] else f" · inactive: {sch['inactive_reason']}"))
-    for name, p in s["polls"].items():
-        lines.append(f"poll `{name}`: cursor `{p['cursor']}`" + (" · **held item: operator action needed**" if p["held"] else "")
-                     + (f" · failing ({p['failures']}): {p['last_error']}" if p["failures"] else ""))
-    return "\n\n".join(lines)
+    """The operator's page shown as Current Details in the Temporal UI (bounded, no secrets): see _view."""
+    notes = []
+    if engine.state.deactivation is not None:  # rare: the full summary only then
+        s = short(engine)
+        notes.append(_deactivation_line(s["deactivation"], s))
+    faults = engine.state.counters.get("start_faults", 0)
+    if faults:  # runs that could never be started (issue 11): an operator should look
+        notes.append(f"**start faults {faults}**: runs that could not be started; see `wfi state` (errors)")
+    return _view.markdown(engine, status(engine), notes=notes)
 
 
 def _deactivation_line(d: dict[str, Any], s: dict[str, Any]) -> str:
