@@ -9,10 +9,10 @@ from collections import defaultdict
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.conftest import DEV_SERVER_ARGS, assert_eventually, binary
 from tests.support.activation import make_spec, unique
+from tests.support.restart import connect, listed, ride_out
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
@@ -28,22 +28,13 @@ def hook(i: int, variant: str = "") -> dict:
     return {"delivery_id": f"evt-{i}", "method": "POST", "body": {"key": f"k{i % KEYS}", "n": i, "v": variant}}
 
 
-async def _connect(address: str) -> Client:
-    for _ in range(100):
-        try:
-            return await Client.connect(address, data_converter=pydantic_data_converter)
-        except RuntimeError:
-            await asyncio.sleep(0.2)
-    raise AssertionError(f"dev server at {address} never came up")
-
-
 async def test_no_accepted_event_is_lost_or_run_twice_across_worker_kills_and_a_server_restart(tmp_path: pathlib.Path) -> None:
     # proves: INIT-7, EXT-3, EXT-4, EXT-8, EXT-11, TRIG-11, SCHED-5
     server = DevServerProcess(binary("temporal"), str(tmp_path / "temporal.db"), free_port(), DEV_SERVER_ARGS)
     server.start()
     task_queue = unique("restart")
     name = unique("orders")
-    client = await _connect(server.address)
+    client = await connect(server.address)
     wfi = WfiClient(client, task_queue=task_queue, max_attempts=400)
     spec = make_spec(tmp_path, f"""
         name: {name}
@@ -127,7 +118,7 @@ async def _verify(
     assert len(run_keys) == DISTINCT, "one run key per distinct event"
     started: dict[str, object] = {}
     query = f'WfiActivation = "{state["activation_id"]}" AND WorkflowType = "wfi.EchoRun"'
-    async for wf in client.list_workflows(query):
+    for wf in await ride_out(lambda: listed(client, query)):
         assert wf.id not in started, f"{wf.id} started twice"
         started[wf.id] = wf.start_time
     missing = run_keys - set(started)

@@ -10,14 +10,15 @@ import pathlib
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from tests.conftest import DEV_SERVER_ARGS, assert_eventually, binary
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
+from tests.support.restart import connect, listed, meets_restart, ride_out
+from tests.support.runs import describe_or_none
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_transport_error
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
@@ -170,6 +171,11 @@ def test_transport_errors_are_retried_and_other_errors_are_not() -> None:
     assert is_transport_error(RPCError("error trying to connect: tcp connect error: Connection refused",
                                        RPCStatusCode.UNAVAILABLE, b""))
     assert not is_transport_error(RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b""))
+    # the tests' own direct calls (tests/support/restart.py) ride out the same errors, and no others
+    assert meets_restart(RPCError("transport error", RPCStatusCode.UNKNOWN, b""))
+    assert meets_restart(RuntimeError("Failed client connect: Server connection error"))
+    assert not meets_restart(RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b""))
+    assert not meets_restart(RuntimeError("boom"))
 
 
 @pytest.mark.crash
@@ -180,17 +186,23 @@ async def test_wfi_client_rides_out_a_server_restart_with_the_same_update_id(tmp
     task_queue = unique("restart")
     worker = WorkerProcess(server.address, task_queue)
     try:
-        client = await _connect(server.address)
+        client = await connect(server.address)
         wfi = WfiClient(client, task_queue=task_queue, max_attempts=400)
         name = unique("restart")
         worker.start()
         await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue))
         server.stop()
         delivery = asyncio.create_task(wfi.deliver(name, hook("during-restart")))
-        await asyncio.sleep(1.5)  # the caller meets the dead server (transport errors) meanwhile
-        assert not delivery.done()
+        # A test's own direct calls ride out the restart too (tests/support/restart.py).
+        described = asyncio.create_task(describe_or_none(client, workflow_id_for(name)))
+        listing = asyncio.create_task(ride_out(lambda: listed(client, f"WorkflowId = '{workflow_id_for(name)}'")))
+        await asyncio.sleep(1.5)  # the callers meet the dead server (transport errors) meanwhile
+        assert not delivery.done() and not described.done() and not listing.done()
         server.start()
         result = await asyncio.wait_for(delivery, timeout=120)
+        desc = await asyncio.wait_for(described, timeout=120)
+        assert desc is not None and desc.status == WorkflowExecutionStatus.RUNNING
+        assert [e.id for e in await asyncio.wait_for(listing, timeout=120)] == [workflow_id_for(name)]
         assert result.disposition.value == "accepted"
         again = await wfi.deliver(name, hook("during-restart"))
         assert again.run_key == result.run_key
@@ -199,12 +211,3 @@ async def test_wfi_client_rides_out_a_server_restart_with_the_same_update_id(tmp
     finally:
         worker.stop()
         server.stop()
-
-
-async def _connect(address: str) -> Client:
-    for _ in range(100):
-        try:
-            return await Client.connect(address, data_converter=pydantic_data_converter)
-        except RuntimeError:
-            await asyncio.sleep(0.2)
-    raise AssertionError(f"dev server at {address} never came up")

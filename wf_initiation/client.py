@@ -59,7 +59,8 @@ _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCSt
               RPCStatusCode.ABORTED}
 
 
-_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect")
+_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect",
+              "tcp connect error", "h2 protocol error", "connection closed")
 
 
 def _retryable(exc: RPCError) -> bool:

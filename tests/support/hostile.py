@@ -9,6 +9,7 @@ from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.conftest import assert_eventually
+from tests.support.restart import listed, ride_out
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient
 from wf_initiation.workflows.activation import workflow_id_for
@@ -75,8 +76,8 @@ async def errors_of(wfi: WfiClient, workflow: str, kind: str) -> list[dict[str, 
 async def histories(client: Client, workflow: str) -> list[Any]:
     """The histories of every run of the activation (continue-as-new makes several)."""
     wid = workflow_id_for(workflow)
-    runs = [w.run_id async for w in client.list_workflows(f"WorkflowId = '{wid}'")]
-    return [await client.get_workflow_handle(wid, run_id=run_id).fetch_history() for run_id in runs]
+    runs = [w.run_id for w in await ride_out(lambda: listed(client, f"WorkflowId = '{wid}'"))]
+    return [await ride_out(client.get_workflow_handle(wid, run_id=run_id).fetch_history) for run_id in runs]
 
 
 # Failed workflow tasks that are no failure of ours, each followed by a task that includes what it

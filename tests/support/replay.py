@@ -8,6 +8,7 @@ import tempfile
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
+from tests.support.restart import listed, ride_out
 from wf_initiation.plugin import WfiPlugin
 
 
@@ -26,8 +27,8 @@ def keep(history: WorkflowHistory, label: str) -> pathlib.Path:
 
 async def assert_replays(client: Client, workflow_id: str) -> None:
     """Every run of ``workflow_id`` (a continue-as-new chain) replays without nondeterminism."""
-    async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
-        history = await client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
+    for execution in await ride_out(lambda: listed(client, f'WorkflowId = "{workflow_id}"')):
+        history = await ride_out(client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history)
         failure = await replay_failure(history)
         if failure is not None:
             path = keep(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
