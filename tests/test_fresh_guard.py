@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import uuid
 
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.worker import Worker
+
+from wf_initiation.client import WfiClient, query_failure_type
+from wf_initiation.wire import STALE_ACTIVATION, StaleActivationError
 from wf_initiation.workflows._fresh import is_stale
 
 T = 1_796_000_000_000_000_000  # ns
@@ -21,3 +28,63 @@ T = 1_796_000_000_000_000_000  # ns
 )
 def test_only_an_activation_whose_history_grew_at_the_same_instant_is_refused(before, after, replaying, stale) -> None:
     assert is_stale(before, after, replaying=replaying) is stale
+
+
+# --- the refusal is recognised by its failure type, not its text (issue 14 item 2) -------------
+
+REFUSALS = {"left": 0}
+
+
+class LookalikeError(RuntimeError):
+    """Fails an activation with the refusal's words but not its type."""
+
+
+@workflow.defn(name="wfi-test.StaleOnQuery", sandboxed=False)
+class StaleOnQuery:
+    """Fails every activation while REFUSALS["left"] > 0 (each failure counts one down)."""
+
+    @workflow.run
+    async def run(self, lookalike: bool) -> None:
+        def refuse() -> bool:
+            if REFUSALS["left"] > 0:
+                REFUSALS["left"] -= 1
+                error = LookalikeError if lookalike else StaleActivationError
+                raise error("stale activation: built from a query task's trailing events at a stale time")
+            return False
+
+        await workflow.wait_condition(refuse)
+
+    @workflow.query
+    def answer(self) -> str:
+        return "answered"
+
+
+async def test_a_stale_activation_refusal_is_recognised_by_its_type_and_retried(dev_env, task_queue: str) -> None:
+    # proves: SCHED-5
+    client = dev_env.client
+    wfi = WfiClient(client, task_queue=task_queue, max_attempts=20)
+    # No cache: every query replays the run, so the refusing predicate runs for the query's activation.
+    async with Worker(client, task_queue=task_queue, workflows=[StaleOnQuery], max_cached_workflows=0):
+        for lookalike, expected in ((False, STALE_ACTIVATION), (True, "LookalikeError")):
+            handle = await client.start_workflow(StaleOnQuery.run, lookalike, id=f"stale-{uuid.uuid4()}", task_queue=task_queue)
+            assert await handle.query(StaleOnQuery.answer) == "answered"
+            REFUSALS["left"] = 1
+            with pytest.raises(WorkflowQueryFailedError) as failed:
+                await handle.query(StaleOnQuery.answer)
+            assert query_failure_type(failed.value) == expected
+            assert "stale activation:" in failed.value.message  # the same words either way
+            await handle.terminate()
+        # The client retries the refusal (the next activation passes) and nothing that only looks like it.
+        handle = await client.start_workflow(StaleOnQuery.run, False, id=f"stale-{uuid.uuid4()}", task_queue=task_queue)
+        assert await handle.query(StaleOnQuery.answer) == "answered"  # its first workflow task is done
+        REFUSALS["left"] = 2
+        assert await wfi._retry(lambda: handle.query(StaleOnQuery.answer)) == "answered"
+        assert REFUSALS["left"] == 0
+        lookalike = await client.start_workflow(StaleOnQuery.run, True, id=f"stale-{uuid.uuid4()}", task_queue=task_queue)
+        assert await lookalike.query(StaleOnQuery.answer) == "answered"
+        REFUSALS["left"] = 1
+        with pytest.raises(WorkflowQueryFailedError):
+            await wfi._retry(lambda: lookalike.query(StaleOnQuery.answer))
+        REFUSALS["left"] = 0
+        for h in (handle, lookalike):
+            await h.terminate()

@@ -23,10 +23,9 @@ from temporalio.service import RPCError
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
-from wf_initiation.client import WfiClient
+from wf_initiation.client import WfiClient, query_failure_type
 from wf_initiation.core import schedule as seq
-from wf_initiation.workflows._fresh import STALE_ACTIVATION
-from wf_initiation.wire import OperatorRequest
+from wf_initiation.wire import STALE_ACTIVATION, OperatorRequest
 from wf_initiation.workflows.activation import ActivationWorkflow
 
 
@@ -36,7 +35,9 @@ async def query_hammer(client: Client, workflow_id: str, stop: asyncio.Event, er
     while not stop.is_set():
         try:
             await handle.query(ActivationWorkflow.summary_query)
-        except (RPCError, WorkflowQueryFailedError) as exc:
+        except WorkflowQueryFailedError as exc:
+            errors.append(query_failure_type(exc) or str(exc))
+        except RPCError as exc:
             errors.append(str(exc))
         await asyncio.sleep(0.005)
 
@@ -86,15 +87,15 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
             await wait_admitted_after(wfi, name, restarted + timedelta(seconds=11))
             await wfi.operate(name, OperatorRequest(action="pause"))
             # The refusal fails a query task, never a workflow task: nothing about it reaches history.
-            failed = [e.workflow_task_failed_event_attributes.failure.message
+            failed = [e.workflow_task_failed_event_attributes.failure
                       async for e in client.get_workflow_handle(f"wfi-activation:{name}").fetch_history_events()
                       if e.HasField("workflow_task_failed_event_attributes")]
-            assert not [m for m in failed if STALE_ACTIVATION in m], failed
+            assert not [f for f in failed if f.application_failure_info.type == STALE_ACTIVATION], failed
         finally:
             stop.set()
             worker.stop()
             await assert_replays(client, f"wfi-activation:{name}")
-        guarded = [e for e in errors if STALE_ACTIVATION in e]
+        guarded = [e for e in errors if e == STALE_ACTIVATION]
         exercised += bool(guarded) or STALE_ACTIVATION in log.read_text()
         print(f"attempt {attempt + 1}: {len(guarded)} queries failed by the guard, {len(errors)} query errors")
         if exercised:

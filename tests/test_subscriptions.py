@@ -18,6 +18,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import SUBSCRIPTION_REFUSED
 from wf_initiation.core.engine import Disposition, Engine, initial_state
 from wf_initiation.core.engine._subscriptions import (
     SubscribeRequest,
@@ -264,7 +265,7 @@ async def test_a_wait_for_an_unknown_trigger_fails_the_run_with_the_entries_to_c
     with pytest.raises(Exception) as failure:
         await handle.result()
     cause = failure.value.cause  # type: ignore[attr-defined]
-    assert cause.type == "SubscriptionRefused" and "'replyy'" in cause.message and "reply" in cause.message
+    assert cause.type == SUBSCRIPTION_REFUSED and "'replyy'" in cause.message and "reply" in cause.message
 
 
 async def test_waiting_runs_get_their_events_across_a_worker_sigkill_after_acceptance(

@@ -36,6 +36,7 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
+from temporalio.api.errordetails.v1 import QueryFailedFailure
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
@@ -50,9 +51,8 @@ from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
-    DeliveryRequest, OperatorRequest, OperatorResult,
+    REBINDING, STALE_ACTIVATION, DeliveryRequest, OperatorRequest, OperatorResult,
 )
-from wf_initiation.workflows._fresh import STALE_ACTIVATION
 from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
 
 _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
@@ -78,6 +78,19 @@ def is_transport_error(exc: RPCError) -> bool:
     text = str(exc.message).lower()
     return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
                           RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
+
+
+def query_failure_type(exc: WorkflowQueryFailedError) -> str | None:
+    """The failure type of a failed query, as the worker reported it (the server passes it on in the
+    error's ``QueryFailedFailure`` detail), or None when it carries none."""
+    rpc = exc.__cause__ or exc.__context__
+    if not isinstance(rpc, RPCError):
+        return None
+    for detail in rpc.grpc_status.details:
+        failure = QueryFailedFailure()
+        if detail.Unpack(failure) and failure.HasField("failure"):
+            return failure.failure.application_failure_info.type or None
+    return None
 
 
 def _cancelling() -> bool:
@@ -307,12 +320,12 @@ class WfiClient:
                     raise
             except WorkflowUpdateFailedError as exc:
                 cause = getattr(exc.cause, "type", None)
-                if cause != "Rebinding" or attempt == self.max_attempts - 1:
+                if cause != REBINDING or attempt == self.max_attempts - 1:
                     raise
             except WorkflowQueryFailedError as exc:
                 # A query that reached a restarted worker with events it must not decide on yet
                 # (workflows/_fresh.py): the worker replays the run at its next task; ask again.
-                if STALE_ACTIVATION not in str(exc) or attempt == self.max_attempts - 1:
+                if query_failure_type(exc) != STALE_ACTIVATION or attempt == self.max_attempts - 1:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)

@@ -27,12 +27,8 @@ import asyncio
 
 from temporalio import workflow
 
-
-STALE_ACTIVATION = "stale activation:"  # how the failed query's message starts (clients retry on it)
-
-
-class StaleActivationError(RuntimeError):
-    """Not a workflow failure: fails the activation so the worker evicts and replays the run."""
+with workflow.unsafe.imports_passed_through():
+    from wf_initiation.wire import StaleActivationError  # its type is what clients recognise and retry
 
 
 class FreshTimeGuard:
@@ -48,7 +44,7 @@ class FreshTimeGuard:
         seen, self._seen = self._seen, (length, now_ns)
         if seen is not None and is_stale(seen, (length, now_ns), replaying=workflow.unsafe.is_replaying()):
             raise StaleActivationError(
-                f"{STALE_ACTIVATION} built from a query task's trailing events at a stale time "
+                f"stale activation: built from a query task's trailing events at a stale time "
                 f"(history grew from {seen[0]} to {length} events but the time did not move); "
                 "failing it so the worker evicts this run and replays it on the next workflow task "
                 "(see workflows/_fresh.py). Nothing is lost; retry the query."

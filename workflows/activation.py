@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from ._intake import Undecodable, decode
     from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import (
-        DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+        HANDLER_FAILED, INVALID_ARGUMENT, REBINDING, DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
         DeliveryRequest, OperatorRequest, OperatorResult,
     )
 
@@ -559,7 +559,7 @@ class ActivationWorkflow:
         try:
             decoded = self._decode_many(requests)
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
-            raise ApplicationError(str(exc), type="InvalidArgument", non_retryable=True) from None
+            raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
         results: list[DeliveryResult] = []
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
@@ -677,7 +677,7 @@ class ActivationWorkflow:
             return handle()
         except SIGNAL_ERRORS as exc:
             raise ApplicationError(f"the {name} update could not be handled: {type(exc).__name__}: {exc}",
-                                   type="HandlerFailed", non_retryable=True) from None
+                                   type=HANDLER_FAILED, non_retryable=True) from None
 
     def _signal_safely(self, name: str, handle: Any) -> Any:
         """Run a signal's work and return its result; with the budgets, a failure the input caused is
@@ -696,7 +696,7 @@ class ActivationWorkflow:
         # While the state is too large to carry, the engine defers deliveries itself: refusing them
         # here would only make callers give up.
         if self._pending_spec is not None and self._engine.carry_blocked is None:
-            raise ApplicationError("activation is being replaced; retry the delivery", type="Rebinding")
+            raise ApplicationError("activation is being replaced; retry the delivery", type=REBINDING)
 
     # ------------------------------------------------------------------ activation and operators
     @workflow.update(name="activate")

@@ -31,6 +31,7 @@ from temporalio import workflow as _wf
 from temporalio.exceptions import ApplicationError, FailureError
 
 with _wf.unsafe.imports_passed_through():
+    from wf_initiation.wire import NO_ACTIVATION, SUBSCRIPTION_REFUSED
     from wf_initiation.core.engine._subscriptions import (
         EVENT_SIGNAL,
         SUBSCRIBE_SIGNAL,
@@ -102,7 +103,7 @@ async def _send(activation: Any, signal: str, arg: BaseModel, workflow: str) -> 
     except FailureError as exc:
         raise ApplicationError(
             f"workflow {workflow!r} has no running activation ({activation_workflow_id(workflow)}): "
-            f"activate its Workfile before waiting for its events ({exc})", type="NoActivation", non_retryable=True,
+            f"activate its Workfile before waiting for its events ({exc})", type=NO_ACTIVATION, non_retryable=True,
         ) from exc
 
 
@@ -110,7 +111,7 @@ def _outcome(event: SubscriptionEvent, workflow: str, trigger: str, timeout: tim
     if event.kind == "event":
         return event.payload
     if event.reason == "refused":
-        raise ApplicationError(event.message or "subscription refused", type="SubscriptionRefused", non_retryable=True)
+        raise ApplicationError(event.message or "subscription refused", type=SUBSCRIPTION_REFUSED, non_retryable=True)
     raise TimeoutError(f"no event of {workflow}/{trigger} matched within {timeout}")
 
 

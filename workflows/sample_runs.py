@@ -14,6 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from wf_initiation.wire import ECHO_RUN_FAILED
     from wf_initiation.core.runinput import RunInput
 
 
@@ -41,7 +42,7 @@ class EchoRun:
         if controls.get("hold"):
             await workflow.wait_condition(lambda: self._released)
         if controls.get("fail"):
-            raise ApplicationError("asked to fail by the payload", type="EchoRunFailed", non_retryable=True)
+            raise ApplicationError("asked to fail by the payload", type=ECHO_RUN_FAILED, non_retryable=True)
         return {"run_key": input.initiation.run_key, "trigger": input.trigger.name, "started_at": workflow.now().isoformat(),
                 "input": input.model_dump(mode="json")}
 

@@ -17,11 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
-POLL_SOURCE_UNAVAILABLE = "PollSourceUnavailable"
-"""Error type: the source failed (HTTP error or timeout, database unreachable, file missing)."""
-
-POLL_CONFIG_INVALID = "PollConfigInvalid"
-"""Error type: the configuration, connection or cursor cannot be used; polling again will not help."""
+from wf_initiation.wire import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE  # the error types live on the wire
 
 ACTIVITY_PREFIX = "wfi.poll."
 """Activity names are ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
