@@ -24,7 +24,7 @@ import time
 
 from temporalio import activity
 
-WAIT_ACTIVITY = "wfi.wait_for_instant"
+from wf_initiation.wire import WAIT_ACTIVITY
 
 
 async def sleep_at_least(seconds: float) -> float:

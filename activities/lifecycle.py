@@ -18,29 +18,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from wf_initiation.core.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent
-from wf_initiation.wire import ACTIVATION_WORKFLOW
-from wf_initiation.workflows.search_attributes import WFI_TRIGGERS
-
-
-class PublishRequest(BaseModel):
-    events: list[LifecycleEvent]
-
-
-class PublishResult(BaseModel):
-    signals: int = Field(description="Signals sent (events x subscribing activations).")
-    activations: list[str] = Field(default_factory=list, description="Workflow ids of the activations signalled.")
-
-
-def subscribers_query(connector: str) -> str:
-    """Visibility query of the running activations that trigger on ``connector``."""
-    return (f"WorkflowType = '{ACTIVATION_WORKFLOW}' AND ExecutionStatus = 'Running' "
-            f"AND {WFI_TRIGGERS.name} = '{connector}'")
+from wf_initiation.core.engine._subscriptions import LifecycleEvent
+from wf_initiation.wire import (
+    LIFECYCLE_SIGNAL, PUBLISH_LIFECYCLE_ACTIVITY, PublishRequest, PublishResult, subscribers_query,
+)
 
 
 class LifecycleActivities:
@@ -49,7 +34,7 @@ class LifecycleActivities:
     def __init__(self, client: Client):
         self._client = client
 
-    @activity.defn(name="wfi.publish_lifecycle")
+    @activity.defn(name=PUBLISH_LIFECYCLE_ACTIVITY)
     async def publish(self, request: PublishRequest) -> PublishResult:
         """Signal every event to every subscribing activation; a closed activation is skipped."""
         subscribers = {c: await self._subscribers(c) for c in {e.connector for e in request.events}}

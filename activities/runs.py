@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus as Status, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -26,8 +25,10 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation.activities.clock import sleep_at_least
-from wf_initiation.core.runinput import RunInput
-from wf_initiation.workflows.search_attributes import WFI_ACTIVATION, WFI_WORKFLOW
+from wf_initiation.wire import (
+    CONTROL_RUN_ACTIVITY, START_RUNS_ACTIVITY, WATCH_RUNS_ACTIVITY, WFI_ACTIVATION, WFI_WORKFLOW, ControlRequest, RunOutcome,
+    StartedRun, StartRunsRequest, WatchRequest,
+)
 
 if TYPE_CHECKING:
     from wf_initiation.telemetry import WfiTelemetry
@@ -45,53 +46,6 @@ _STATUS = {
 MAX_LINGER = 1.0
 
 
-class RunToStart(BaseModel):
-    run_key: str
-    input: RunInput
-    trace: dict[str, str] | None = Field(default=None, description="Trace context of the delivery that admitted "
-                                         "the run (W3C carrier): its start joins that trace (wf_initiation.telemetry).")
-
-
-class StartRunsRequest(BaseModel):
-    workflow_type: str
-    task_queue: str
-    execution_timeout_seconds: float | None = None
-    runs: list[RunToStart]
-    not_before_seconds: float = Field(
-        default=0.0, description="Sleep at least this long (monotonic, from this attempt's start) before starting: "
-        "the activation's hold until an anticipated occurrence's instant (activities.clock).")
-
-
-class StartedRun(BaseModel):
-    run_key: str
-    run_id: str | None = None
-    already_started: bool = False
-    terminal_status: str | None = Field(default=None, description="Set when the run had already ended.")
-    error: str | None = Field(default=None, description="Set when this run can never be started: a start fault.")
-
-
-class WatchedRun(BaseModel):
-    run_key: str
-    run_id: str | None = None
-
-
-class WatchRequest(BaseModel):
-    runs: list[WatchedRun]
-    max_wait_seconds: float = 300.0
-    linger_seconds: float = 0.05
-
-
-class RunOutcome(BaseModel):
-    run_key: str
-    status: str
-
-
-class ControlRequest(BaseModel):
-    run_key: str
-    action: str
-    reason: str
-
-
 class RunActivities:
     """Activities bound to a client (the plugin constructs this with the worker's client)."""
 
@@ -101,7 +55,7 @@ class RunActivities:
         self._client = client
         self._telemetry = telemetry or NO_TELEMETRY
 
-    @activity.defn(name="wfi.start_runs")
+    @activity.defn(name=START_RUNS_ACTIVITY)
     async def start_runs(self, req: StartRunsRequest) -> list[StartedRun]:
         """Start each run at most once; already-started or closed ids are reported, not errors."""
         await sleep_at_least(req.not_before_seconds)
@@ -146,7 +100,7 @@ class RunActivities:
         status = _STATUS.get(desc.status) if desc.status else None
         return StartedRun(run_key=run_key, run_id=desc.run_id, already_started=True, terminal_status=status)
 
-    @activity.defn(name="wfi.watch_runs")
+    @activity.defn(name=WATCH_RUNS_ACTIVITY)
     async def watch_runs(self, req: WatchRequest) -> list[RunOutcome]:
         """Wait until at least one run is terminal (or max_wait); report every terminal one.
 
@@ -171,7 +125,7 @@ class RunActivities:
             desc = await self._client.get_workflow_handle(run.run_key).describe()
             return _STATUS.get(desc.status, "failed") if desc.status else "failed"
 
-    @activity.defn(name="wfi.control_run")
+    @activity.defn(name=CONTROL_RUN_ACTIVITY)
     async def control_run(self, req: ControlRequest) -> str:
         handle = self._client.get_workflow_handle(req.run_key)
         try:

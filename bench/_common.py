@@ -38,6 +38,8 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.service import RPCError, RPCStatusCode
     from temporalio.testing import WorkflowEnvironment
 
+    from wf_initiation.wire import DELIVER_SIGNAL
+
 SAMPLE_PERIOD = 0.05  # how often a bench samples a counter (a measurement period, not a test wait)
 
 
@@ -63,7 +65,7 @@ async def dev_server(
         log_file: Where the server's own output goes (it logs refused updates as errors), instead of
             this process's stdout/stderr.
     """
-    from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+    from wf_initiation.wire import SEARCH_ATTRIBUTES
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="wfi-bench-"))
     metrics = ServerMetrics(free_port())
@@ -184,7 +186,7 @@ class UpdateThenStart:
         self._pending.append(str(payload["delivery_id"]))
         return "accepted"
 
-    @workflow.signal(name="deliver_signal")
+    @workflow.signal(name=DELIVER_SIGNAL)  # the activation's name: drivers send the same to both
     def deliver_signal(self, payload: Any) -> None:
         self._pending.append(str(payload["delivery_id"]))
 

@@ -94,8 +94,9 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
     if role == "activations":
         from bench._common import BareStarter
         from bench.bench_external import bare_run_input
+        from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
-        floor = BareStarter(client, "wfi.EchoRun", bare_run_input)
+        floor = BareStarter(client, ECHO_RUN_WORKFLOW, bare_run_input)
         worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=False)], workflows=BARE_WORKFLOWS,
                         activities=[floor.start_runs], **extra)
     else:

@@ -60,9 +60,10 @@ from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.core.engine import Disposition, Engine, initial_state  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
-from wf_initiation.workflows.activation import encode_state, workflow_id_for  # noqa: E402
+from wf_initiation.workflows.activation import encode_state  # noqa: E402
+from wf_initiation.wire import DELIVER_MANY_UPDATE, ECHO_RUN_WORKFLOW, workflow_id_for  # noqa: E402
 
-RUN_TYPE = "wfi.EchoRun"
+RUN_TYPE = ECHO_RUN_WORKFLOW
 TWO_MIB = 2 * 1024 * 1024
 BULK = 50  # deliveries per deliver_many update (the workflow admits up to MAX_BULK)
 HOOK = """
@@ -151,7 +152,7 @@ class Bench:
         if mode == "deliver":
             results = []
             await fan_out(n, self.n, lambda i: self._deliver_into(name, payloads[i], results))
-        elif mode == "deliver_many":
+        elif mode == DELIVER_MANY_UPDATE:
             chunks = [payloads[i : i + BULK] for i in range(0, n, BULK)]
             results = []
             await fan_out(len(chunks), self.n, lambda c: self._deliver_chunk(name, chunks[c], results))
@@ -316,7 +317,7 @@ async def start_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
     bare_before = await bench.bare_start_rate(sizes.starts)
     rows: list[tuple[str, float, UpdateRefusals]] = []
     variants = [("deliver", "deliver update", True)] + [
-        (mode, how, lifecycle) for mode, how in (("deliver_many", f"deliver_many ({BULK}/update)"), ("signal", "signal"))
+        (mode, how, lifecycle) for mode, how in ((DELIVER_MANY_UPDATE, f"deliver_many ({BULK}/update)"), ("signal", "signal"))
         for lifecycle in (True, False)]  # updates are bound by the update path, not by lifecycle publishing
     for mode, how, lifecycle in variants:
         log(f"    {how}, lifecycle_events {'on' if lifecycle else 'off'}")

@@ -42,6 +42,7 @@ from bench._common import (  # noqa: E402
 from bench._workers import Queues, worker_processes  # noqa: E402
 from wf_initiation.client import WfiClient, build_spec  # noqa: E402
 from wf_initiation.core.deployment import load_deployment  # noqa: E402
+from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
 
 CONCURRENCY = (1, 16, 64)
 # By default both sides run on a server that admits 100 updates in flight per workflow, and the
@@ -155,7 +156,7 @@ def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: lis
     path.write_text(json.dumps({
         "temporal": {"address": address, "task_queue": queues.activations},
         "workflows": {name: {"workfile": f"{name}.yaml", "lifecycle_events": False,
-                             "run": {"workflow_type": "wfi.EchoRun", "task_queue": queues.runs}} for name in names},
+                             "run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": queues.runs}} for name in names},
         "ingress": {"port": port, "default_auth": {"scheme": "token", "secrets": ["env:WFI_BENCH_TOKEN"]},
                     "updates_per_workflow": slots, "max_waiting": 1024},
     }))
@@ -195,7 +196,7 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
                     latencies[side] += lat
                     failed += one.failed
                     if kind == "accepted":
-                        await drain(server.client, "wfi.EchoRun")
+                        await drain(server.client, ECHO_RUN_WORKFLOW)
             total = n * args.rounds
             results = {side: (total / seconds[side], latencies[side]) for side in seconds}
             figures += compare(kind, c, total, results, failed)

@@ -39,7 +39,8 @@ from tests.support.activation import make_spec  # noqa: E402
 from bench._common import temporal_binary  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.plugin import WfiPlugin  # noqa: E402
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
+from wf_initiation.wire import SEARCH_ATTRIBUTES  # noqa: E402
+from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
 
 SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
 
@@ -60,7 +61,7 @@ async def baseline_starts(client: Client, n: int, concurrency: int = 50) -> floa
                                   accepted_at=datetime.now(timezone.utc)),
         )
         async with sem:
-            await client.start_workflow("wfi.EchoRun", run_input, id=f"{prefix}-{i}", task_queue=queue)
+            await client.start_workflow(ECHO_RUN_WORKFLOW, run_input, id=f"{prefix}-{i}", task_queue=queue)
 
     started = time.monotonic()
     await asyncio.gather(*(one(i) for i in range(n)))

@@ -56,7 +56,8 @@ from wf_initiation.core import schedule as seq  # noqa: E402
 from wf_initiation.core.deployment import WAKE_AHEAD_DEFAULT  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
 from wf_initiation.wire import OperatorRequest  # noqa: E402
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: E402
+from wf_initiation.wire import SEARCH_ATTRIBUTES  # noqa: E402
+from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
 
 def server_args(timer_shift: str) -> list[str]:
     return ["--dynamic-config-value", f'history.timerProcessorMaxTimeShift="{timer_shift}"']
@@ -104,7 +105,7 @@ async def run_temporal(client: Client, task_queue: str, every: int, seconds: flo
                               accepted_at=datetime.now(UTC)),
     )
     handle = await client.create_schedule(schedule_id, Schedule(
-        action=ScheduleActionStartWorkflow("wfi.EchoRun", arg, id=f"{schedule_id}-run", task_queue=task_queue),
+        action=ScheduleActionStartWorkflow(ECHO_RUN_WORKFLOW, arg, id=f"{schedule_id}-run", task_queue=task_queue),
         # Half a period out of phase with wfi's instants: two starts at the same millisecond collide in
         # the dev server (Temporal's p99 went from ~35 ms to ~250 ms once wfi started runs within 2 ms
         # of its instants); each side is measured against its own instants, so the phase is free.

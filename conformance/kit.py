@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from ruamel.yaml import YAML
 
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.wire import ACTIVATION_ID_PREFIX  # the workflow id webhook bridges address (README)
 
 from .report import CLAIMABLE as CAPABILITIES
 from .report import CORE, CaseResult, Outcome, Report, build_report
@@ -46,8 +47,6 @@ SCHEDULED, EXTERNAL, POLLING = CAPABILITIES
 # It is never claimed itself; every real capability's claim requires all core cases to pass.
 
 CaseFn = Callable[["Target"], Awaitable[None]]
-# The workflow id of a workflow identity's activation (README: the id webhook bridges address).
-ACTIVATION_ID_PREFIX = "wfi-activation:"
 CLEANUP_TIMEOUT = 120.0
 
 

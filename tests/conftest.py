@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 T = TypeVar("T")
 ROOT = pathlib.Path(__file__).resolve().parent.parent

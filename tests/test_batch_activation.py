@@ -33,7 +33,7 @@ from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 WAIT = timedelta(hours=1)
 APART = timedelta(minutes=10)

@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from tests.conftest import DEV_SERVER_ARGS, ROOT, _converter, binary
 from wf_initiation.conformance import CAPABILITIES, Report
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")
 EXAMPLES = ROOT / "examples" / "deployment.yaml"

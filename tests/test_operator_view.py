@@ -20,7 +20,7 @@ from tests.support.operator_view import SECRET_TOKEN, Page, build_scenario, page
 from wf_initiation.core.engine import Engine, initial_state, summary
 from wf_initiation.core.engine._view import MAX_BYTES, markdown as render, redact, secrets_of
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
 MANY = "name: wide\non:\n" + "".join(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -154,6 +155,9 @@ async def test_users_own_workflows_and_activities_modules_run_beside_the_plugin(
 
 def _build_wheel(out: pathlib.Path) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
+    # pip builds in this tree: a module removed from the source (wire.py became wire/) must not ride
+    # along from an earlier build's build/lib into the wheel.
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     for old in out.glob("wf_initiation-*.whl"):
         old.unlink()
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],

@@ -24,7 +24,7 @@ from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin, WfiSetupError
-from wf_initiation.workflows.search_attributes import ALL, create_command
+from wf_initiation.wire.search_attributes import ALL, create_command
 
 KEYWORD = IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 TEXT = IndexedValueType.INDEXED_VALUE_TYPE_TEXT

@@ -34,7 +34,7 @@ def test_no_public_name_of_the_run_side_module_creates_fires_or_controls_anythin
     # proves: COMP-4, COMP-7
     own = {name for name, value in vars(runapi).items()
            if not name.startswith("_") and getattr(value, "__module__", None) == runapi.__name__}
-    assert own == {"wait_for", "WaitForExample", "WaitRequest"}, "the example run and its input are the only extras"
+    assert own == {"wait_for", "WaitForExample"}, "the example run is the only extra (its input is on the wire)"
     public_members = own | {m for m in dir(runapi.WaitForExample) if not m.startswith("_")}
     assert not [n for n in public_members if any(w in n.lower() for w in FORBIDDEN_WORDS)]
 

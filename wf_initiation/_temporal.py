@@ -329,7 +329,7 @@ async def start_dev_server(
     """
     from temporalio.testing import WorkflowEnvironment
 
-    from wf_initiation.workflows.search_attributes import ALL
+    from wf_initiation.wire.search_attributes import ALL
 
     if ip not in ("127.0.0.1", "0.0.0.0", "localhost"):
         # start_local checks readiness on 127.0.0.1 whatever the server binds (sdk-core ephemeral_server).

@@ -51,9 +51,9 @@ from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
-    REBINDING, STALE_ACTIVATION, DeliveryRequest, OperatorRequest, OperatorResult,
+    REBINDING, STALE_ACTIVATION, DeliveryRequest, workflow_id_for, OperatorRequest, OperatorResult,
 )
-from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows.activation import ActivationWorkflow
 
 _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
               RPCStatusCode.ABORTED}

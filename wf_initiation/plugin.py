@@ -35,7 +35,7 @@ from wf_initiation.activities.runs import RunActivities
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
-from wf_initiation.workflows.search_attributes import SearchAttributesMissing, ensure_registered
+from wf_initiation.wire.search_attributes import SearchAttributesMissing, ensure_registered
 
 logger = logging.getLogger(__name__)
 

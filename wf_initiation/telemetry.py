@@ -35,11 +35,12 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from wf_initiation._trace_context import CARRIER as _carrier
 from wf_initiation._trace_context import EXTERN, TRACE_HEADER, current_carrier
+from wf_initiation.wire import ACTIVATION_ID_PREFIX as ACTIVATION_PREFIX
+from wf_initiation.wire import DELIVER_MANY_UPDATE, DELIVER_UPDATE
+from wf_initiation.wire import DELIVER_SIGNAL as DELIVERY_SIGNAL
+from wf_initiation.wire import POLL_ACTIVITY_PREFIX as POLL_PREFIX
 
-ACTIVATION_PREFIX = "wfi-activation:"
-POLL_PREFIX = "wfi.poll."
-DELIVERY_UPDATES = frozenset({"deliver", "deliver_many"})
-DELIVERY_SIGNAL = "deliver_signal"
+DELIVERY_UPDATES = frozenset({DELIVER_UPDATE, DELIVER_MANY_UPDATE})
 
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 def workflow_name(workflow_id: str) -> str:

@@ -30,15 +30,11 @@ from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedS
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.activities.clock import WAIT_ACTIVITY
-    from wf_initiation.activities.runs import ControlRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest
     from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec, spec_problems
     from wf_initiation.core.connections import redact
-    from wf_initiation.activities.poll import PollRequest, PollResponse, activity_name_for
     from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
     from wf_initiation.core.engine._poll import abandon_in_flight
     from wf_initiation.core.engine import _deactivate
-    from wf_initiation.activities.lifecycle import PublishRequest
     from wf_initiation.core.engine import _intake as intake
     from wf_initiation.core.engine import _subscriptions as subs
     from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
@@ -48,14 +44,20 @@ with workflow.unsafe.imports_passed_through():
         MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
     )
 
-    from . import search_attributes as sa
     from ._fresh import FreshTimeGuard
     from ._intake import Undecodable, decode
     from ._telemetry import ActivationTelemetry
+    from wf_initiation.wire import search_attributes as sa
     from wf_initiation.wire import (
-        HANDLER_FAILED, INVALID_ARGUMENT, REBINDING, DEACTIVATE_UPDATE, MAX_BULK, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
-        DeliveryRequest, OperatorRequest, OperatorResult,
+        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, CONTROL_RUN_ACTIVITY, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL,
+        DELIVER_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, HANDLER_FAILED, INVALID_ARGUMENT, LIFECYCLE_SIGNAL, MAX_BULK,
+        OPERATE_UPDATE, PUBLISH_LIFECYCLE_ACTIVITY, REBINDING, START_RUNS_ACTIVITY, STATE_QUERY, SUBSCRIBE_SIGNAL,
+        SUMMARY_QUERY, UNSUBSCRIBE_SIGNAL, WAIT_ACTIVITY, WATCH_RUNS_ACTIVITY, ActivateResult, ControlRequest,
+        DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
+        PollRequest, PollResponse, PublishRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun,
+        WatchRequest, workflow_id_for,
     )
+    from wf_initiation.wire import poll_activity_name as activity_name_for
 
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
@@ -70,10 +72,6 @@ BOUNDED_PATCH = "wfi-hostile-input-budgets"
 START_ATTEMPTS = 8  # then the chunk's runs are started one by one; one that still fails is a start fault
 ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
-
-
-def workflow_id_for(workflow_name: str) -> str:
-    return f"wfi-activation:{workflow_name}"
 
 
 _STATE_HEADER = struct.Struct("<4sI")
@@ -96,7 +94,7 @@ def decode_state(blob: bytes) -> EngineState:
     return state
 
 
-@workflow.defn(name="wfi.Activation")
+@workflow.defn(name=ACTIVATION_WORKFLOW)
 class ActivationWorkflow:
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
@@ -333,7 +331,7 @@ class ActivationWorkflow:
         failure: ActivityError | None = None
         try:
             results: list[StartedRun] = await execute(
-                "wfi.start_runs",
+                START_RUNS_ACTIVITY,
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
@@ -380,7 +378,7 @@ class ActivationWorkflow:
     async def _watch(self, runs: list[WatchedRun]) -> None:
         try:
             outcomes: list[RunOutcome] = await workflow.execute_activity(
-                "wfi.watch_runs", WatchRequest(runs=runs), result_type=list[RunOutcome],
+                WATCH_RUNS_ACTIVITY, WatchRequest(runs=runs), result_type=list[RunOutcome],
                 start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"watch {len(runs)} run(s)",
@@ -397,7 +395,7 @@ class ActivationWorkflow:
         self._controls += 1
         try:
             await workflow.execute_activity(
-                "wfi.control_run", ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+                CONTROL_RUN_ACTIVITY, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
                 result_type=str, start_to_close_timeout=timedelta(seconds=30),
             )
         finally:
@@ -437,7 +435,7 @@ class ActivationWorkflow:
         events = [LifecycleEvent(connector=c.connector, payload=c.payload) for c in chunk]
         try:
             await workflow.execute_activity(
-                "wfi.publish_lifecycle", PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=15),
+                PUBLISH_LIFECYCLE_ACTIVITY, PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"publish {len(chunk)} lifecycle event(s)",
             )
@@ -534,7 +532,7 @@ class ActivationWorkflow:
 
     # ------------------------------------------------------------------ deliveries
     # Arguments anyone with a Temporal client can send arrive raw and are decoded by ``_intake``.
-    @workflow.update(name="deliver")
+    @workflow.update(name=DELIVER_UPDATE)
     async def deliver(self, request: RawValue) -> DeliveryResult:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
@@ -554,7 +552,7 @@ class ActivationWorkflow:
             raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
                              "reference (URL, object key) instead of the content")
 
-    @workflow.update(name="deliver_many")
+    @workflow.update(name=DELIVER_MANY_UPDATE)
     async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
         try:
             decoded = self._decode_many(requests)
@@ -564,7 +562,7 @@ class ActivationWorkflow:
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
-            results += self._update_safely("deliver_many", lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
+            results += self._update_safely(DELIVER_MANY_UPDATE, lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
         self._telemetry.delivered(self._engine, results)
         self._poke()
         return results
@@ -590,7 +588,7 @@ class ActivationWorkflow:
     def _max_bytes(self, limit: int) -> int:
         return limit + ENVELOPE if self._engine.bounded else 64 * MIB
 
-    @workflow.signal(name="deliver_signal")
+    @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
@@ -598,12 +596,12 @@ class ActivationWorkflow:
             intake.undecodable(self._engine, str(exc), self._now())  # recorded: the sender was told it is durable
         else:
             await self._admission(1)
-            result = self._signal_safely("deliver_signal", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+            result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
             if result is not None:
                 self._telemetry.delivered(self._engine, [result])
         self._poke()
 
-    @workflow.signal(name=subs.SUBSCRIBE_SIGNAL)
+    @workflow.signal(name=SUBSCRIBE_SIGNAL)
     def subscribe(self, request: RawValue) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
@@ -611,20 +609,20 @@ class ActivationWorkflow:
             self._signal_safely("subscribe", lambda: subs.subscribe(self._engine, decoded, self._now()))
         self._poke()
 
-    @workflow.signal(name=subs.UNSUBSCRIBE_SIGNAL)
+    @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
     def unsubscribe(self, request: RawValue) -> None:
         decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
         if decoded is not None:
             self._signal_safely("unsubscribe", lambda: subs.unsubscribe(self._engine, decoded, self._now()))
         self._poke()
 
-    @workflow.signal(name=subs.LIFECYCLE_SIGNAL)
+    @workflow.signal(name=LIFECYCLE_SIGNAL)
     async def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
-        decoded = self._decode_signal(event, LifecycleEvent, "lifecycle_event")
+        decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
         if decoded is not None and not _deactivate.refuse_lifecycle(self._engine, decoded, self._now()):
             await self._admission(1)
-            self._signal_safely("lifecycle_event", lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
+            self._signal_safely(LIFECYCLE_SIGNAL, lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
         self._poke()
 
     async def _admission(self, wanted: int) -> int:
@@ -699,7 +697,7 @@ class ActivationWorkflow:
             raise ApplicationError("activation is being replaced; retry the delivery", type=REBINDING)
 
     # ------------------------------------------------------------------ activation and operators
-    @workflow.update(name="activate")
+    @workflow.update(name=ACTIVATE_UPDATE)
     def activate(self, spec: ActivationSpec) -> ActivateResult:
         """Idempotent (re)activation: same binding hash -> current; new hash -> rebound (INIT-4)."""
         current = self._engine.spec
@@ -723,7 +721,7 @@ class ActivationWorkflow:
         if problems:
             raise ValueError("the activation is out of bounds: " + "; ".join(problems)[:2000])
 
-    @workflow.update(name="operate")
+    @workflow.update(name=OPERATE_UPDATE)
     def operate(self, request: OperatorRequest) -> OperatorResult:
         self._new_task()  # a backfill uses this task's budget (core.limits.ADMIT_PER_TASK)
         if request.action == "poll_now":  # a build before it dropped poll_now during a poll (replay)
@@ -734,19 +732,19 @@ class ActivationWorkflow:
 
     # ------------------------------------------------------------------ queries and visibility
     # Query results stay under the gRPC message limit whatever the state holds (core.limits.fit_to_bytes).
-    @workflow.query(name="state")
+    @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any]:
         return fit_to_bytes(summary.full_state(self._engine))
 
-    @workflow.query(name="summary")
+    @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
         return fit_to_bytes(summary.short(self._engine))
 
-    @workflow.query(name="events")
+    @workflow.query(name=EVENTS_QUERY)
     def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:
         return summary.events(self._engine, after_seq, limit)
 
-    @workflow.query(name="delivery")
+    @workflow.query(name=DELIVERY_QUERY)
     def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
         return summary.delivery(self._engine, entry, delivery_id)
 

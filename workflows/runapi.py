@@ -26,21 +26,17 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from temporalio import workflow as _wf
 from temporalio.exceptions import ApplicationError, FailureError
 
 with _wf.unsafe.imports_passed_through():
-    from wf_initiation.wire import NO_ACTIVATION, SUBSCRIPTION_REFUSED
-    from wf_initiation.core.engine._subscriptions import (
-        EVENT_SIGNAL,
-        SUBSCRIBE_SIGNAL,
-        UNSUBSCRIBE_SIGNAL,
-        SubscribeRequest,
-        SubscriptionEvent,
-        UnsubscribeRequest,
-        activation_workflow_id,
+    from wf_initiation.core.engine._subscriptions import SubscribeRequest, SubscriptionEvent, UnsubscribeRequest
+    from wf_initiation.wire import (
+        NO_ACTIVATION, SUBSCRIBE_SIGNAL, SUBSCRIPTION_REFUSED, UNSUBSCRIBE_SIGNAL, WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest,
     )
+    from wf_initiation.wire import SUBSCRIPTION_EVENT_SIGNAL as EVENT_SIGNAL
+    from wf_initiation.wire import workflow_id_for as activation_workflow_id
 
 __all__ = ["wait_for"]
 
@@ -151,17 +147,7 @@ def _mailbox() -> _Mailbox:
     return handler.__self__
 
 
-class WaitRequest(BaseModel):
-    """Input of the example workflow :class:`WaitForExample`."""
-
-    workflow: str
-    trigger: str
-    match: dict[str, Any] = Field(default_factory=dict)
-    timeout_seconds: float | None = None
-    waits: int = Field(default=1, ge=1, description="How many events to wait for, one after another.")
-
-
-@_wf.defn(name="wfi.WaitForExample")
+@_wf.defn(name=WAIT_FOR_EXAMPLE_WORKFLOW)
 class WaitForExample:
     """Example run that waits for events with :func:`wait_for`; registered with the sample runs.
 

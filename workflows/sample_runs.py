@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.wire import ECHO_RUN_FAILED
+    from wf_initiation.wire import ECHO_RUN_FAILED, ECHO_RUN_RECEIVED_QUERY, ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
     from wf_initiation.core.runinput import RunInput
 
 
@@ -27,7 +27,7 @@ def _controls(value: Any) -> dict[str, Any]:
     return {**value, **body} if isinstance(body, dict) else value
 
 
-@workflow.defn(name="wfi.EchoRun")
+@workflow.defn(name=ECHO_RUN_WORKFLOW)
 class EchoRun:
     def __init__(self) -> None:
         self._released = False
@@ -46,10 +46,10 @@ class EchoRun:
         return {"run_key": input.initiation.run_key, "trigger": input.trigger.name, "started_at": workflow.now().isoformat(),
                 "input": input.model_dump(mode="json")}
 
-    @workflow.signal
+    @workflow.signal(name=ECHO_RUN_RELEASE_SIGNAL)
     def release(self) -> None:
         self._released = True
 
-    @workflow.query
+    @workflow.query(name=ECHO_RUN_RECEIVED_QUERY)
     def received(self) -> dict[str, Any] | None:
         return self._input.model_dump(mode="json") if self._input else None

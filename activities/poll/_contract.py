@@ -14,72 +14,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from temporalio.exceptions import ApplicationError
 
-from wf_initiation.wire import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE  # the error types live on the wire
+# The contract's names and models live on the wire; re-exported here for connectors.
+from wf_initiation.wire import POLL_ACTIVITY_PREFIX as ACTIVITY_PREFIX
+from wf_initiation.wire import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollItem, PollRequest, PollResponse
+from wf_initiation.wire import poll_activity_name as activity_name_for
 
-ACTIVITY_PREFIX = "wfi.poll."
-"""Activity names are ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
-
-
-def activity_name_for(connector: str) -> str:
-    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
-
-    Args:
-        connector: The manifest name, e.g. ``rss.item_published``.
-    """
-    return ACTIVITY_PREFIX + connector
-
-
-class PollRequest(BaseModel):
-    """One poll: the binding's configuration, its connection and the cursor to resume from."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    connector: str = Field(description="Manifest name of the connector, e.g. `rss.item_published`.")
-    config: dict[str, Any] = Field(
-        description="The entry's evaluated configuration (never contains credentials)."
-    )
-    connection: dict[str, Any] = Field(
-        default_factory=dict,
-        description="The connection's settings as the deployment writes them (DSN, file locations, headers); "
-        "secrets are references (`env:NAME`, `file:/path`) that the activity resolves on the worker, so no "
-        "secret value is ever in workflow history. May be empty.",
-    )
-    cursor: str | None = Field(
-        default=None, description="Opaque position to resume from; None starts from the beginning."
-    )
-    limit: int = Field(default=500, ge=1, le=10_000, description="Maximum number of items returned.")
-
-
-class PollItem(BaseModel):
-    """One candidate event and the cursor position just after it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    payload: dict[str, Any] = Field(description="The event payload; carries the manifest's delivery_id.")
-    cursor_after: str = Field(description="Resuming from this cursor returns the items after this one.")
-    problem: str | None = Field(
-        default=None,
-        description="Set when the connector cannot return this item (e.g. it is over the item byte limit): "
-        "`payload` then holds only its delivery id, and the activation treats the item as invalid with this "
-        "reason (quarantined or held, per the deployment's `invalid_items`, POLL-11).",
-    )
-
-
-class PollResponse(BaseModel):
-    """The items of one poll and the cursor to resume from once all of them are disposed."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    items: list[PollItem] = Field(description="Candidate events, in stable order when `stable_order`.")
-    cursor: str | None = Field(
-        description="Last item's `cursor_after`, or the request's cursor unchanged when there are no items."
-    )
-    stable_order: bool = Field(description="Does this response promise the source's stable order?")
-    more: bool = Field(default=False, description="True when `limit` or the byte budget cut the response: poll again soon.")
-
+__all__ = [
+    "ACTIVITY_PREFIX", "POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest", "PollResponse",
+    "activity_name_for", "config_invalid", "decode_cursor", "encode_cursor", "require_str", "respond",
+    "source_unavailable",
+]
 
 def respond(items: list[PollItem], cursor: str | None, *, more: bool) -> PollResponse:
     """Build a stable-order response whose resume cursor follows the last item.

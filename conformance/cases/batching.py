@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wf_initiation.conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
 
@@ -21,7 +22,7 @@ WAIT_S = 60.0
 def _pair(target: Target, on: str, **settings: Any) -> WorkfilePair:
     name = target.unique("batch")
     workfile = f"name: {name}\non:\n{on}steps:\n  - id: handle\n"
-    section = {"run": {"workflow_type": "wfi.EchoRun", "task_queue": target.unique("conformance-runs")}, **settings}
+    section = {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.unique("conformance-runs")}, **settings}
     return target.write_pair(name, workfile, section)
 
 

@@ -1,8 +1,9 @@
 """Event delivery to waiting runs (INIT-8..10) and composition through lifecycle events (COMP-3..7).
 
-The cases drive the deployment's Temporal target with the project's client API: they activate
-Workfiles written to the scratch directory, start ``wfi.WaitForExample`` runs that wait with
-``workflows.runapi.wait_for``, deliver events and read the activations' state. They need a worker
+The cases drive the deployment as a black box: they activate Workfiles written to the scratch
+directory with ``wfi activate``, and through a plain Temporal client and the wire contract
+(``wf_initiation.wire``: names and models only) start ``wfi.WaitForExample`` runs that wait with
+``wait_for``, deliver events and read the activations' state. They need a worker
 on the deployment's task queue with ``WfiPlugin(sample_runs=True)``: the runs use ``wfi.EchoRun``
 and ``wfi.WaitForExample`` on that same queue. Without one, every case fails at once saying so.
 """
@@ -13,6 +14,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, case, check
+from wf_initiation.core.engine import DeliveryResult
+from wf_initiation.wire import (
+    DELIVER_UPDATE, DELIVERY_QUERY, ECHO_RUN_WORKFLOW, STATE_QUERY, SUMMARY_QUERY, WAIT_FOR_EXAMPLE_WORKFLOW,
+    DeliveryRequest, WaitRequest, subscribers_query, workflow_id_for,
+)
 
 T = TypeVar("T")
 
@@ -48,16 +54,38 @@ async def eventually(check_fn: Callable[[], Awaitable[T]], what: str, timeout: f
         await asyncio.sleep(0.2)
 
 
+class Activations:
+    """The activations' updates and queries, called by their wire names with a plain Temporal client."""
+
+    def __init__(self, target: Target, client: Any):
+        self.target = target
+        self.client = client
+
+    async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None,
+                      update_id: str | None = None) -> DeliveryResult:
+        handle = self.client.get_workflow_handle(workflow_id_for(workflow))
+        return await handle.execute_update(DELIVER_UPDATE, DeliveryRequest(entry=entry, payload=payload),
+                                           id=update_id or self.target.unique("dlv"), result_type=DeliveryResult)
+
+    async def state(self, workflow: str) -> dict[str, Any]:
+        return await self.client.get_workflow_handle(workflow_id_for(workflow)).query(STATE_QUERY)
+
+    async def summary(self, workflow: str) -> dict[str, Any]:
+        return await self.client.get_workflow_handle(workflow_id_for(workflow)).query(SUMMARY_QUERY)
+
+    async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        return await self.client.get_workflow_handle(workflow_id_for(workflow)).query(
+            DELIVERY_QUERY, args=[entry, delivery_id])
+
+
 class Session:
     """One case's view of the deployment: client, activation helper, worker check."""
 
     def __init__(self, target: Target, client: Any):
-        from wf_initiation.client import WfiClient
-
         self.target = target
         self.client = client
         self.queue = target.deployment.temporal.task_queue
-        self.wfi = WfiClient(client, task_queue=self.queue)
+        self.wfi = Activations(target, client)
 
     @classmethod
     async def open(cls, target: Target) -> Session:
@@ -84,19 +112,14 @@ class Session:
             await polled()  # fail with the message that names the fix
 
     async def activate(self, name: str, text: str, **settings: Any) -> None:
-        from wf_initiation.client import spec_from_files
-
-        pair = self.target.write_pair(name, text, {"run": {"workflow_type": "wfi.EchoRun", "task_queue": self.queue},
+        pair = self.target.write_pair(name, text, {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": self.queue},
                                                    **settings})
-        spec, _ = spec_from_files(pair.workfile, pair.deployment)
-        await self.wfi.activate(spec)
+        await self.target.activate(pair)
 
     async def start_waiter(self, workflow: str, thread: str) -> Any:
-        from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
-
         request = WaitRequest(workflow=workflow, trigger="reply", match={"body.thread": thread})
-        return await self.client.start_workflow(WaitForExample.run, request, id=self.target.unique(f"waiter-{thread}"),
-                                                task_queue=self.queue)
+        return await self.client.start_workflow(WAIT_FOR_EXAMPLE_WORKFLOW, request, id=self.target.unique(f"waiter-{thread}"),
+                                                task_queue=self.queue, result_type=dict)
 
     async def subscribed(self, workflow: str, handles: list[Any]) -> None:
         async def check_subscribed() -> None:
@@ -106,9 +129,6 @@ class Session:
         await eventually(check_subscribed, "the waiting runs' subscriptions")
 
     async def listed(self, workflow: str, connector: str) -> None:
-        from wf_initiation.activities.lifecycle import subscribers_query
-        from wf_initiation.workflows.activation import workflow_id_for
-
         query = f"{subscribers_query(connector)} AND WorkflowId = '{workflow_id_for(workflow)}'"
 
         async def check_listed() -> None:

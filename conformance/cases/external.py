@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from wf_initiation.conformance.kit import EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
 HOOK = """name: {name}
@@ -31,7 +32,7 @@ steps:
 
 def _pair(target: Target, **settings: Any) -> WorkfilePair:
     name = target.unique("hook")
-    run = {"workflow_type": "wfi.EchoRun", "task_queue": target.deployment.temporal.task_queue}
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
     return target.write_pair(name, HOOK.format(name=name), {"run": run, **settings})
 
 
@@ -93,7 +94,7 @@ async def equal_keys_run_one_at_a_time_in_acceptance_order_and_a_suspended_run_h
                      timeout=WAIT_S, describe=str)
     check(await _run_status(target, second["run_key"]) is None, "a suspended run keeps its key: q2 has not started")
     client = await target.client()
-    await client.get_workflow_handle(held["run_key"]).signal("release")
+    await client.get_workflow_handle(held["run_key"]).signal(ECHO_RUN_RELEASE_SIGNAL)
     await eventually(lambda: _run_status(target, second["run_key"]), lambda s: s == "RUNNING",
                      "q2 to start once q1 completed", timeout=WAIT_S, describe=str)
     await client.get_workflow_handle(second["run_key"]).terminate("conformance: a terminated run releases its key")
@@ -114,7 +115,7 @@ async def overlap_skip_consumes_the_delivery_and_leaves_it_deduplicated(target: 
     await _expect(target, pair, _hook("o3", key="c"), "skipped")
     again = await _expect(target, pair, _hook("o3", key="c"), "duplicate")
     check(again.get("retained") == "skipped", f"a skipped delivery stays deduplicated: {again}")
-    await (await target.client()).get_workflow_handle(held["run_key"]).signal("release")
+    await (await target.client()).get_workflow_handle(held["run_key"]).signal(ECHO_RUN_RELEASE_SIGNAL)
 
 
 @case(capability=EXTERNAL, clauses=["INIT-3", "INIT-4", "INIT-5"])
@@ -125,11 +126,11 @@ async def a_changed_input_is_a_new_activation_that_keeps_what_the_old_one_accept
     held = await _expect(target, pair, _hook("r1", hold=True), "accepted")
     waiting = await _expect(target, pair, _hook("r2"), "queued")
     changed = target.write_pair(pair.workflow, pair.workfile.read_text(),
-                                {"run": {"workflow_type": "wfi.EchoRun", "task_queue": target.deployment.temporal.task_queue},
+                                {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue},
                                  "inputs": {"team": "red"}})
     second = await target.activate(changed)
     check(second["activation_id"] != first["activation_id"], "a changed deployment input is a new activation")
-    await (await target.client()).get_workflow_handle(held["run_key"]).signal("release")
+    await (await target.client()).get_workflow_handle(held["run_key"]).signal(ECHO_RUN_RELEASE_SIGNAL)
     await eventually(lambda: _run_status(target, waiting["run_key"]), lambda s: s == "COMPLETED",
                      "the queued run accepted by the old activation to run", timeout=WAIT_S, describe=str)
     result = await (await target.client()).get_workflow_handle(waiting["run_key"]).result()

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from wf_initiation.conformance.kit import EXTERNAL, SCHEDULED, Target, WorkfilePair, case, check, eventually
+from wf_initiation.wire import DELIVER_SIGNAL, DELIVER_UPDATE, ECHO_RUN_WORKFLOW, workflow_id_for
 
 WAIT_S = 90.0
 HOOK = """name: {name}
@@ -30,7 +31,7 @@ steps:
 
 def _pair(target: Target) -> WorkfilePair:
     name = target.unique("hostile")
-    run = {"workflow_type": "wfi.EchoRun", "task_queue": target.deployment.temporal.task_queue}
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
     return target.write_pair(name, HOOK.format(name=name), {"run": run})
 
 
@@ -52,16 +53,16 @@ async def _cli_deliver(target: Target, pair: WorkfilePair, payload_text: str) ->
 
 
 async def _plain_handle(target: Target, pair: WorkfilePair) -> Any:
-    return (await target.client()).get_workflow_handle(f"wfi-activation:{pair.workflow}")
+    return (await target.client()).get_workflow_handle(workflow_id_for(pair.workflow))
 
 
 async def _plain_signal(target: Target, pair: WorkfilePair, payload: Any) -> None:
-    await (await _plain_handle(target, pair)).signal("deliver_signal", {"entry": None, "payload": payload})
+    await (await _plain_handle(target, pair)).signal(DELIVER_SIGNAL, {"entry": None, "payload": payload})
 
 
 async def _plain_update(target: Target, pair: WorkfilePair, payload: Any) -> dict[str, Any]:
     return await (await _plain_handle(target, pair)).execute_update(
-        "deliver", {"entry": None, "payload": payload}, id=uuid.uuid4().hex, result_type=dict)
+        DELIVER_UPDATE, {"entry": None, "payload": payload}, id=uuid.uuid4().hex, result_type=dict)
 
 
 def _one_line_refusal(result: Any, fragment: str) -> None:
@@ -158,7 +159,7 @@ steps:
 async def a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run(target: Target) -> None:
     name = target.unique("backfill")
     end = datetime.now(timezone.utc) - timedelta(days=1)
-    run = {"workflow_type": "wfi.EchoRun", "task_queue": target.unique("conformance-runs")}
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.unique("conformance-runs")}
     pair = target.write_pair(name, TICKS.format(name=name, end=end.isoformat()), {"run": run})
     await target.activate(pair)
     first = (end - timedelta(days=5)).replace(second=0, microsecond=0)

@@ -17,6 +17,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from wf_initiation.conformance.kit import POLLING, Target, WorkfilePair, case, check, eventually
+from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 100}
 WAIT_S = 60.0
@@ -28,7 +29,7 @@ def _pair(target: Target, rows: list[str] | None, **settings: Any) -> tuple[Work
     connection = target.unique("sheet")
     workfile = (f"name: {name}\non:\n  sheet.row_added: {{sheet: {name}, id_column: task, connection: {connection}}}\n"
                 "  as: task\nsteps:\n  - id: handle\n")
-    section = {"run": {"workflow_type": "wfi.EchoRun", "task_queue": target.unique("conformance-runs")},
+    section = {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.unique("conformance-runs")},
                "poll": POLL, **settings}
     pair = target.write_pair(name, workfile, section)
     yaml = YAML(typ="safe", pure=True)

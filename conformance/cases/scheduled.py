@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wf_initiation.conformance.kit import SCHEDULED, Target, WorkfilePair, case, check, eventually
+from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
 
@@ -27,7 +28,7 @@ def _parse(text: str) -> datetime:
 def _pair(target: Target, config: str, extra: str = "", **settings: Any) -> WorkfilePair:
     name = target.unique("sched")
     workfile = f"name: {name}\non:\n  time.schedule: {config}\n{extra}steps:\n  - id: handle\n"
-    section = {"run": {"workflow_type": "wfi.EchoRun", "task_queue": target.unique("conformance-runs")}, **settings}
+    section = {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.unique("conformance-runs")}, **settings}
     return target.write_pair(name, workfile, section)
 
 

@@ -36,7 +36,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 from wf_initiation.workflows.activation import workflow_id_for
-from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
+from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 SECRET_TOKEN = "tok-9f8e7d6c5b4a"
 

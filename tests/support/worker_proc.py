@@ -107,7 +107,7 @@ class DevServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        from wf_initiation.workflows.search_attributes import ALL
+        from wf_initiation.wire.search_attributes import ALL
 
         args = [self.binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port),
                 "--db-filename", self.db_file, "--log-level", "error", *self.extra_args]

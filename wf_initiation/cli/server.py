@@ -77,7 +77,7 @@ async def _serve(
         await _temporal.check_namespace(client)
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
-    from wf_initiation.workflows.search_attributes import SearchAttributesMissing, ensure_registered
+    from wf_initiation.wire.search_attributes import SearchAttributesMissing, ensure_registered
 
     try:  # the plugin checks again at worker start; here it fails before "worker ready" is printed
         added = await ensure_registered(client, client.namespace)

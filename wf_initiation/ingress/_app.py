@@ -322,7 +322,7 @@ class Ingress:
         return (200 if ready else 503), {"ready": ready, "temporal": "ok", "activations": states}
 
     async def _activation(self, client: Any, workflow: str) -> str:
-        from wf_initiation.workflows.activation import workflow_id_for
+        from wf_initiation.wire import workflow_id_for
 
         try:
             description = await asyncio.wait_for(client.get_workflow_handle(workflow_id_for(workflow)).describe(), 5)

@@ -7,7 +7,7 @@ from typing import Any
 
 from temporalio import activity
 
-from wf_initiation.activities.poll._contract import PollRequest, PollResponse, config_invalid, require_str
+from wf_initiation.activities.poll._contract import PollRequest, PollResponse, activity_name_for, config_invalid, require_str
 from wf_initiation.activities.poll._runtime import LIMITS, run_poll
 from wf_initiation.activities.poll.rss._feed import CONNECTOR, parse_cursor, parse_feed, select_new
 from wf_initiation.activities.poll.rss._http import check_http_url, fetch, origin
@@ -16,7 +16,7 @@ from wf_initiation.core.connections import ResolvedConnection
 DEFAULT_TIMEOUT_S = 30.0
 
 
-@activity.defn(name="wfi.poll.rss.item_published")
+@activity.defn(name=activity_name_for(CONNECTOR))
 async def poll_rss(req: PollRequest) -> PollResponse:
     """Fetch the feed and return its items not yet emitted, oldest first.
 

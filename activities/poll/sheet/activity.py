@@ -23,6 +23,7 @@ from temporalio import activity
 from wf_initiation.activities.poll._contract import (
     PollRequest,
     PollResponse,
+    activity_name_for,
     config_invalid,
     require_str,
     source_unavailable,
@@ -34,7 +35,7 @@ from wf_initiation.core.connections import ResolvedConnection
 MAX_SHEET_BYTES = 32 * 1024 * 1024
 
 
-@activity.defn(name="wfi.poll.sheet.row_added")
+@activity.defn(name=activity_name_for(CONNECTOR))
 async def poll_sheet(req: PollRequest) -> PollResponse:
     """Return the rows appended after the cursor's row number, in row order.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from wf_initiation.activities.poll._contract import PollRequest, PollResponse, config_invalid
+from wf_initiation.activities.poll._contract import PollRequest, PollResponse, activity_name_for, config_invalid
 from wf_initiation.activities.poll._runtime import LIMITS, run_poll
 from wf_initiation.activities.poll.sql._postgres import describe_dsn, read_postgres
 from wf_initiation.activities.poll.sql._query import CONNECTOR, parse_cursor, parse_query
@@ -22,7 +22,7 @@ from wf_initiation.activities.poll.sql._sqlite import SqliteRead
 from wf_initiation.core.connections import ResolvedConnection
 
 
-@activity.defn(name="wfi.poll.sql.row_inserted")
+@activity.defn(name=activity_name_for(CONNECTOR))
 async def poll_sql(req: PollRequest) -> PollResponse:
     """Return the rows whose ``column`` is greater than the cursor, in ``column`` order.
 

@@ -1,6 +1,4 @@
-"""The wire contract of the activation workflow: update, signal and query argument and result types.
-
-Imported by workflows, activities, the client and the CLI alike; it imports none of them."""
+"""Argument and result types of the activation workflow's updates, signals and queries."""
 
 from __future__ import annotations
 
@@ -8,40 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # noqa: F401 - the limits live in core.limits
-
-ACTIVATION_WORKFLOW = "wfi.Activation"
-
-
-# --- Error types: every ``ApplicationError(type=...)`` raised and every place that recognises one.
-
-INVALID_ARGUMENT = "InvalidArgument"
-"""An update's argument cannot be decoded or is not acceptable (the update is rejected)."""
-HANDLER_FAILED = "HandlerFailed"
-"""An update handler failed on a valid argument (a defect): the update fails, the activation lives on."""
-REBINDING = "Rebinding"
-"""The activation is being replaced by a re-activation: retry the call (``WfiClient`` does)."""
-NO_ACTIVATION = "NoActivation"
-"""``wait_for`` named a workflow that has no running activation."""
-SUBSCRIPTION_REFUSED = "SubscriptionRefused"
-"""``wait_for`` named a trigger the activation does not have (no such external or poll entry)."""
-ECHO_RUN_FAILED = "EchoRunFailed"
-"""The sample run ``wfi.EchoRun`` was asked to fail by its payload."""
-POLL_SOURCE_UNAVAILABLE = "PollSourceUnavailable"
-"""Poll activities: the source failed (HTTP error or timeout, database unreachable, file missing)."""
-POLL_CONFIG_INVALID = "PollConfigInvalid"
-"""Poll activities: the configuration, connection or cursor cannot be used; polling again will not help."""
-
-
-class StaleActivationError(RuntimeError):
-    """Raised in the activation workflow to fail a workflow activation the SDK built at a stale time
-    (workflows/_fresh.py). Not an ApplicationError: it fails the activation (the worker evicts and
-    replays the run), never the workflow. A query that came with it fails with a failure of type
-    ``STALE_ACTIVATION`` (the SDK names an exception's failure after its class), which clients
-    recognise and retry."""
-
-
-STALE_ACTIVATION = StaleActivationError.__name__
+from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # re-exported: the limits live in core.limits
 
 
 class DeliveryRequest(BaseModel):
@@ -82,9 +47,6 @@ class ActivateResult(BaseModel):
     previous: list[str] = Field(default_factory=list)
 
 
-DEACTIVATE_UPDATE = "deactivate"
-
-
 class DeactivateRequest(BaseModel):
     """Deactivate an activation (docs/lifecycle.md). ``action_id`` makes it once-only, also across
     continue-as-new and a later re-activation."""
@@ -121,3 +83,9 @@ class DeactivatedResult(BaseModel):
     summary: dict[str, Any] = Field(description="The activation's final summary (the `summary` query).")
     state: bytes = Field(description="The whole engine state: a later `wfi activate` resumes from it "
                          "(dedup set, cursors, runs left running).")
+
+
+__all__ = [
+    "MAX_BULK", "MAX_DELIVERY_BYTES", "ActivateResult", "DeactivateRequest", "DeactivateResult", "DeactivatedResult",
+    "DeliveryRequest", "OperatorRequest", "OperatorResult",
+]

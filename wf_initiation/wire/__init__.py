@@ -1,0 +1,28 @@
+"""The wire contract: every name and type another process sees.
+
+Workflow types, update/signal/query names, activity names and the activation workflow id format
+(:mod:`.names`); error types (:mod:`.errors`); the argument and result models of the activation's
+handlers (:mod:`._activation`, the operator request as a discriminated union) and of the activities
+(:mod:`.activities`); the search attributes (:mod:`.search_attributes`).
+
+Workflows, activities, the client, the CLI, the ingress, the conformance kit and the benchmarks
+import these from here; this package imports none of them (only the pure ``core``). Each string of
+the contract is written once (``tests/test_wire.py`` checks the source tree). Histories carry
+these names and shapes: renaming one breaks recorded histories and running deployments.
+"""
+
+from __future__ import annotations
+
+from ._activation import *  # noqa: F403
+from ._activation import __all__ as _activation_all
+from .activities import *  # noqa: F403
+from .activities import __all__ as _activities_all
+from .errors import *  # noqa: F403
+from .errors import __all__ as _errors_all
+from .names import *  # noqa: F403
+from .names import __all__ as _names_all
+from .search_attributes import ALL as SEARCH_ATTRIBUTES
+from .search_attributes import WFI_ACTIVATION, WFI_STATE, WFI_TRIGGERS, WFI_WORKFLOW
+
+__all__ = sorted([*_activation_all, *_activities_all, *_errors_all, *_names_all, "SEARCH_ATTRIBUTES",
+                  "WFI_ACTIVATION", "WFI_STATE", "WFI_TRIGGERS", "WFI_WORKFLOW"])

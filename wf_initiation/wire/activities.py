@@ -1,0 +1,149 @@
+"""Argument and result types of the activities (and of the sample waiting run): what histories carry.
+
+The activation workflow schedules these activities with these models as input; a worker of another
+version reads them back from history. Poll connectors (``activities.poll``, third-party ones too)
+take :class:`PollRequest` and return :class:`PollResponse`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wf_initiation.core.engine._subscriptions import LifecycleEvent
+from wf_initiation.core.runinput import RunInput
+
+from .names import ACTIVATION_WORKFLOW
+from .search_attributes import WFI_TRIGGERS
+
+
+# --- wfi.start_runs, wfi.watch_runs, wfi.control_run
+class RunToStart(BaseModel):
+    run_key: str
+    input: RunInput
+    trace: dict[str, str] | None = Field(default=None, description="Trace context of the delivery that admitted "
+                                         "the run (W3C carrier): its start joins that trace (wf_initiation.telemetry).")
+
+
+class StartRunsRequest(BaseModel):
+    workflow_type: str
+    task_queue: str
+    execution_timeout_seconds: float | None = None
+    runs: list[RunToStart]
+    not_before_seconds: float = Field(
+        default=0.0, description="Sleep at least this long (monotonic, from this attempt's start) before starting: "
+        "the activation's hold until an anticipated occurrence's instant (activities.clock).")
+
+
+class StartedRun(BaseModel):
+    run_key: str
+    run_id: str | None = None
+    already_started: bool = False
+    terminal_status: str | None = Field(default=None, description="Set when the run had already ended.")
+    error: str | None = Field(default=None, description="Set when this run can never be started: a start fault.")
+
+
+class WatchedRun(BaseModel):
+    run_key: str
+    run_id: str | None = None
+
+
+class WatchRequest(BaseModel):
+    runs: list[WatchedRun]
+    max_wait_seconds: float = 300.0
+    linger_seconds: float = 0.05
+
+
+class RunOutcome(BaseModel):
+    run_key: str
+    status: str
+
+
+class ControlRequest(BaseModel):
+    run_key: str
+    action: str
+    reason: str
+
+
+# --- wfi.publish_lifecycle
+class PublishRequest(BaseModel):
+    events: list[LifecycleEvent]
+
+
+class PublishResult(BaseModel):
+    signals: int = Field(description="Signals sent (events x subscribing activations).")
+    activations: list[str] = Field(default_factory=list, description="Workflow ids of the activations signalled.")
+
+
+def subscribers_query(connector: str) -> str:
+    """Visibility query of the running activations that trigger on ``connector``."""
+    return (f"WorkflowType = '{ACTIVATION_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND {WFI_TRIGGERS.name} = '{connector}'")
+
+
+# --- wfi.poll.<connector>
+class PollRequest(BaseModel):
+    """One poll: the binding's configuration, its connection and the cursor to resume from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    connector: str = Field(description="Manifest name of the connector, e.g. `rss.item_published`.")
+    config: dict[str, Any] = Field(
+        description="The entry's evaluated configuration (never contains credentials)."
+    )
+    connection: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The connection's settings as the deployment writes them (DSN, file locations, headers); "
+        "secrets are references (`env:NAME`, `file:/path`) that the activity resolves on the worker, so no "
+        "secret value is ever in workflow history. May be empty.",
+    )
+    cursor: str | None = Field(
+        default=None, description="Opaque position to resume from; None starts from the beginning."
+    )
+    limit: int = Field(default=500, ge=1, le=10_000, description="Maximum number of items returned.")
+
+
+class PollItem(BaseModel):
+    """One candidate event and the cursor position just after it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    payload: dict[str, Any] = Field(description="The event payload; carries the manifest's delivery_id.")
+    cursor_after: str = Field(description="Resuming from this cursor returns the items after this one.")
+    problem: str | None = Field(
+        default=None,
+        description="Set when the connector cannot return this item (e.g. it is over the item byte limit): "
+        "`payload` then holds only its delivery id, and the activation treats the item as invalid with this "
+        "reason (quarantined or held, per the deployment's `invalid_items`, POLL-11).",
+    )
+
+
+class PollResponse(BaseModel):
+    """The items of one poll and the cursor to resume from once all of them are disposed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    items: list[PollItem] = Field(description="Candidate events, in stable order when `stable_order`.")
+    cursor: str | None = Field(
+        description="Last item's `cursor_after`, or the request's cursor unchanged when there are no items."
+    )
+    stable_order: bool = Field(description="Does this response promise the source's stable order?")
+    more: bool = Field(default=False, description="True when `limit` or the byte budget cut the response: poll again soon.")
+
+
+# --- wfi.WaitForExample
+class WaitRequest(BaseModel):
+    """Input of the example workflow :class:`WaitForExample`."""
+
+    workflow: str
+    trigger: str
+    match: dict[str, Any] = Field(default_factory=dict)
+    timeout_seconds: float | None = None
+    waits: int = Field(default=1, ge=1, description="How many events to wait for, one after another.")
+
+
+__all__ = [
+    "ControlRequest", "PollItem", "PollRequest", "PollResponse", "PublishRequest", "PublishResult", "RunOutcome",
+    "RunToStart", "StartRunsRequest", "StartedRun", "WaitRequest", "WatchRequest", "WatchedRun", "subscribers_query",
+]

@@ -1,0 +1,75 @@
+"""Every name on the wire: workflow types, update/signal/query names, activity names, workflow id format.
+
+Histories, webhook bridges, the Temporal UI/CLI and other workers address the activation by these
+strings: each is written here once, and everything else (workflows, activities, client, CLI,
+ingress, conformance, bench) imports it. Changing one breaks recorded histories and running
+deployments. The signal names the pure engine emits as commands, and the activation workflow id
+prefix, are defined in ``core.engine._subscriptions`` (core imports nothing above it) and re-exported
+here.
+"""
+
+from __future__ import annotations
+
+from wf_initiation.core.engine._subscriptions import (
+    ACTIVATION_ID_PREFIX,
+    EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL,
+    LIFECYCLE_SIGNAL,
+    SUBSCRIBE_SIGNAL,
+    UNSUBSCRIBE_SIGNAL,
+    activation_workflow_id as workflow_id_for,
+)
+
+# --- workflow types
+ACTIVATION_WORKFLOW = "wfi.Activation"
+"""The activation workflow: one per workflow identity, id ``workflow_id_for(name)``."""
+ECHO_RUN_WORKFLOW = "wfi.EchoRun"
+"""The sample run (``WfiPlugin(sample_runs=True)``): echoes its input, fails or waits on request."""
+ECHO_RUN_RELEASE_SIGNAL = "release"
+"""Signal to a ``wfi.EchoRun`` started with ``{"hold": true}`` in its payload: finish now."""
+ECHO_RUN_RECEIVED_QUERY = "received"
+"""Query of a ``wfi.EchoRun``: the run input it received."""
+WAIT_FOR_EXAMPLE_WORKFLOW = "wfi.WaitForExample"
+"""The sample run that waits for events with ``wait_for``."""
+
+# --- the activation's updates
+ACTIVATE_UPDATE = "activate"
+DELIVER_UPDATE = "deliver"
+DELIVER_MANY_UPDATE = "deliver_many"
+OPERATE_UPDATE = "operate"
+DEACTIVATE_UPDATE = "deactivate"
+
+# --- the activation's signals (and the one a waiting run receives)
+DELIVER_SIGNAL = "deliver_signal"
+
+# --- the activation's queries
+STATE_QUERY = "state"
+SUMMARY_QUERY = "summary"
+EVENTS_QUERY = "events"
+DELIVERY_QUERY = "delivery"
+
+# --- activity names (histories carry them: never rename)
+START_RUNS_ACTIVITY = "wfi.start_runs"
+WATCH_RUNS_ACTIVITY = "wfi.watch_runs"
+CONTROL_RUN_ACTIVITY = "wfi.control_run"
+PUBLISH_LIFECYCLE_ACTIVITY = "wfi.publish_lifecycle"
+WAIT_ACTIVITY = "wfi.wait_for_instant"
+POLL_ACTIVITY_PREFIX = "wfi.poll."
+"""Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
+
+
+def poll_activity_name(connector: str) -> str:
+    """The activity name of a poll connector, e.g. ``wfi.poll.rss.item_published``.
+
+    Args:
+        connector: The manifest name, e.g. ``rss.item_published``.
+    """
+    return POLL_ACTIVITY_PREFIX + connector
+
+__all__ = [
+    "ACTIVATE_UPDATE", "ACTIVATION_ID_PREFIX", "ACTIVATION_WORKFLOW", "CONTROL_RUN_ACTIVITY", "DEACTIVATE_UPDATE",
+    "DELIVERY_QUERY", "DELIVER_MANY_UPDATE", "DELIVER_SIGNAL", "DELIVER_UPDATE",
+    "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "POLL_ACTIVITY_PREFIX",
+    "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
+    "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
+    "WATCH_RUNS_ACTIVITY", "poll_activity_name", "workflow_id_for",
+]
