@@ -301,7 +301,7 @@ def test_a_reused_action_id_with_other_content_is_refused_and_the_same_content_i
     assert first[0] and same == (True, "already applied")
     assert not other[0] and "already used for a different action" in other[1]
     assert engine.state.schedules["tick"].paused, "the first action stands"
-    long_note = operator.apply(engine, OperatorRequest(action="resume", entry="tick", note="n" * 5000), now)
+    long_note = operator.apply(engine, OperatorRequest(action="drop_pending", run_key="r", note="n" * 5000), now)
     assert not long_note[0] and "note has 5000 characters" in long_note[1]
 
 

@@ -51,7 +51,8 @@ from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
     MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
-    REBINDING, STALE_ACTIVATION, DeliveryRequest, workflow_id_for, OperatorRequest, OperatorResult,
+    REBINDING, STALE_ACTIVATION, DeliveryRequest, OperatorAction, OperatorRequest, OperatorResult, as_action,
+    workflow_id_for,
 )
 from wf_initiation.workflows.activation import ActivationWorkflow
 
@@ -228,11 +229,14 @@ class WfiClient:
         _check_size(payload)
         await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, DeliveryRequest(entry=entry, payload=payload)))
 
-    async def operate(self, workflow: str, request: OperatorRequest) -> OperatorResult:
+    async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
+        """Apply an operator action: ``OperatorRequest(action="pause")``, or one action's model (``Pause()``,
+        ``SetCursor(entry=..., cursor=...)``, see ``wf_initiation.wire``)."""
         # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
         # The update id also carries the content's digest: the same action id with another content
         # reaches the activation, which refuses it, instead of the server replaying the first result.
-        request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        action = as_action(request)
+        request = OperatorRequest(action.model_copy(update={"action_id": action.action_id or f"cli-{uuid.uuid4().hex}"}))
         problem = request_problem(request)
         if problem is not None:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)

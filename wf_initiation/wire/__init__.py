@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from ._activation import *  # noqa: F403
 from ._activation import __all__ as _activation_all
+from ._operator import *  # noqa: F403
+from ._operator import __all__ as _operator_all
 from .activities import *  # noqa: F403
 from .activities import __all__ as _activities_all
 from .errors import *  # noqa: F403
@@ -24,5 +26,5 @@ from .names import __all__ as _names_all
 from .search_attributes import ALL as SEARCH_ATTRIBUTES
 from .search_attributes import WFI_ACTIVATION, WFI_STATE, WFI_TRIGGERS, WFI_WORKFLOW
 
-__all__ = sorted([*_activation_all, *_activities_all, *_errors_all, *_names_all, "SEARCH_ATTRIBUTES",
+__all__ = sorted([*_activation_all, *_operator_all, *_activities_all, *_errors_all, *_names_all, "SEARCH_ATTRIBUTES",
                   "WFI_ACTIVATION", "WFI_STATE", "WFI_TRIGGERS", "WFI_WORKFLOW"])

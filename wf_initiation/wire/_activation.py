@@ -16,25 +16,6 @@ class DeliveryRequest(BaseModel):
     payload: Any = Field(description="The event payload, validated against the manifest before acceptance.")
 
 
-class OperatorRequest(BaseModel):
-    """An operator action. ``action_id`` makes it once-only across continue-as-new."""
-
-    action: Literal[
-        "pause", "resume", "poll_now", "set_cursor", "release_held", "backfill", "decide_overflow",
-        "admit_pending", "drop_pending",
-    ]
-    action_id: str | None = None
-    entry: str | None = None
-    cursor: str | None = None
-    note: str | None = None
-    choice: str | None = Field(default=None, description="release_held: quarantine|retry; decide_overflow: admit_all|admit_first|skip.")
-    count: int | None = None
-    range_id: str | None = None
-    run_key: str | None = None
-    start: str | None = None
-    end: str | None = None
-
-
 class OperatorResult(BaseModel):
     ok: bool
     message: str
@@ -87,5 +68,5 @@ class DeactivatedResult(BaseModel):
 
 __all__ = [
     "MAX_BULK", "MAX_DELIVERY_BYTES", "ActivateResult", "DeactivateRequest", "DeactivateResult", "DeactivatedResult",
-    "DeliveryRequest", "OperatorRequest", "OperatorResult",
+    "DeliveryRequest", "OperatorResult",
 ]

@@ -25,27 +25,40 @@ MAX_ACTION_IDS = 1000
 
 
 class Request(Protocol):
+    """One action's model (``wf_initiation.wire``: ``Pause``, ``SetCursor``, ...), or the ``OperatorRequest``
+    that wraps it (``.root``). Each model has exactly its action's fields; a handler reads only those."""
+
     action: str
     action_id: str | None
-    entry: str | None
-    cursor: str | None
-    note: str | None
-    choice: str | None
-    count: int | None
-    range_id: str | None
-    run_key: str | None
-    start: str | None
-    end: str | None
 
 
+# Every field any action has: the content digest covers them all (absent = None), as it did when
+# one flat model carried every field, so digests recorded then still match.
 FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
+
+
+def _action(req: Any) -> Any:
+    return getattr(req, "root", req)
+
+
+def _fields(req: Any) -> dict[str, Any]:
+    """Every field of the flat shape (None where the action has no such field), and, for a request
+    decoded from that shape (recorded histories), the values its action does not use: checked and
+    digested as they were then."""
+    req = _action(req)
+    values: dict[str, Any] = {name: getattr(req, name, None) for name in ("action_id", *FIELDS)}
+    values.update(getattr(req, "legacy_fields", {}))
+    return values
+
+
 _TEXT_LIMITS = {"action_id": MAX_ACTION_ID_CHARS, "cursor": MAX_CURSOR_CHARS}
 
 
 def request_problem(req: Request) -> str | None:
     """Why this action cannot be taken as sent (an over-long or invalid field), or None."""
+    values = _fields(req)
     for name in ("action_id", *FIELDS):
-        value = getattr(req, name, None)
+        value = values[name]
         if not isinstance(value, str):
             continue
         limit = _TEXT_LIMITS.get(name, MAX_OPERATOR_TEXT_CHARS)
@@ -53,7 +66,7 @@ def request_problem(req: Request) -> str | None:
             return f"{name} has {len(value)} characters; the limit is {limit}"
         if not is_utf8_text(value):
             return f"{name} is not valid Unicode text (a lone surrogate)"
-    count = getattr(req, "count", None)
+    count = values["count"]
     if count is not None and not 0 <= count <= 10**9:
         return f"count {count} is out of range (0 to 1000000000)"
     return None
@@ -61,13 +74,15 @@ def request_problem(req: Request) -> str | None:
 
 def content_digest(req: Request) -> str:
     """Digest of what the action does (every field but its id): a reused id must mean the same action."""
-    content: dict[str, Any] = {name: getattr(req, name, None) for name in FIELDS}
+    values = _fields(req)
+    content = {name: values[name] for name in FIELDS}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def apply(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
     """Apply one action; returns (ok, message). A repeated ``action_id`` changes nothing; the same id
     with different content is refused (the first action stands)."""
+    req = _action(req)
     problem = request_problem(req) if engine.bounded else None
     if problem is not None:
         return False, f"refused: {problem}"

@@ -1,0 +1,194 @@
+"""The operator request: one model per action, with exactly that action's fields, as a union
+discriminated by ``action``. ``wfi operate`` derives its sub-commands and flags from it.
+
+    await wfi.operate("orders", SetCursor(entry="feed", cursor="2026-12-01T00:00:00Z", note="skip the backlog"))
+
+On the wire an action is its fields: ``{"action": "set_cursor", "entry": "feed", "cursor": ...}``.
+Builds before this one sent one flat model with every field (``null`` where unused), and recorded
+histories carry that shape: such a request still decodes (:class:`LegacyOperatorRequest`, validated as
+before) into its action's model, keeping the fields it does not use, so the engine applies it exactly
+as before and its content digest (a reused action id must mean the same action) is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator
+
+ENTRY = "Trigger entry (the entry's `as` name, see `wfi state`)."
+NOTE = "Why: recorded with the action (operator log, cursor log)."
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action_id: str | None = Field(
+        default=None, description="Makes the action once-only, also across continue-as-new "
+        "(`wfi operate` and WfiClient make one up when omitted, so a retried call is applied once).")
+    # Fields of the old flat shape this action does not use, set only on a request decoded from it:
+    # part of its content digest, as they were (operator.content_digest).
+    _legacy: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def legacy_fields(self) -> dict[str, Any]:
+        return dict(self._legacy)
+
+
+class Pause(_Action):
+    """Pause schedule and poll entries: no occurrences are admitted and no polls run until resumed."""
+
+    action: Literal["pause"] = "pause"
+    entry: str | None = Field(default=None, description=ENTRY + " Default: every schedule and poll entry.")
+
+
+class Resume(_Action):
+    """Resume paused entries: missed occurrences follow the entry's missed policy, polls run at once."""
+
+    action: Literal["resume"] = "resume"
+    entry: str | None = Field(default=None, description=ENTRY + " Default: every schedule and poll entry.")
+
+
+class PollNow(_Action):
+    """Poll now instead of at the next interval (a poll in flight is followed by another at once)."""
+
+    action: Literal["poll_now"] = "poll_now"
+    entry: str | None = Field(default=None, description=ENTRY + " Default: every poll entry.")
+
+
+class SetCursor(_Action):
+    """Set a poll entry's cursor: polls started from now on read from it."""
+
+    action: Literal["set_cursor"] = "set_cursor"
+    entry: str | None = Field(default=None, description=ENTRY + " Default: the first poll entry.")
+    cursor: str | None = Field(default=None, description="The new cursor; omit it to clear the cursor "
+                               "(read from the beginning).")
+    note: str | None = Field(default=None, description=NOTE)
+
+
+class ReleaseHeld(_Action):
+    """Decide on the invalid item that holds a poll entry's cursor (invalid_items: hold)."""
+
+    action: Literal["release_held"] = "release_held"
+    entry: str | None = Field(default=None, description=ENTRY + " Default: the first poll entry.")
+    choice: Literal["quarantine", "retry"] = Field(
+        description="quarantine: record the item as invalid and move on; retry: poll it again.")
+    note: str | None = Field(default=None, description=NOTE)
+
+
+class Backfill(_Action):
+    """Admit a schedule entry's occurrences between two instants (inclusive), as if they had fired."""
+
+    action: Literal["backfill"] = "backfill"
+    entry: str = Field(description=ENTRY + " A schedule entry.")
+    start: str = Field(description="First instant, ISO-8601 with offset, e.g. 2026-12-01T00:00:00+01:00.")
+    end: str = Field(description="Last instant, ISO-8601 with offset.")
+
+
+class DecideOverflow(_Action):
+    """Decide on an overflow range of occurrences held for the operator (missed policy, see `wfi state`)."""
+
+    action: Literal["decide_overflow"] = "decide_overflow"
+    range_id: str = Field(description="The held range (`wfi state`: schedules.<entry>.overflow).")
+    choice: Literal["admit_all", "admit_first", "skip"] = Field(
+        description="admit_all: admit every occurrence; admit_first: the first COUNT, the rest skipped; skip: none.")
+    count: int | None = Field(default=None, ge=0, le=10**9, description="admit_first: how many occurrences to admit.")
+    note: str | None = Field(default=None, description=NOTE)
+
+
+class AdmitPending(_Action):
+    """Start a pending run now, ahead of its queue key, overlap or concurrency limit."""
+
+    action: Literal["admit_pending"] = "admit_pending"
+    run_key: str = Field(description="The pending run (`wfi state`: runs).")
+
+
+class DropPending(_Action):
+    """Drop a pending run: it never starts (recorded)."""
+
+    action: Literal["drop_pending"] = "drop_pending"
+    run_key: str = Field(description="The pending run (`wfi state`: runs).")
+    note: str | None = Field(default=None, description=NOTE)
+
+
+ACTIONS: tuple[type[_Action], ...] = (
+    Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending)
+BY_NAME: dict[str, type[_Action]] = {model.model_fields["action"].default: model for model in ACTIONS}
+
+
+class LegacyOperatorRequest(BaseModel):
+    """The flat shape builds before the union sent (every field, null where unused): decoded, never sent."""
+
+    action: Literal[
+        "pause", "resume", "poll_now", "set_cursor", "release_held", "backfill", "decide_overflow",
+        "admit_pending", "drop_pending",
+    ]
+    action_id: str | None = None
+    entry: str | None = None
+    cursor: str | None = None
+    note: str | None = None
+    choice: str | None = None
+    count: int | None = None
+    range_id: str | None = None
+    run_key: str | None = None
+    start: str | None = None
+    end: str | None = None
+
+
+LEGACY_FIELDS = frozenset(LegacyOperatorRequest.model_fields)
+
+
+def _decode(data: Any, strict: Any) -> Any:
+    """A request in the old flat shape (it names every field) is decoded as before, into its action's
+    model without that model's checks (the engine refuses what it cannot apply, as it did then);
+    anything else is validated as the union."""
+    if isinstance(data, dict) and LEGACY_FIELDS <= data.keys():
+        return from_legacy(LegacyOperatorRequest.model_validate(data))
+    return strict(data)
+
+
+def from_legacy(flat: LegacyOperatorRequest) -> _Action:
+    model = BY_NAME[flat.action]
+    values = flat.model_dump()
+    action = model.model_construct(**{name: values[name] for name in model.model_fields})
+    action._legacy = {k: v for k, v in values.items() if k not in model.model_fields and v is not None}
+    return action
+
+
+OperatorAction = Annotated[
+    Union[Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending],
+    Field(discriminator="action"),
+    WrapValidator(_decode),
+]
+"""An operator action: one of the action models, told apart by ``action``."""
+
+
+class OperatorRequest(RootModel[OperatorAction]):
+    """An operator action as the ``operate`` update takes it: ``OperatorRequest(action="pause", entry="e")``
+    or ``OperatorRequest(Pause(entry="e"))``; ``.root`` is the action's model. A model (a class, not an
+    annotated alias) because Temporal reads handler argument types without their annotations."""
+
+    @property
+    def action(self) -> str:
+        return self.root.action
+
+    @property
+    def action_id(self) -> str | None:
+        return self.root.action_id
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> OperatorRequest:
+        """A copy; ``update`` changes the action's fields (``update={"action_id": ...}``), as on a flat model."""
+        if update:
+            return OperatorRequest(self.root.model_copy(update=update, deep=deep))
+        return super().model_copy(deep=deep)
+
+
+def as_action(request: OperatorRequest | _Action) -> _Action:
+    """The action's model of a request, whichever way it was given."""
+    return request.root if isinstance(request, OperatorRequest) else request
+
+
+__all__ = [
+    "ACTIONS", "AdmitPending", "Backfill", "DecideOverflow", "DropPending", "LegacyOperatorRequest", "OperatorAction",
+    "OperatorRequest", "Pause", "PollNow", "ReleaseHeld", "Resume", "SetCursor", "as_action",
+]
