@@ -186,3 +186,34 @@ def test_the_import_graph_test_sees_an_offender(tmp_path: pathlib.Path) -> None:
         "activities/bad.py imports wf_initiation.workflows.activation.ActivationWorkflow",
     ]
     assert (2, "wfi.EchoRun") in _literals(bad) and "wfi.EchoRun" in _distinctive()
+
+
+def test_the_activation_calls_its_activities_by_reference_and_their_names_stay() -> None:
+    # A renamed or re-typed activity now fails at import or type check, not in a running activation;
+    # the names histories carry are the decorators' (pinned above). Polls stay by name: connectors,
+    # third-party ones too, are registered by their manifest name when the worker starts.
+    from temporalio import activity
+
+    from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation.activities.lifecycle import LifecycleActivities
+    from wf_initiation.activities.runs import RunActivities
+
+    names = {fn: activity._Definition.must_from_callable(fn).name for fn in (
+        wait_for_instant, RunActivities.start_runs, RunActivities.watch_runs, RunActivities.control_run,
+        LifecycleActivities.publish)}
+    assert list(names.values()) == [wire.WAIT_ACTIVITY, wire.START_RUNS_ACTIVITY, wire.WATCH_RUNS_ACTIVITY,
+                                    wire.CONTROL_RUN_ACTIVITY, wire.PUBLISH_LIFECYCLE_ACTIVITY]
+    called = []
+    tree = ast.parse((ROOT / "workflows" / "activation.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and "activity" in node.func.attr \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "workflow":
+            called.append(ast.unparse(node.args[0]))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.IfExp):  # execute = local if hold else regular
+            called += [ast.unparse(n) for n in (node.value.body, node.value.orelse) if isinstance(n, ast.Attribute)
+                       and "activity" in n.attr]
+    assert sorted(called) == sorted([
+        "wait_for_instant", "workflow.execute_local_activity_method", "workflow.execute_activity_method",
+        "RunActivities.watch_runs", "RunActivities.control_run", "LifecycleActivities.publish",
+        "activity_name_for(call.connector)"]), called
+    assert "RunActivities.start_runs" in ast.unparse(tree), "the start activity by reference, local or regular"

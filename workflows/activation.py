@@ -49,15 +49,20 @@ with workflow.unsafe.imports_passed_through():
     from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import search_attributes as sa
     from wf_initiation.wire import (
-        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, CONTROL_RUN_ACTIVITY, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL,
+        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL,
         DELIVER_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, HANDLER_FAILED, INVALID_ARGUMENT, LIFECYCLE_SIGNAL, MAX_BULK,
-        OPERATE_UPDATE, PUBLISH_LIFECYCLE_ACTIVITY, REBINDING, START_RUNS_ACTIVITY, STATE_QUERY, SUBSCRIBE_SIGNAL,
-        SUMMARY_QUERY, UNSUBSCRIBE_SIGNAL, WAIT_ACTIVITY, WATCH_RUNS_ACTIVITY, ActivateResult, ControlRequest,
+        OPERATE_UPDATE, REBINDING, STATE_QUERY, SUBSCRIBE_SIGNAL, SUMMARY_QUERY, UNSUBSCRIBE_SIGNAL, ActivateResult,
+        ControlRequest,
         DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
         PollRequest, PollResponse, PublishRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun,
         WatchRequest, workflow_id_for,
     )
     from wf_initiation.wire import poll_activity_name as activity_name_for
+    # Activities by reference: a renamed or re-typed activity fails here, not in a running activation.
+    # Poll connectors stay by name (third-party ones are registered by manifest name at run time).
+    from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation.activities.lifecycle import LifecycleActivities
+    from wf_initiation.activities.runs import RunActivities
 
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
@@ -177,7 +182,7 @@ class ActivationWorkflow:
 
     async def _wait(self, hold: timedelta) -> None:
         await workflow.execute_local_activity(
-            WAIT_ACTIVITY, hold.total_seconds(), result_type=float,
+            wait_for_instant, hold.total_seconds(),
             start_to_close_timeout=hold + timedelta(seconds=10),
             retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50)),
             summary=f"hold until {self._admitted_until.isoformat()}",
@@ -327,18 +332,17 @@ class ActivationWorkflow:
         # the workflow task (and so every update's acknowledgement) until start_workflow returns.
         # Idempotent either way: the run key is the workflow id, so a retry after a crash cannot
         # start a second run.
-        execute = workflow.execute_local_activity if hold is not None else workflow.execute_activity
+        execute = workflow.execute_local_activity_method if hold is not None else workflow.execute_activity_method
         failure: ActivityError | None = None
         try:
             results: list[StartedRun] = await execute(
-                START_RUNS_ACTIVITY,
+                RunActivities.start_runs,
                 StartRunsRequest(
                     workflow_type=run.workflow_type, task_queue=run.task_queue,
                     execution_timeout_seconds=run.execution_timeout.total_seconds() if run.execution_timeout else None,
                     runs=[RunToStart(run_key=c.run_key, input=c.input, trace=self._telemetry.carrier(c.run_key)) for c in chunk],
                     not_before_seconds=hold.total_seconds() if hold is not None else 0.0,
                 ),
-                result_type=list[StartedRun],
                 start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
                                          maximum_attempts=START_ATTEMPTS if bounded else 0),
@@ -377,8 +381,8 @@ class ActivationWorkflow:
 
     async def _watch(self, runs: list[WatchedRun]) -> None:
         try:
-            outcomes: list[RunOutcome] = await workflow.execute_activity(
-                WATCH_RUNS_ACTIVITY, WatchRequest(runs=runs), result_type=list[RunOutcome],
+            outcomes: list[RunOutcome] = await workflow.execute_activity_method(
+                RunActivities.watch_runs, WatchRequest(runs=runs),
                 start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"watch {len(runs)} run(s)",
@@ -394,9 +398,9 @@ class ActivationWorkflow:
     async def _control(self, command: ControlRun) -> None:
         self._controls += 1
         try:
-            await workflow.execute_activity(
-                CONTROL_RUN_ACTIVITY, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
-                result_type=str, start_to_close_timeout=timedelta(seconds=30),
+            await workflow.execute_activity_method(
+                RunActivities.control_run, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+                start_to_close_timeout=timedelta(seconds=30),
             )
         finally:
             self._controls -= 1
@@ -434,8 +438,8 @@ class ActivationWorkflow:
     async def _publish_events(self, chunk: list[PublishEvent]) -> None:
         events = [LifecycleEvent(connector=c.connector, payload=c.payload) for c in chunk]
         try:
-            await workflow.execute_activity(
-                PUBLISH_LIFECYCLE_ACTIVITY, PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=15),
+            await workflow.execute_activity_method(
+                LifecycleActivities.publish, PublishRequest(events=events), start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"publish {len(chunk)} lifecycle event(s)",
             )
