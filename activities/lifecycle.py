@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from wf_initiation.core.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent
+from wf_initiation.core.engine import LIFECYCLE_SIGNAL, LifecycleEvent
 from wf_initiation.wire import ACTIVATION_WORKFLOW
 from wf_initiation.workflows.search_attributes import WFI_TRIGGERS
 

@@ -31,7 +31,7 @@ from temporalio import workflow as _wf
 from temporalio.exceptions import ApplicationError, FailureError
 
 with _wf.unsafe.imports_passed_through():
-    from wf_initiation.core.engine._subscriptions import (
+    from wf_initiation.core.engine import (
         EVENT_SIGNAL,
         SUBSCRIBE_SIGNAL,
         UNSUBSCRIBE_SIGNAL,

@@ -39,7 +39,7 @@ from ..runinput import Causation
 from ._types import BatchEvent, Disposition, OpenBatch, RunRecord
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 Outcome = tuple[Disposition, "str | None", "str | None"]
 
@@ -50,7 +50,7 @@ def batch_key(entry: str, partition: str) -> str:
 
 
 def add(
-    engine: "Engine", entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
+    engine: "Core", entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
     partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None, size: int = 0,
 ) -> Outcome:
     """Put one accepted event into its partition's open batch; close the batch when it is full."""
@@ -79,7 +79,7 @@ def add(
     return Disposition.BATCHED, batch.run_key, None
 
 
-def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, now: datetime) -> OpenBatch:
+def _open(engine: "Core", entry: EntrySpec, partition: str, first_key: str, now: datetime) -> OpenBatch:
     assert entry.batch is not None
     wait = entry.batch.max_wait_seconds
     batch_id = f"b{engine._next_seq()}-{hashlib.sha256(first_key.encode()).hexdigest()[:12]}"
@@ -90,7 +90,7 @@ def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, no
     )
 
 
-def close(engine: "Engine", bkey: str, now: datetime) -> None:
+def close(engine: "Core", bkey: str, now: datetime) -> None:
     """Close one open batch: build its single run and admit it (BATCH-4, BATCH-5)."""
     batch = engine.state.batches.pop(bkey)
     engine.batch_bytes -= batch.bytes
@@ -115,20 +115,20 @@ def batch_into(entry: EntrySpec, events: list[BatchEvent]) -> dict[str, Any]:
     return {name: [(e.into or {}).get(name) for e in events] for name in entry.into}
 
 
-def close_due(engine: "Engine", now: datetime) -> None:
+def close_due(engine: "Core", now: datetime) -> None:
     """Close every batch whose deadline has passed; a deadline still ahead is left alone (BATCH-3)."""
     due = [k for k, b in engine.state.batches.items() if b.deadline is not None and b.deadline <= now]
     for bkey in sorted(due, key=lambda k: (engine.state.batches[k].deadline, k)):
         close(engine, bkey, now)
 
 
-def next_deadline(engine: "Engine") -> datetime | None:
+def next_deadline(engine: "Core") -> datetime | None:
     """The earliest open batch deadline: the shell's timer (recomputed from state after any restart)."""
     deadlines = [b.deadline for b in engine.state.batches.values() if b.deadline is not None]
     return min(deadlines) if deadlines else None
 
 
-def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> None:
+def close_orphans(engine: "Core", new_entries: set[str], now: datetime) -> None:
     """On rebind: close the batches of entries the new activation no longer has.
 
     Their events were accepted and must still get their run (INIT-5); with no binding left to
@@ -138,7 +138,7 @@ def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> Non
         close(engine, bkey, now)
 
 
-def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
+def pending_batches(engine: "Core") -> list[dict[str, Any]]:
     """Closed batches awaiting admission (BATCH-5): what an operator may admit or drop by run key."""
     out = []
     # A closed batch never has a queue key (batch + queue_by is invalid), so when pending it waits in
@@ -150,7 +150,7 @@ def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
     return out
 
 
-def open_batches(engine: "Engine") -> list[dict[str, Any]]:
+def open_batches(engine: "Core") -> list[dict[str, Any]]:
     """Open batches: entry, partition, size so far, first acceptance and closing deadline."""
     return [{"entry": b.entry, "partition": b.partition, "events": len(b.events), "opened_at": b.opened_at.isoformat(),
              "deadline": b.deadline.isoformat() if b.deadline else None, "run_key": b.run_key}

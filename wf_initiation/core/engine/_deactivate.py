@@ -47,13 +47,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..activation import ActivationSpec, EntrySpec
 from . import _batch, _subscriptions, operator
-from ._engine import Engine, entry_delivery_id, identity_text
+from ._intake import entry_delivery_id
+from ._keys import identity_text
 from ._schedule import refresh_next
 from ._types import ControlRun, Deactivation, DeliveryResult, Disposition, RunRecord
+
+if TYPE_CHECKING:
+    from ._engine import Core
 
 QUEUED = ("drain", "cancel")
 RUNNING = ("leave", "cancel", "terminate")
@@ -76,7 +80,7 @@ class Outcome:
     remaining: dict[str, int] = field(default_factory=dict)
 
 
-def deactivate(engine: Engine, req: Request, now: datetime) -> Outcome:
+def deactivate(engine: Core, req: Request, now: datetime) -> Outcome:
     """Apply (or escalate) a deactivation; a repeated ``action_id`` changes nothing."""
     problem = _problem(req)
     if problem is not None:
@@ -99,7 +103,7 @@ def _problem(req: Request) -> str | None:
     return None
 
 
-def _start(engine: Engine, req: Request, now: datetime) -> str:
+def _start(engine: Core, req: Request, now: datetime) -> str:
     state = engine.state
     d = Deactivation(requested_at=now, queued=req.queued, running=req.running, action_id=req.action_id,  # type: ignore[arg-type]
                      note=req.note, spec=engine.spec)
@@ -119,7 +123,7 @@ def _start(engine: Engine, req: Request, now: datetime) -> str:
     return f"deactivating: {_how(d)}"
 
 
-def _escalate(engine: Engine, d: Deactivation, req: Request, now: datetime) -> str:
+def _escalate(engine: Core, d: Deactivation, req: Request, now: datetime) -> str:
     queued = max(d.queued, req.queued, key=QUEUED.index)
     running = max(d.running, req.running, key=RUNNING.index)
     if (queued, running) == (d.queued, d.running):
@@ -139,7 +143,7 @@ def _how(d: Deactivation) -> str:
     return f"{queued}, {running}"
 
 
-def _settle_queued(engine: Engine, d: Deactivation, now: datetime) -> None:
+def _settle_queued(engine: Core, d: Deactivation, now: datetime) -> None:
     state = engine.state
     if d.queued == "drain":
         for bkey in [k for k, b in state.batches.items() if b.deadline is None]:
@@ -155,7 +159,7 @@ def _settle_queued(engine: Engine, d: Deactivation, now: datetime) -> None:
         d.dropped_runs += 1
 
 
-def _drop_run(engine: Engine, run: RunRecord, now: datetime) -> None:
+def _drop_run(engine: Core, run: RunRecord, now: datetime) -> None:
     """Drop a pending run without advancing its queue or the waiting list: nothing may start now."""
     state = engine.state
     if run.run_key in state.waiting:
@@ -173,7 +177,7 @@ def _drop_run(engine: Engine, run: RunRecord, now: datetime) -> None:
     engine._count("runs_dropped")
 
 
-def _drop_events(engine: Engine, keys: list[str], now: datetime) -> None:
+def _drop_events(engine: Core, keys: list[str], now: datetime) -> None:
     for key in keys:
         record = engine.state.events.get(key)
         if record is not None:
@@ -181,7 +185,7 @@ def _drop_events(engine: Engine, keys: list[str], now: datetime) -> None:
             engine._release(key, now)
 
 
-def progress(engine: Engine) -> None:
+def progress(engine: Core) -> None:
     """Request cancellation / termination of running runs not controlled yet (each loop of the shell)."""
     d = engine.state.deactivation
     if d is None or d.completed_at is not None or d.running == "leave":
@@ -196,7 +200,7 @@ def progress(engine: Engine) -> None:
                                         reason=f"activation of {engine.spec.workflow} deactivated"))
 
 
-def remaining(engine: Engine) -> dict[str, int]:
+def remaining(engine: Core) -> dict[str, int]:
     runs = list(engine.state.runs.values())
     return {
         "pending_runs": sum(r.status == "pending" for r in runs),
@@ -207,7 +211,7 @@ def remaining(engine: Engine) -> dict[str, int]:
     }
 
 
-def settled(engine: Engine) -> bool:
+def settled(engine: Core) -> bool:
     """Whether a deactivation has nothing left to wait for (the shell then completes the workflow)."""
     d = engine.state.deactivation
     if d is None or engine.state.batches or engine.state.unacked:
@@ -217,7 +221,7 @@ def settled(engine: Engine) -> bool:
                for run in engine.state.runs.values())
 
 
-def finish(engine: Engine, now: datetime) -> dict[str, Any]:
+def finish(engine: Core, now: datetime) -> dict[str, Any]:
     """Mark the deactivation complete; returns its record for the workflow's result."""
     d = engine.state.deactivation
     assert d is not None
@@ -230,7 +234,7 @@ def finish(engine: Engine, now: datetime) -> dict[str, Any]:
     return d.model_dump(mode="json", exclude={"spec"})
 
 
-def status(engine: Engine) -> str | None:
+def status(engine: Core) -> str | None:
     """``deactivating`` / ``deactivated`` for the WfiState search attribute, else None."""
     d = engine.state.deactivation
     if d is None:
@@ -238,14 +242,14 @@ def status(engine: Engine) -> str | None:
     return "deactivated" if d.completed_at is not None else "deactivating"
 
 
-def _refusal(engine: Engine) -> str:
+def _refusal(engine: Core) -> str:
     d = engine.state.deactivation
     assert d is not None
     return (f"the activation of {engine.spec.workflow!r} was deactivated at {d.requested_at.isoformat()}: it accepts "
             "nothing; activate its Workfile again (`wfi activate WORKFILE --deployment FILE`), then redeliver")
 
 
-def refuse(engine: Engine, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult | None:
+def refuse(engine: Core, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult | None:
     """The ``deactivated`` disposition of a delivery, or None while the activation is installed."""
     if engine.state.deactivation is None:
         return None
@@ -258,7 +262,7 @@ def refuse(engine: Engine, entry_name: str | None, payload: Any, now: datetime) 
                           activation_id=engine.spec.activation_id)
 
 
-def refuse_lifecycle(engine: Engine, event: _subscriptions.LifecycleEvent, now: datetime) -> bool:
+def refuse_lifecycle(engine: Core, event: _subscriptions.LifecycleEvent, now: datetime) -> bool:
     """Refuse a lifecycle event of another run (True) while deactivated."""
     if engine.state.deactivation is None:
         return False
@@ -267,7 +271,7 @@ def refuse_lifecycle(engine: Engine, event: _subscriptions.LifecycleEvent, now: 
     return True
 
 
-def refuse_subscription(engine: Engine, request: _subscriptions.SubscribeRequest, now: datetime) -> bool:
+def refuse_subscription(engine: Core, request: _subscriptions.SubscribeRequest, now: datetime) -> bool:
     """End a new subscription at once with reason ``refused`` (True) while deactivated."""
     if engine.state.deactivation is None:
         return False
@@ -277,7 +281,7 @@ def refuse_subscription(engine: Engine, request: _subscriptions.SubscribeRequest
     return True
 
 
-def _count_refusal(engine: Engine, what: str, message: str, entry: str | None, ident: str | None, now: datetime) -> None:
+def _count_refusal(engine: Core, what: str, message: str, entry: str | None, ident: str | None, now: datetime) -> None:
     d = engine.state.deactivation
     assert d is not None
     d.refused += 1
@@ -290,7 +294,7 @@ def _delivery_id(entry: EntrySpec, payload: Any) -> str | None:
     return identity_text(raw) if raw is not None else None
 
 
-def on_start(engine: Engine, spec: ActivationSpec, now: datetime) -> bool:
+def on_start(engine: Core, spec: ActivationSpec, now: datetime) -> bool:
     """A new run started with a deactivated activation's final state: activate it again (True).
 
     A run continued-as-new while still deactivating carries an unfinished deactivation: it goes on,

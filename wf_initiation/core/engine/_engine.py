@@ -3,7 +3,7 @@
 State in, event in, new state and commands out. Time is always an argument (``now``); nothing
 here reads a clock, does I/O or imports Temporal. The Temporal shell (``workflows/activation.py``)
 feeds it deliveries, timer wake-ups, activity results and operator actions, and executes the
-commands it leaves in :attr:`Engine.outbox` (start a run, cancel/terminate one, signal one).
+commands it leaves in :attr:`Core.outbox` (start a run, cancel/terminate one, signal one).
 
 Pipeline of one event (external delivery, poll item, scheduled occurrence):
 validate payload -> dedup by identity -> cycle guard -> ``when`` -> ``queue_by``/``partition_by``
@@ -12,7 +12,6 @@ validate payload -> dedup by identity -> cycle guard -> ``when`` -> ``queue_by``
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import deque
 from datetime import datetime, timedelta
@@ -25,8 +24,9 @@ from ..activation import ActivationSpec, EntrySpec
 from .. import schedule as seq
 from ..limits import ADMIT_PER_TASK, clip, retained_id
 from ..runinput import Causation, Initiation, RunInput, TriggerInfo
-from . import _batch, _intake, _jobs, _poll, _schedule, _subscriptions
+from . import _batch, _intake, _jobs, _overlap, _poll, _schedule, _subscriptions
 from ._codec import Retired
+from ._keys import digest_and_size, event_key, identity_text, payload_digest, run_ident
 from ._types import OperatorRefused
 from ._types import (
     RELEASED_AT_ACCEPTANCE,
@@ -38,6 +38,7 @@ from ._types import (
     EngineState,
     ErrorRecord,
     EventRecord,
+    RunPoll,
     RunRecord,
     StartRun,
 )
@@ -48,33 +49,7 @@ KEEP_LIVE_RELEASED = 2000
 IN_FLIGHT = frozenset({"starting", "running"})
 
 
-def payload_digest(payload: Any) -> str:
-    """Digest of a payload under JSON-value equality (key order irrelevant, 1 == 1.0)."""
-    return digest_and_size(payload)[0]
-
-
-def digest_and_size(payload: Any) -> tuple[str, int]:
-    """:func:`payload_digest` and the payload's size in bytes as canonical JSON, from one encoding."""
-    text = _intake.canonical_text(payload).encode()
-    return hashlib.sha256(text).hexdigest()[:16], len(text)
-
-
-def identity_text(value: Any) -> str:
-    return value if isinstance(value, str) else canonical_key(value)
-
-
-def event_key(entry: str, ident: str) -> str:
-    return f"{entry}\x1f{ident}"
-
-
-def _run_ident(ident: str) -> str:
-    safe = ident.replace("/", "_")
-    if len(safe) <= 80 and safe.isprintable() and " " not in safe:
-        return safe
-    return "h" + hashlib.sha256(ident.encode()).hexdigest()[:24]
-
-
-class Engine:
+class Core:
     """Wraps one :class:`EngineState`; methods mutate it and append commands to ``outbox``."""
 
     def __init__(self, spec: ActivationSpec, state: EngineState):
@@ -120,10 +95,6 @@ class Engine:
         if found is None:
             raise KeyError(name)
         return found
-
-    def take_commands(self) -> list[Command]:
-        out, self.outbox = self.outbox, []
-        return out
 
     def _count(self, name: str, n: int = 1) -> None:
         self.state.counters[name] = self.state.counters.get(name, 0) + n
@@ -296,7 +267,7 @@ class Engine:
         if self._overlap_skips():
             self._count("skipped")
             return self._retain(entry, key, digest, delivery_id, Disposition.SKIPPED, now, None)
-        run_key = f"{self.spec.activation_id}/{entry.name}/{_run_ident(ident or delivery_id or key)}"
+        run_key = f"{self.spec.activation_id}/{entry.name}/{run_ident(ident or delivery_id or key)}"
         run_input = self._run_input(entry, payload, into, run_key, [delivery_id] if delivery_id else [], scheduled_at, now, causation)
         run = RunRecord(run_key=run_key, entry=entry.name, queue_key=queue_key, input=run_input, event_keys=[key],
                         accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at,
@@ -358,12 +329,7 @@ class Engine:
         return list(self._in_flight.values())
 
     def _overlap_skips(self) -> bool:
-        policy = self.spec.policies.overlap
-        if policy == "skip":
-            return bool(self.state.runs)  # every run record is pending, starting or running
-        if policy == "buffer_one":
-            return bool(self.state.runs) and bool(self.state.waiting)
-        return False
+        return _overlap.skips_on_arrival(self.spec.policies.overlap, len(self.state.runs), len(self.state.waiting))
 
     def _admit(self, run: RunRecord, now: datetime) -> Disposition:
         """Place a new run: behind its queue key, behind the overlap policy, or start it."""
@@ -378,31 +344,25 @@ class Engine:
         return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
 
     def _try_start(self, run: RunRecord, now: datetime) -> bool:
-        policies = self.spec.policies
-        if policies.overlap == "allow" and policies.max_concurrent_runs is None and not self.state.waiting:
-            self._start(run, now)  # the common case, kept O(1): nothing can block this run
-            return True
-        others = [r for r in self._in_flight.values() if r.run_key != run.run_key]
-        blocked_by_overlap = policies.overlap != "allow" and bool(others)
-        capped = policies.max_concurrent_runs is not None and len(others) >= policies.max_concurrent_runs
-        if blocked_by_overlap or capped or (self.state.waiting and run.run_key not in self.state.waiting[:1]):
-            if policies.overlap in ("cancel_other", "terminate_other") and not capped:
-                self._control_others(others, policies.overlap, run.run_key)
-            if run.run_key not in self.state.waiting:
-                self.state.waiting.append(run.run_key)
-            run.waiting_for = "concurrency limit" if capped else f"overlap policy {policies.overlap}"
+        """Start ``run`` unless the overlap policy or the concurrency cap holds it (see _overlap)."""
+        policies, waiting = self.spec.policies, self.state.waiting
+        decided = _overlap.admit(policies.overlap, policies.max_concurrent_runs, run.run_key, self._in_flight.values(),
+                                 waiting, waiting[0] if waiting else None)
+        self._control(decided, f"overlap {policies.overlap}: superseded by {run.run_key}")
+        if not decided.start:
+            if decided.enqueue:
+                waiting.append(run.run_key)
+            run.waiting_for = decided.reason
             return False
-        if run.run_key in self.state.waiting:
-            self.state.waiting.remove(run.run_key)
+        if decided.dequeue:
+            waiting.remove(run.run_key)
         self._start(run, now)
         return True
 
-    def _control_others(self, others: list[RunRecord], policy: str, by: str) -> None:
-        action = "cancel" if policy == "cancel_other" else "terminate"
-        for other in others:
-            if not other.cancel_requested:
-                other.cancel_requested = True
-                self.outbox.append(ControlRun(run_key=other.run_key, action=action, reason=f"overlap {policy}: superseded by {by}"))
+    def _control(self, decided: _overlap.Admission, reason: str) -> None:
+        for key in decided.targets:
+            self._in_flight[key].cancel_requested = True
+            self.outbox.append(ControlRun(run_key=key, action=decided.control, reason=reason))  # type: ignore[arg-type]
 
     def _start(self, run: RunRecord, now: datetime) -> None:
         if run.status == "pending":
@@ -579,7 +539,7 @@ class Engine:
                     if st.active and not st.paused and st.next_instant is not None]
         return min(instants) if instants else None
 
-    def polls_due(self, now: datetime) -> list[_poll.PollCall]:
+    def polls_due(self, now: datetime) -> list[RunPoll]:
         return _poll.polls_due(self, now)
 
     def poll_succeeded(self, entry: str, seq_no: int, version: int, result: _poll.PollResultIn, now: datetime) -> None:
@@ -602,14 +562,14 @@ class Engine:
 
 def initial_state(spec: ActivationSpec, now: datetime, *, legacy: bool = False) -> EngineState:
     state = EngineState(activation_id=spec.activation_id)
-    engine = Engine(spec, state)
+    engine = Core(spec, state)
     if legacy:
         engine.use_legacy_evaluation()
     sync_sources(engine, now, previous=None)
     return state
 
 
-def sync_sources(engine: Engine, now: datetime, previous: ActivationSpec | None) -> None:
+def sync_sources(engine: Core, now: datetime, previous: ActivationSpec | None) -> None:
     """Schedule and poll state per entry: kept across rebinding when the entry keeps its connector."""
     state, spec = engine.state, engine.spec
     old_entries = {e.name: e for e in previous.entries} if previous else {}

@@ -31,7 +31,7 @@ from ..limits import (
 from ._types import DeliveryResult, Disposition, SignalRun
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 # Before the budgets (an unpatched run) only what always failed the workflow task is refused; a
 # payload nested this deep never reached a handler through the data converter.
@@ -81,7 +81,7 @@ def identity(entry: EntrySpec, payload: Any) -> str | None:
         return None
 
 
-def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> str | None:
+def payload_problem(engine: "Core", payload: Any, delivery_id: str | None) -> str | None:
     """Why the engine cannot take this payload at all, or None (then the manifest schema decides)."""
     problem = (json_problem(payload) if engine.bounded
                else json_problem(payload, max_depth=_LEGACY_DEPTH, max_int_digits=LEGACY_INT_DIGITS))
@@ -93,7 +93,7 @@ def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> 
     return None
 
 
-def size_problem(engine: "Engine", size: int) -> str | None:
+def size_problem(engine: "Core", size: int) -> str | None:
     """Why a payload of ``size`` bytes (canonical JSON) is too large to take, or None."""
     if engine.bounded and size > MAX_DELIVERY_BYTES:
         return (f"the payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES}: send a reference "
@@ -101,7 +101,7 @@ def size_problem(engine: "Engine", size: int) -> str | None:
     return None
 
 
-def held_bytes(engine: "Engine") -> int:
+def held_bytes(engine: "Core") -> int:
     """Payload bytes held for runs not started yet: pending runs, open batches, a held poll item,
     subscription deliveries not confirmed. Runs being started are not counted: their inputs leave
     the state within a task or two."""
@@ -112,7 +112,7 @@ def held_bytes(engine: "Engine") -> int:
     return total
 
 
-def defer_reason(engine: "Engine", size: int) -> str | None:
+def defer_reason(engine: "Core", size: int) -> str | None:
     """Why a new event of ``size`` payload bytes must wait, or None."""
     if not engine.bounded:
         return None
@@ -125,7 +125,7 @@ def defer_reason(engine: "Engine", size: int) -> str | None:
     return None
 
 
-def deferred(engine: "Engine", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
+def deferred(engine: "Core", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
     """Record a deferred event: nothing consumed, no run; the sender delivers it again later."""
     engine._count("deferred")
     kept = retained_id(delivery_id)
@@ -134,7 +134,7 @@ def deferred(engine: "Engine", entry: EntrySpec, delivery_id: str | None, reason
                           message=clip(reason), activation_id=engine.spec.activation_id)
 
 
-def undecodable(engine: "Engine", problem: str, now: Any) -> DeliveryResult:
+def undecodable(engine: "Core", problem: str, now: Any) -> DeliveryResult:
     """A delivery whose argument could not even be decoded: ``invalid``, recorded without identity."""
     engine._count("deliveries")
     engine._count("invalid")

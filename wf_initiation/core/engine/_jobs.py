@@ -22,13 +22,13 @@ from ..limits import ENUMERATE_PER_TASK, MAX_BACKFILL
 from ._types import AdmitJob, OverflowRange, ScheduleState
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 MAX_FINISHED_JOBS = 20
 ACTIVE = ("counting", "admitting")
 
 
-def add_job(engine: "Engine", st: ScheduleState, job: AdmitJob) -> AdmitJob:
+def add_job(engine: "Core", st: ScheduleState, job: AdmitJob) -> AdmitJob:
     st.jobs.append(job)
     finished = [j for j in st.jobs if j.status not in ACTIVE]
     for old in finished[:-MAX_FINISHED_JOBS]:
@@ -37,7 +37,7 @@ def add_job(engine: "Engine", st: ScheduleState, job: AdmitJob) -> AdmitJob:
     return job
 
 
-def run_jobs(engine: "Engine", now: datetime) -> None:
+def run_jobs(engine: "Core", now: datetime) -> None:
     """Advance unfinished jobs, oldest first, within this task's budget."""
     for st in engine.state.schedules.values():
         for job in [j for j in st.jobs if j.status in ACTIVE]:
@@ -49,13 +49,13 @@ def run_jobs(engine: "Engine", now: datetime) -> None:
                 _admit_step(engine, st, job, now)
 
 
-def next_wakeup(engine: "Engine") -> datetime | None:
+def next_wakeup(engine: "Core") -> datetime | None:
     """An unfinished job needs the next workflow task at once: its request instant (in the past)."""
     pending = [j.requested_at for st in engine.state.schedules.values() for j in st.jobs if j.status in ACTIVE]
     return min(pending, default=None)
 
 
-def _count_step(engine: "Engine", job: AdmitJob, now: datetime) -> None:
+def _count_step(engine: "Core", job: AdmitJob, now: datetime) -> None:
     from ._schedule import TICK
 
     found = seq.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, ENUMERATE_PER_TASK)
@@ -73,7 +73,7 @@ def _count_step(engine: "Engine", job: AdmitJob, now: datetime) -> None:
         job.after = found[-1]
 
 
-def _admit_step(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
+def _admit_step(engine: "Core", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
     from ._schedule import admit_occurrence
 
     processed = job.admitted + job.duplicates + job.other
@@ -96,7 +96,7 @@ def _admit_step(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetim
         _finish(engine, st, job, now)
 
 
-def _finish(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
+def _finish(engine: "Core", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
     processed = job.admitted + job.duplicates + job.other
     job.status, job.finished_at = "done", now
     if job.kind == "backfill":

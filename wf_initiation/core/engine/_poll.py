@@ -25,27 +25,14 @@ from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, clip, is_utf8_text, json_problem, retained_id, strict_json
 from ._types import OperatorRefused
-from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
-from . import _engine  # used at call time only (it imports this module too)
+from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState, RunPoll
+from ._intake import entry_delivery_id
+from ._keys import event_key, identity_text, payload_digest
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 MAX_CURSOR_LOG = 100
-
-
-@dataclass(frozen=True)
-class PollCall:
-    """A poll the shell must run now (as the connector's poll activity)."""
-
-    entry: str
-    connector: str
-    seq: int
-    version: int
-    cursor: str | None
-    config: dict[str, Any]
-    connection: dict[str, Any]
-    limit: int
 
 
 @dataclass
@@ -67,7 +54,8 @@ def new_poll_state(entry: EntrySpec, spec: ActivationSpec, now: datetime) -> Pol
     return PollState(entry=entry.name, next_poll_at=now)
 
 
-def polls_due(engine: "Engine", now: datetime) -> list[PollCall]:
+def polls_due(engine: "Core", now: datetime) -> list[RunPoll]:
+    """The polls to run now; each is in flight from here until it reports (POLL-1)."""
     calls = []
     for entry in engine.spec.entries:
         st = engine.state.polls.get(entry.name)
@@ -77,19 +65,19 @@ def polls_due(engine: "Engine", now: datetime) -> list[PollCall]:
             continue
         st.poll_seq += 1
         st.in_flight = st.poll_seq
-        calls.append(PollCall(entry=entry.name, connector=entry.connector, seq=st.poll_seq, version=st.cursor_version,
+        calls.append(RunPoll(entry=entry.name, connector=entry.connector, seq=st.poll_seq, version=st.cursor_version,
                               cursor=st.cursor, config=entry.config, connection=entry.connection_settings,
                               limit=engine.spec.policies.poll.limit))
     return calls
 
 
-def next_poll_wakeup(engine: "Engine") -> datetime | None:
+def next_poll_wakeup(engine: "Core") -> datetime | None:
     times = [st.next_poll_at for st in engine.state.polls.values()
              if st.next_poll_at is not None and not st.paused and st.held is None and st.in_flight is None]
     return min(times) if times else None
 
 
-def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, result: PollResultIn, now: datetime) -> None:
+def poll_succeeded(engine: "Core", entry_name: str, seq: int, version: int, result: PollResultIn, now: datetime) -> None:
     st = engine.state.polls.get(entry_name)
     if st is None or st.in_flight != seq:
         return
@@ -115,7 +103,7 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
     st.next_poll_at = now if result.more or requested else now + settings.interval
 
 
-def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> str:
+def _dispose(engine: "Core", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> str:
     """Dispose one item: ``done``, ``held`` (the cursor holds at it) or ``deferred`` (poll it again later)."""
     st.items_seen += 1
     engine._count("poll_items")
@@ -134,24 +122,22 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
     return "done"
 
 
-def _refused(engine: "Engine", entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
+def _refused(engine: "Core", entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
     """An item the connector flagged as unusable: invalid with the connector's reason (POLL-11)."""
-    from ._engine import entry_delivery_id, identity_text
-
     raw_id = entry_delivery_id(entry, item.payload)
     return engine._invalid(entry, identity_text(raw_id) if raw_id is not None else None, item.problem or "", now)
 
 
-def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
+def quarantine(engine: "Core", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
     """Retain an explicit quarantine disposition before the cursor moves past an invalid item.
 
     The record is keyed by the payload digest, not the delivery id: an invalid item leaves its
     identity unconsumed (EXT-10), so a corrected item with the same id is still accepted, while a
     repeated fetch of the same invalid item finds its quarantine record and adds nothing (POLL-9).
     """
-    digest = _engine.payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
+    digest = payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
     ident = quarantine_ident(digest)
-    key = _engine.event_key(entry.name, ident)
+    key = event_key(entry.name, ident)
     if engine.lookup(key) is None:
         detail = f"delivery {retained_id(delivery_id)!r}: {reason}" if delivery_id else reason
         engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
@@ -170,7 +156,7 @@ def _jsonable(payload: Any) -> bool:
         return False
 
 
-def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: datetime) -> None:
+def poll_failed(engine: "Core", entry_name: str, seq: int, error: str, now: datetime) -> None:
     """POLL-10: a failed poll starts nothing and moves nothing; back off exponentially."""
     st = engine.state.polls.get(entry_name)
     if st is None or st.in_flight != seq:
@@ -185,7 +171,7 @@ def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: da
     engine.record_error(now, "poll_failed", f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}: {error}", entry_name)
 
 
-def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
+def set_cursor(engine: "Core", entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None:
         raise OperatorRefused(f"no poll entry {entry_name!r}")
@@ -199,14 +185,12 @@ def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str 
     return f"cursor set; applies to polls started from now on (version {st.cursor_version})"
 
 
-def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, note: str | None) -> str:
+def release_held(engine: "Core", entry_name: str, choice: str, now: datetime, note: str | None) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None or st.held is None:
         raise OperatorRefused(f"no held item on {entry_name!r}")
     held = st.held
     if choice == "quarantine":
-        from ._engine import entry_delivery_id, identity_text
-
         entry = engine.entry(entry_name)
         raw = entry_delivery_id(entry, held.payload)
         ident = identity_text(raw) if raw not in (None, "") else None

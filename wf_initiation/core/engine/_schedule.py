@@ -41,12 +41,13 @@ from typing import TYPE_CHECKING
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
-from . import _engine, _jobs  # _engine is only used at call time (it imports this module too)
+from . import _jobs
+from ._keys import payload_digest
 from ._types import OperatorRefused
 from ._types import AdmitJob, OccurrenceRecord, OverflowRange, ScheduleState
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 MAX_OCCURRENCE_LOG = 300
 CHUNK = 10_000  # occurrences enumerated per workflow task before the budgets (croniter: ~40 us each)
@@ -78,7 +79,7 @@ def refresh_next(state: ScheduleState, parsed: seq.ScheduleSpec) -> None:
         state.inactive_reason = "no future occurrence: the sequence has ended or never starts (SCHED-4)"
 
 
-def schedule_tick(engine: "Engine", now: datetime) -> None:
+def schedule_tick(engine: "Core", now: datetime) -> None:
     """Dispose of every due occurrence of every active, unpaused schedule entry."""
     for entry in engine.spec.entries:
         st = engine.state.schedules.get(entry.name)
@@ -93,7 +94,7 @@ def schedule_tick(engine: "Engine", now: datetime) -> None:
         _advance(engine, entry, st, now)
 
 
-def _check_tzdata(engine: "Engine", st: ScheduleState, now: datetime) -> None:
+def _check_tzdata(engine: "Core", st: ScheduleState, now: datetime) -> None:
     worker = seq.TZDATA_VERSION
     if st.tzdata_version == worker:
         return
@@ -105,7 +106,7 @@ def _check_tzdata(engine: "Engine", st: ScheduleState, now: datetime) -> None:
     st.tzdata_version = worker
 
 
-def _advance(engine: "Engine", entry: EntrySpec, st: ScheduleState, now: datetime) -> None:
+def _advance(engine: "Core", entry: EntrySpec, st: ScheduleState, now: datetime) -> None:
     parsed = engine.parsed_schedule(entry.name)
     catch_up = engine.spec.policies.missed.policy == "catch_up"
     enumerate_max, admit_max = _per_task(engine)
@@ -140,19 +141,19 @@ def _advance(engine: "Engine", entry: EntrySpec, st: ScheduleState, now: datetim
     refresh_next(st, parsed)
 
 
-def _per_task(engine: "Engine") -> tuple[int, int]:
+def _per_task(engine: "Core") -> tuple[int, int]:
     """(occurrences to enumerate, occurrences to admit) in this task; unbounded before the budgets."""
     if not engine.bounded:
         return CHUNK, CHUNK
     return ENUMERATE_PER_TASK, engine.task_budget
 
 
-def _spend(engine: "Engine", admitted: int) -> None:
+def _spend(engine: "Core", admitted: int) -> None:
     if engine.bounded:
         engine.task_budget -= admitted
 
 
-def _handle_missed(engine: "Engine", entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
+def _handle_missed(engine: "Core", entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
     policy = engine.spec.policies.missed
     if policy.policy == "skip":
         st.missed_ranges.append(_range(entry, missed, "skipped", now, "missed while the activation could not "
@@ -191,7 +192,7 @@ def _ident(instant: datetime) -> str:
     return stamp + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
 
 
-def local_iso(engine: "Engine", instant: datetime, timezone: str) -> str:
+def local_iso(engine: "Core", instant: datetime, timezone: str) -> str:
     """:func:`schedule.to_local_iso` with the zone loaded once per engine: loading it reads the
     tzdata package through importlib, which the workflow sandbox makes ~1 ms a call."""
     zone = engine.zones.get(timezone)
@@ -205,7 +206,7 @@ def occurrence_key(entry: str, instant: datetime) -> str:
     return f"{entry}\x1f@{_ident(instant)}"
 
 
-def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, instant: datetime, now: datetime, how: str) -> str:
+def admit_occurrence(engine: "Core", entry: EntrySpec, st: ScheduleState, instant: datetime, now: datetime, how: str) -> str:
     """Admit one occurrence through the common pipeline; returns its recorded disposition.
 
     ``how`` names an admission (admitted, caught_up, backfilled); a guard that is false records
@@ -229,7 +230,7 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
         engine.record_error(now, "invalid", f"occurrence {payload['scheduled_at']} failed validation: {problem}", entry.name)
         _log(st, engine, entry, instant, "invalid", None, None)
         return "invalid"
-    digest = _engine.payload_digest({"scheduled_at": payload["scheduled_at"]})
+    digest = payload_digest({"scheduled_at": payload["scheduled_at"]})
     disposition, run_key, _ = engine._accept(entry, payload, key, digest,
                                              now, scheduled_at=payload["scheduled_at"], ident=_ident(instant))
     value = disposition.value
@@ -238,7 +239,7 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
     return recorded
 
 
-def _log(st: ScheduleState, engine: "Engine", entry: EntrySpec, instant: datetime, disposition: str,
+def _log(st: ScheduleState, engine: "Core", entry: EntrySpec, instant: datetime, disposition: str,
          fired_at: datetime | None, run_key: str | None) -> None:
     tz = engine.parsed_schedule(entry.name).timezone
     st.occurrences.append(OccurrenceRecord(
@@ -250,14 +251,14 @@ def _log(st: ScheduleState, engine: "Engine", entry: EntrySpec, instant: datetim
         del st.occurrences[: len(st.occurrences) - MAX_OCCURRENCE_LOG]
 
 
-def _log_many(st: ScheduleState, engine: "Engine", entry: EntrySpec, instants: Sequence[datetime], disposition: str) -> None:
+def _log_many(st: ScheduleState, engine: "Core", entry: EntrySpec, instants: Sequence[datetime], disposition: str) -> None:
     """Count every one; keep individual records for the most recent (the range records them all)."""
     for instant in instants[-MAX_OCCURRENCE_LOG:]:
         _log(st, engine, entry, instant, disposition, None, None)
     st.counts[disposition] = st.counts.get(disposition, 0) + max(0, len(instants) - MAX_OCCURRENCE_LOG)
 
 
-def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | None, now: datetime, note: str | None) -> str:
+def decide_overflow(engine: "Core", range_id: str, choice: str, count: int | None, now: datetime, note: str | None) -> str:
     """Operator decision on an overflow range: ``admit_all``, ``admit_first`` (``count``, the rest skipped), ``skip``."""
     for st in engine.state.schedules.values():
         for rng in st.overflow:
@@ -289,7 +290,7 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
     raise OperatorRefused(f"no overflow range {range_id!r}")
 
 
-def _overflow_job(engine: "Engine", st: ScheduleState, rng: OverflowRange, take: int, now: datetime, note: str | None) -> str:
+def _overflow_job(engine: "Core", st: ScheduleState, rng: OverflowRange, take: int, now: datetime, note: str | None) -> str:
     """A decision too large for one task: record it now, admit over the next tasks (see _jobs)."""
     rng.status = "skipped" if not take else ("admitted" if take == rng.count else "partially_admitted")
     rng.decided_at, rng.note = now, note or rng.note
@@ -301,7 +302,7 @@ def _overflow_job(engine: "Engine", st: ScheduleState, rng: OverflowRange, take:
             f"{job.job_id} (see `wfi state`, schedules.{rng.entry}.jobs)")
 
 
-def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
+def backfill(engine: "Core", entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
     """Admit the occurrences ``start <= t <= end`` of a past range, each at most once (SCHED-5).
 
     More than this task can admit (see _jobs): counted and admitted over the next tasks."""

@@ -43,10 +43,11 @@ from .._expr import canonical_key
 from ..activation import EntrySpec
 from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, json_problem, json_size
 from ..runinput import Causation
+from ._keys import digest_and_size, event_key
 from ._types import Command, DeliveryResult, Disposition, PublishEvent, RunRecord, SignalRun, Subscription
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._engine import Core
 
 SUBSCRIBE_SIGNAL = "subscribe"
 UNSUBSCRIBE_SIGNAL = "unsubscribe"
@@ -137,7 +138,7 @@ def select(subs: Iterable[Subscription], entry: str, payload: Any, now: datetime
 
 
 # ---------------------------------------------------------------------- subscription lifecycle
-def subscribe(engine: Engine, request: SubscribeRequest, now: datetime) -> None:
+def subscribe(engine: Core, request: SubscribeRequest, now: datetime) -> None:
     """Register a subscription; a target that cannot serve it ends it at once with a reason."""
     if request.sub_id in engine.state.subscriptions:
         return  # a repeated signal (the run's history replays it) changes nothing
@@ -154,7 +155,7 @@ def subscribe(engine: Engine, request: SubscribeRequest, now: datetime) -> None:
     engine._count("subscriptions")
 
 
-def _subscribe_problem(engine: Engine, entry: EntrySpec | None, request: SubscribeRequest, now: datetime) -> str | None:
+def _subscribe_problem(engine: Core, entry: EntrySpec | None, request: SubscribeRequest, now: datetime) -> str | None:
     if engine.bounded:
         problem = _bounds_problem(engine, request)
         if problem is not None:
@@ -168,7 +169,7 @@ def _subscribe_problem(engine: Engine, entry: EntrySpec | None, request: Subscri
     return None
 
 
-def _bounds_problem(engine: Engine, request: SubscribeRequest) -> str | None:
+def _bounds_problem(engine: Core, request: SubscribeRequest) -> str | None:
     if len(request.run_workflow_id) > MAX_WORKFLOW_ID_CHARS or len(request.sub_id) > MAX_WORKFLOW_ID_CHARS + 100:
         return f"subscription refused: a workflow id has at most {MAX_WORKFLOW_ID_CHARS} characters"
     if len(request.entry) > MAX_OPERATOR_TEXT_CHARS:
@@ -188,7 +189,7 @@ def _oversized(request: UnsubscribeRequest) -> bool:
     return len(request.run_workflow_id) > MAX_WORKFLOW_ID_CHARS or len(request.sub_id) > MAX_WORKFLOW_ID_CHARS + 100
 
 
-def unsubscribe(engine: Engine, request: UnsubscribeRequest, now: datetime) -> None:
+def unsubscribe(engine: Core, request: UnsubscribeRequest, now: datetime) -> None:
     """End a subscription the run stopped waiting on; answer so the run's wait can finish.
 
     A delivery still unconfirmed will reach the run and ends its wait; otherwise the run gets an
@@ -204,7 +205,7 @@ def unsubscribe(engine: Engine, request: UnsubscribeRequest, now: datetime) -> N
     _notify(engine, request.sub_id, request.run_workflow_id, entry, "cancelled" if sub else "unknown", None)
 
 
-def expire(engine: Engine, now: datetime) -> int:
+def expire(engine: Core, now: datetime) -> int:
     """Drop subscriptions past their deadline and tell their runs (the run's own timeout agrees)."""
     due = [s for s in engine.state.subscriptions.values() if not is_active(s, now)]
     for sub in due:
@@ -215,13 +216,13 @@ def expire(engine: Engine, now: datetime) -> int:
     return len(due)
 
 
-def next_expiry(engine: Engine) -> datetime | None:
+def next_expiry(engine: Core) -> datetime | None:
     deadlines = [s.expires_at for s in engine.state.subscriptions.values() if s.expires_at is not None]
     return min(deadlines, default=None)
 
 
 def offer(
-    engine: Engine, entry: EntrySpec, payload: Any, key: str, digest: str, delivery_id: str | None, now: datetime
+    engine: Core, entry: EntrySpec, payload: Any, key: str, digest: str, delivery_id: str | None, now: datetime
 ) -> tuple[Disposition, str | None, str | None] | None:
     """Deliver an accepted event to the selected subscription, or None when none matches (INIT-8, INIT-9)."""
     if entry.kind not in SUBSCRIBABLE_KINDS or not engine.state.subscriptions:
@@ -242,25 +243,25 @@ def _delivery_key(sub_id: str) -> str:
     return f"deliver\x1f{sub_id}"
 
 
-def _notify(engine: Engine, sub_id: str, run_workflow_id: str, entry: str, reason: str, message: str | None) -> None:
+def _notify(engine: Core, sub_id: str, run_workflow_id: str, entry: str, reason: str, message: str | None) -> None:
     event = SubscriptionEvent(sub_id=sub_id, kind="ended", entry=entry, reason=reason, message=message)  # type: ignore[arg-type]
     _keep(engine, SignalRun(workflow_id=run_workflow_id, signal=EVENT_SIGNAL, payload=event.model_dump(mode="json"),
                             key=f"ended\x1f{sub_id}"))
 
 
 # ---------------------------------------------------------------------- confirmed commands
-def _keep(engine: Engine, command: SignalRun | PublishEvent) -> None:
+def _keep(engine: Core, command: SignalRun | PublishEvent) -> None:
     assert command.key is not None
     engine.state.unacked[command.key] = command
     engine.outbox.append(command)
 
 
-def unacked_commands(engine: Engine) -> list[Command]:
+def unacked_commands(engine: Core) -> list[Command]:
     """Everything not confirmed yet: re-issue after a restart or continue-as-new (each is idempotent)."""
     return list(engine.state.unacked.values())
 
 
-def command_done(engine: Engine, key: str, error: str | None, now: datetime) -> None:
+def command_done(engine: Core, key: str, error: str | None, now: datetime) -> None:
     """The shell ran a kept command: forget it; a failed subscription delivery is an initiation error."""
     command = engine.state.unacked.pop(key, None)
     if command is None or error is None:
@@ -276,11 +277,9 @@ def command_done(engine: Engine, key: str, error: str | None, now: datetime) -> 
         engine._count("notices_undeliverable")
 
 
-def _release(engine: Engine, event: SubscriptionEvent, now: datetime) -> str | None:
+def _release(engine: Core, event: SubscriptionEvent, now: datetime) -> str | None:
     """Take back an event whose subscriber could not be signalled and dispose of it as if no
     subscription had matched (INIT-9): the subscriber was not a waiting run after all."""
-    from ._engine import digest_and_size, event_key
-
     entry = engine.spec.entry(event.entry)
     key = event_key(event.entry, event.delivery_id or "")
     record = engine.state.events.get(key)
@@ -312,14 +311,14 @@ def lifecycle_payload(
     }
 
 
-def on_run_started(engine: Engine, run: RunRecord, now: datetime) -> None:
+def on_run_started(engine: Core, run: RunRecord, now: datetime) -> None:
     """Keep the run's causation (its input is about to be dropped) and publish ``workflow.started``."""
     if run.input is not None:
         run.causation = run.input.initiation.causation
     _publish(engine, "workflow.started", lifecycle_payload(engine.spec.workflow, run, "started", now))
 
 
-def on_run_finished(engine: Engine, run: RunRecord, now: datetime) -> None:
+def on_run_finished(engine: Core, run: RunRecord, now: datetime) -> None:
     """Publish ``workflow.completed``, or ``workflow.failed`` with the outcome; never for a dropped run."""
     if run.started_at is None:
         return
@@ -327,13 +326,13 @@ def on_run_finished(engine: Engine, run: RunRecord, now: datetime) -> None:
     _publish(engine, f"workflow.{transition}", lifecycle_payload(engine.spec.workflow, run, transition, now))
 
 
-def _publish(engine: Engine, connector: str, payload: dict[str, Any]) -> None:
+def _publish(engine: Core, connector: str, payload: dict[str, Any]) -> None:
     if not engine.spec.policies.lifecycle_events:
         return
     _keep(engine, PublishEvent(key=f"publish\x1f{payload['event_id']}", connector=connector, payload=payload))
 
 
-def route_lifecycle(engine: Engine, event: LifecycleEvent, now: datetime) -> list[DeliveryResult]:
+def route_lifecycle(engine: Core, event: LifecycleEvent, now: datetime) -> list[DeliveryResult]:
     """Deliver a lifecycle event to every entry of this connector watching its workflow (COMP-3)."""
     upstream = event.payload.get("workflow")
     entries = [e for e in engine.spec.entries if e.connector == event.connector and e.config.get("workflow") == upstream]
