@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 

@@ -15,7 +15,7 @@ import pytest
 from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import ControlRun, Disposition, Engine, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import ControlRun, Disposition, Engine, StartRun, initial_state, operator
 from wf_initiation.core.engine import NOT_RETAINED
 from wf_initiation.workflows.activation import decode_state, encode_state
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import Disposition, Engine, StartRun, initial_state
 from wf_initiation.core.engine import SubscribeRequest
 from wf_initiation.core.engine import SignalRun
 from wf_initiation.core.limits import (

@@ -18,7 +18,7 @@ from tests.conftest import DEV_SERVER_ARGS, binary
 from tests.support.activation import make_spec
 from tests.support.browser import Browser, find_chromium, free_port
 from tests.support.operator_view import SECRET_TOKEN, Page, build_scenario, page_url, pages
-from wf_initiation.core.engine import Engine, initial_state, summary
+from wf_initiation.core.engine import Engine, initial_state
 from wf_initiation.core.engine._view import MAX_BYTES, markdown as render, redact, secrets_of
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.workflows.search_attributes import ALL as SEARCH_ATTRIBUTES

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItemIn, PollResultIn, StartRun, initial_state, operator
+from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItemIn, PollResultIn, StartRun, initial_state
 from wf_initiation.core.engine._poll import abandon_in_flight, backoff_for, quarantine_ident
 from wf_initiation.wire import OperatorRequest
 
@@ -332,7 +332,7 @@ def test_crashes_never_start_a_second_run_nor_skip_an_undisposed_item(
 
 
 def _assert_cursor_not_ahead(engine: Engine, source: list[dict[str, Any]]) -> None:
-    from wf_initiation.core.engine._engine import payload_digest
+    from wf_initiation.core.engine import payload_digest
 
     cursor = int(engine.state.polls["row"].cursor or 0)
     events = events_of(engine)

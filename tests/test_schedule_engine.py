@@ -20,7 +20,7 @@ from tests.support.activation import make_spec
 from wf_initiation.core import schedule as seq
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Engine, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import Engine, StartRun, initial_state
 from wf_initiation.core.engine import _schedule
 from wf_initiation.core.engine._types import EngineState
 from wf_initiation.core.limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK

@@ -21,7 +21,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition, Engine, initial_state
 from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
-from wf_initiation.core.engine._subscriptions import matches, select  # the correlation rules themselves
+from wf_initiation.core.engine._offer import matches, select  # the correlation rules themselves
 from wf_initiation.core.engine._types import Subscription
 from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 

@@ -547,7 +547,8 @@ class ActivationWorkflow:
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
-            results += self._update_safely("deliver_many", lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
+            results += self._update_safely(
+                "deliver_many", lambda now=now, chunk=chunk: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
         self._telemetry.delivered(self._engine, results)
         self._poke()
         return results

@@ -7,12 +7,15 @@ commands to execute). See docs/architecture.md for its layers.
 from . import operator, summary
 from ._codec import decode_state
 from ._deactivate import Outcome as DeactivateOutcome
-from ._engine import event_key, initial_state, payload_digest
+from ._engine import initial_state
 from ._facade import Engine
+from ._keys import event_key, payload_digest
+from ._lifecycle import lifecycle_event_id
+from ._offer import EVENT_SIGNAL, SubscriptionEvent
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
-    EVENT_SIGNAL, LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, LifecycleEvent, SubscribeRequest,
-    SubscriptionEvent, UnsubscribeRequest, activation_workflow_id,
+    LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, LifecycleEvent, SubscribeRequest, UnsubscribeRequest,
+    activation_workflow_id,
 )
 from ._types import (
     NOT_RETAINED, Command, ControlRun, Decision, DeliveryResult, Disposition, EngineState, ErrorRecord,
@@ -24,5 +27,5 @@ __all__ = [
     "ControlRun", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
     "ErrorRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
     "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
-    "activation_workflow_id", "decode_state", "event_key", "initial_state", "operator", "payload_digest", "summary",
+    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary",
 ]

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ..activation import ActivationSpec
-from . import _codec, _deactivate, _intake, _poll, _subscriptions, operator
+from . import _codec, _deactivate, _intake, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
@@ -157,8 +157,8 @@ class Engine:
         core = self._core
         _poll.abandon_in_flight(core.state)  # a poll of the previous run never reports here (POLL-10)
         core.outbox.extend(core.pending_starts())
-        core.outbox.extend(_subscriptions.unacked_commands(core))
-        return self._decide(_deactivate.on_start(core, core.spec, now))
+        core.outbox.extend(_lifecycle.unacked_commands(core))
+        return self._decide(core.reactivate(core.spec, now))
 
     def begin_task(self) -> Decision[None]:
         """A new workflow task: its budget of work starts afresh (limits.ADMIT_PER_TASK)."""

@@ -7,10 +7,54 @@ through these, so a key is computed one way only.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
-from .._expr import canonical_key
-from ._intake import canonical_text
+from .._expr import ExpressionFault, canonical_key
+from ..activation import EntrySpec
+
+
+def canonical_text(payload: Any) -> str:
+    """Exactly :func:`canonical_key` (the text digests are taken of), computed without
+    ``isinstance`` for plain JSON types: inside the workflow sandbox that builtin is wrapped and costs
+    tens of microseconds a call, which made the digest of a large payload take seconds."""
+    return json.dumps(_normalised(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _normalised(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ExpressionFault("key value is not a JSON value: NaN or infinity")
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _normalised(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_normalised(v) for v in value]
+    return json.loads(canonical_key(value))  # anything else: the general rules (and their errors)
+
+
+def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
+    """The value at the manifest's ``delivery_id`` path, or None."""
+    value: Any = payload
+    for part in (entry.delivery_id_path or "").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def identity(entry: EntrySpec, payload: Any) -> str | None:
+    """The delivery id at the manifest's path, as text; None when absent or not a JSON value."""
+    raw = entry_delivery_id(entry, payload)
+    if raw is None or isinstance(raw, str):
+        return raw
+    try:
+        return canonical_key(raw)
+    except ExpressionFault:
+        return None
 
 
 def payload_digest(payload: Any) -> str:

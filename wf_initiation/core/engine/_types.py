@@ -365,6 +365,16 @@ class Decision(Generic[R]):
 
 
 @dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the acceptance pipeline did with one new event: its disposition, its run (when it has
+    one, or will in a batch) and a detail (the fault or the subscription it was delivered to)."""
+
+    disposition: Disposition
+    run_key: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OperatorOutcome:
     """What an operator action did: applied (``ok``) or refused, with a message naming why."""
 

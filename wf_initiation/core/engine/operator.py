@@ -12,15 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text
 from ..schedule import parse_instant
 from . import _poll, _schedule
+from ._pipeline import Pipeline
 from ._types import OperatorAction, OperatorOutcome
-
-if TYPE_CHECKING:
-    from ._engine import Core
 
 MAX_LOG = 200
 MAX_ACTION_IDS = 1000
@@ -67,7 +65,7 @@ def content_digest(req: Request) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def apply(engine: Core, req: Request, now: datetime) -> OperatorOutcome:
+def apply(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
     """Apply one action. A repeated ``action_id`` changes nothing; the same id with different content
     is refused (the first action stands)."""
     problem = request_problem(req) if engine.bounded else None
@@ -88,12 +86,12 @@ def _repeat(recorded: str | None, req: Request) -> OperatorOutcome:
                            "one stands: give this action an id of its own")
 
 
-def already_applied(engine: Core, action_id: str | None) -> bool:
+def already_applied(engine: Pipeline, action_id: str | None) -> bool:
     """Whether an action with this id was applied before (in this run or one it continued from)."""
     return bool(action_id) and action_id in engine.state.seen_action_ids
 
 
-def record(engine: Core, action: str, detail: str, action_id: str | None, now: datetime, *,
+def record(engine: Pipeline, action: str, detail: str, action_id: str | None, now: datetime, *,
            digest: str | None = None) -> None:
     """Log an applied action and remember its id (bounded), with the digest of its content if given."""
     state = engine.state
@@ -114,7 +112,7 @@ def record(engine: Core, action: str, detail: str, action_id: str | None, now: d
 REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow"})
 
 
-def _dispatch(engine: Core, req: Request, now: datetime) -> OperatorOutcome:
+def _dispatch(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
     handler = _HANDLERS.get(req.action)
     if handler is None:
         return OperatorOutcome(False, f"unknown action {req.action!r}")
@@ -127,7 +125,7 @@ def _dispatch(engine: Core, req: Request, now: datetime) -> OperatorOutcome:
         return OperatorOutcome(False, str(exc))
 
 
-def _targets(engine: Core, req: Request, kinds: tuple[str, ...]) -> list[str]:
+def _targets(engine: Pipeline, req: Request, kinds: tuple[str, ...]) -> list[str]:
     names = [e.name for e in engine.spec.entries if e.kind in kinds]
     if req.entry is None:
         return names
@@ -136,7 +134,7 @@ def _targets(engine: Core, req: Request, kinds: tuple[str, ...]) -> list[str]:
     return [req.entry]
 
 
-def _pause(engine: Core, req: Request, now: datetime) -> str:
+def _pause(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
     for name in names:
         if name in engine.state.schedules:
@@ -146,7 +144,7 @@ def _pause(engine: Core, req: Request, now: datetime) -> str:
     return f"paused {', '.join(names) or 'nothing'}"
 
 
-def _resume(engine: Core, req: Request, now: datetime) -> str:
+def _resume(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
     for name in names:
         if name in engine.state.schedules:
@@ -157,7 +155,7 @@ def _resume(engine: Core, req: Request, now: datetime) -> str:
     return f"resumed {', '.join(names) or 'nothing'}"
 
 
-def _poll_now(engine: Core, req: Request, now: datetime) -> str:
+def _poll_now(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("poll",))
     for name in names:
         st = engine.state.polls[name]
@@ -167,31 +165,31 @@ def _poll_now(engine: Core, req: Request, now: datetime) -> str:
     return f"poll requested for {', '.join(names)}"
 
 
-def _set_cursor(engine: Core, req: Request, now: datetime) -> str:
+def _set_cursor(engine: Pipeline, req: Request, now: datetime) -> str:
     (name,) = _targets(engine, req, ("poll",))[:1] or [""]
     return _poll.set_cursor(engine, name, req.cursor, req.note, now)
 
 
-def _release_held(engine: Core, req: Request, now: datetime) -> str:
+def _release_held(engine: Pipeline, req: Request, now: datetime) -> str:
     (name,) = _targets(engine, req, ("poll",))[:1] or [""]
     return _poll.release_held(engine, name, req.choice or "", now, req.note)
 
 
-def _backfill(engine: Core, req: Request, now: datetime) -> str:
+def _backfill(engine: Pipeline, req: Request, now: datetime) -> str:
     if not (req.entry and req.start and req.end):
         raise ValueError("backfill needs entry, start and end (ISO-8601 instants with offset)")
     return _schedule.backfill(engine, req.entry, parse_instant(req.start), parse_instant(req.end), now)
 
 
-def _decide_overflow(engine: Core, req: Request, now: datetime) -> str:
+def _decide_overflow(engine: Pipeline, req: Request, now: datetime) -> str:
     return _schedule.decide_overflow(engine, req.range_id or "", req.choice or "", req.count, now, req.note)
 
 
-def _admit_pending(engine: Core, req: Request, now: datetime) -> str:
+def _admit_pending(engine: Pipeline, req: Request, now: datetime) -> str:
     return engine.admit_pending(req.run_key or "", now)
 
 
-def _drop_pending(engine: Core, req: Request, now: datetime) -> str:
+def _drop_pending(engine: Pipeline, req: Request, now: datetime) -> str:
     return engine.drop_pending(req.run_key or "", now, req.note)
 
 

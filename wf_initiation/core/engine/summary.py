@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _batch, _deactivate, _view
+from ._engine import Core
 from ._keys import event_key
-
-if TYPE_CHECKING:
-    from ._engine import Core
 
 
 def status(engine: Core) -> str:
