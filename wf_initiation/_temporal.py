@@ -128,7 +128,7 @@ def _tls(base: Any, flags: ConnectFlags) -> Any:
     """The profile's TLS setting with the flags applied; None when neither says anything."""
     from temporalio.service import TLSConfig
 
-    files = {field: _read_tls_file(path, _FLAG_OF[field]) for field, path in flags.tls_files.items()}
+    files: dict[str, Any] = {field: _read_tls_file(path, _FLAG_OF[field]) for field, path in flags.tls_files.items()}
     if not files and not flags.tls_server_name:
         return True if flags.tls and base in (None, False) else base
     config = base if isinstance(base, TLSConfig) else TLSConfig()

@@ -11,6 +11,7 @@ normal delivery and starts its run. Limits are those of docs/limits.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -109,9 +110,9 @@ async def fifteen_concurrent_200kb_deliveries_all_start_their_runs(target: Targe
         events = (await target.state(pair, events=True))["events"]
         return [events.get(f"hook\x1fvol-{i}", {}).get("run_key") for i in range(15)]
 
-    keys = await eventually(run_keys, lambda ks: all(ks), "all 15 deliveries accepted", timeout=WAIT_S, describe=str)
-    for key in keys:
-        await eventually(lambda k=key: target.run_started(k), lambda found: found is not None,
+    found = await eventually(run_keys, lambda ks: all(ks), "all 15 deliveries accepted", timeout=WAIT_S, describe=str)
+    for key in [k for k in found if k]:  # all 15: eventually waited for that
+        await eventually(functools.partial(target.run_started, key), lambda found: found is not None,
                          f"run {key} to start", timeout=WAIT_S)
     await _still_serves(target, pair)
 
