@@ -78,7 +78,7 @@ def _lint(args: list[str]) -> int:
         [str(PY), "-m", "mypy", "--cache-dir", str(ROOT / ".wfi" / "mypy-cache"), "-p", "wf_initiation", "-m", "dev", "-m", "worker"],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )
-    sys.stdout.write(_repo_paths(mypy.stdout))
+    print(_repo_paths(mypy.stdout).rstrip("\n"), flush=True)
     sys.stderr.write(mypy.stderr)
     if ruff or mypy.returncode:
         print("dev.py: static checks failed (ruff and mypy, settings in pyproject.toml)", file=sys.stderr)
