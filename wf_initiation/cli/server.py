@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_connection_flags(up, deployment_required=False)
     server = up.add_argument_group("embedded server")
-    server.add_argument("--ip", default="127.0.0.1", help="Interface it binds: 127.0.0.1 or 0.0.0.0 (default: %(default)s).")
+    # start_local checks readiness on 127.0.0.1 whatever the server binds: no other interface.
+    server.add_argument("--ip", default="127.0.0.1", choices=("127.0.0.1", "0.0.0.0", "localhost"),
+                        help="Interface it binds: 127.0.0.1 or 0.0.0.0 (default: %(default)s).")
     server.add_argument("--port", type=_port, default=7233, help="Its gRPC port (default: %(default)s).")
     server.add_argument("--ui-port", type=_port, default=8233, help="Its Web UI port (default: %(default)s).")
     server.add_argument("--db-file", default=".wfi/temporal.db", metavar="FILE",
