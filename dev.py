@@ -53,11 +53,12 @@ def _typecheck_tree() -> pathlib.Path:
     pkg = TYPECHECK / "wf_initiation"
     shutil.rmtree(TYPECHECK, ignore_errors=True)
     pkg.mkdir(parents=True)
-    for entry in (ROOT / "wf_initiation").iterdir():
-        if entry.name != "__pycache__":
-            (pkg / entry.name).symlink_to(entry)
-    for name in _MAPPED_DIRS:
-        (pkg / name).symlink_to(ROOT / name)
+    links = [(pkg / e.name, e) for e in (ROOT / "wf_initiation").iterdir() if e.name != "__pycache__"]
+    for link, target in [*links, *((pkg / name, ROOT / name) for name in _MAPPED_DIRS)]:
+        try:
+            link.symlink_to(target, target_is_directory=target.is_dir())
+        except OSError:  # no symlinks (Windows without the privilege): a copy reads the same
+            (shutil.copytree if target.is_dir() else shutil.copy2)(target, link)
     return TYPECHECK
 
 
