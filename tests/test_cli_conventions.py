@@ -101,6 +101,13 @@ def test_a_bad_flag_value_is_a_usage_error_from_argparse(words: tuple[str, ...],
     assert result.code == 2 and f"argument {flag}: " in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("words", [("serve", "--port", "70000"), ("up", "--ingress-port", "-3"), ("up", "--ui-port", "0")])
+def test_a_port_out_of_range_is_a_usage_error_from_argparse(deployment: pathlib.Path, words: tuple[str, ...]) -> None:
+    # `wfi serve --port 70000` was an internal error from bind()
+    result = wfi_sync(words[0], "--deployment", str(deployment), *words[1:])
+    assert result.code == 2 and f"argument {words[1]}: " in result.stderr and "is not a port number" in result.stderr, result.stderr
+
+
 def test_validate_of_the_examples_glob_skips_the_deployment_file() -> None:
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))  # what the shell expands
     assert "examples/deployment.yaml" in files
