@@ -34,7 +34,7 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from wf_initiation._trace_context import CARRIER as _carrier
-from wf_initiation._trace_context import EXTERN, TRACE_HEADER, current_carrier
+from wf_initiation._trace_context import EXTERN, TRACE_HEADER
 
 ACTIVATION_PREFIX = "wfi-activation:"
 POLL_PREFIX = "wfi.poll."

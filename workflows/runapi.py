@@ -147,7 +147,10 @@ def _mailbox() -> _Mailbox:
         box = _Mailbox()
         _wf.set_signal_handler(EVENT_SIGNAL, box.receive)
         return box
-    return handler.__self__
+    owner = getattr(handler, "__self__", None)
+    if not isinstance(owner, _Mailbox):
+        raise RuntimeError(f"signal {EVENT_SIGNAL!r} has a handler of the workflow's own: wf-initiation's run API needs it")
+    return owner
 
 
 class WaitRequest(BaseModel):

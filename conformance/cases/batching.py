@@ -13,7 +13,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from wf_initiation.conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import CORE, EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
 
 WAIT_S = 60.0
 
@@ -55,8 +55,11 @@ async def _started(target: Target, run_key: str) -> tuple[datetime, dict[str, An
 
 
 async def _until_started(target: Target, run_key: str, what: str) -> tuple[datetime, dict[str, Any]]:
-    return await eventually(lambda: target.run_started(run_key), lambda v: v is not None,
-                            f"{what} (run {run_key}) to start", timeout=WAIT_S)
+    found = await eventually(lambda: target.run_started(run_key), lambda v: v is not None,
+                             f"{what} (run {run_key}) to start", timeout=WAIT_S)
+    if found is None:  # eventually returns only a value that passed its test
+        raise CaseFailed(f"run {run_key} to start")
+    return found
 
 
 def _ids(run_input: dict[str, Any], binding: str) -> list[str]:
