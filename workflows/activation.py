@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         DeliveryRequest, OperatorRequest, OperatorResult,
     )
 
+R = TypeVar("R")
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
 LOCAL_START_MAX = 10
@@ -192,7 +193,7 @@ class ActivationWorkflow:
     def _poke(self) -> None:
         self._wake = True
 
-    def _absorb(self, decision: Decision[Any]) -> Any:
+    def _absorb(self, decision: Decision[R]) -> R:
         """Keep a decision's commands for :meth:`_dispatch`; return its answer."""
         self._commands += decision.commands
         return decision.value
@@ -256,7 +257,7 @@ class ActivationWorkflow:
         if not self._engine.bounded:
             chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
             return chunk
-        chunk: list[StartRun] = []
+        chunk = []
         size = 0
         while self._start_backlog and len(chunk) < START_BATCH:
             command = self._start_backlog[0]
@@ -741,7 +742,9 @@ class ActivationWorkflow:
         if initial or status != getattr(self, "_published_status", None):
             self._published_status = status
             spec = self._engine.spec
-            workflow.upsert_search_attributes(TypedSearchAttributes([
+            # TypedSearchAttributes is a collection of (key, value) pairs the SDK takes as updates at run
+            # time; its annotation names only mappings and SearchAttributeUpdate sequences.
+            workflow.upsert_search_attributes(TypedSearchAttributes([  # type: ignore[arg-type]
                 SearchAttributePair(sa.WFI_WORKFLOW, spec.workflow),
                 SearchAttributePair(sa.WFI_ACTIVATION, spec.activation_id),
                 SearchAttributePair(sa.WFI_STATE, status),

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..activation import ActivationSpec, EntrySpec
+from ..activation import EntrySpec
 from . import _batch, operator
 from ._keys import entry_delivery_id, identity_text
 from ._offer import notify
@@ -63,10 +63,19 @@ RUNNING = ("leave", "cancel", "terminate")
 
 
 class Request(Protocol):
-    queued: str
-    running: str
-    action_id: str | None
-    note: str | None
+    """Read-only view of a request (a wire model's Literal fields are str here)."""
+
+    @property
+    def queued(self) -> str: ...
+
+    @property
+    def running(self) -> str: ...
+
+    @property
+    def action_id(self) -> str | None: ...
+
+    @property
+    def note(self) -> str | None: ...
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ class Runs(Ledger):
         policies, waiting = self.spec.policies, self.state.waiting
         decided = _overlap.admit(policies.overlap, policies.max_concurrent_runs, run.run_key, self._in_flight.values(),
                                  waiting, waiting[0] if waiting else None)
-        self._control(decided, f"overlap {policies.overlap}: superseded by {run.run_key}")
+        if decided.targets:
+            self._control(decided, f"overlap {policies.overlap}: superseded by {run.run_key}")
         if not decided.start:
             if decided.enqueue:
                 waiting.append(run.run_key)

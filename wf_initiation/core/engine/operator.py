@@ -25,17 +25,40 @@ MAX_ACTION_IDS = 1000
 
 
 class Request(Protocol):
-    action: str
-    action_id: str | None
-    entry: str | None
-    cursor: str | None
-    note: str | None
-    choice: str | None
-    count: int | None
-    range_id: str | None
-    run_key: str | None
-    start: str | None
-    end: str | None
+    """Read-only view of a request (a wire model's Literal fields are str here)."""
+
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def action_id(self) -> str | None: ...
+
+    @property
+    def entry(self) -> str | None: ...
+
+    @property
+    def cursor(self) -> str | None: ...
+
+    @property
+    def note(self) -> str | None: ...
+
+    @property
+    def choice(self) -> str | None: ...
+
+    @property
+    def count(self) -> int | None: ...
+
+    @property
+    def range_id(self) -> str | None: ...
+
+    @property
+    def run_key(self) -> str | None: ...
+
+    @property
+    def start(self) -> str | None: ...
+
+    @property
+    def end(self) -> str | None: ...
 
 
 FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
