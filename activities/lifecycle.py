@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from wf_initiation.core.engine._subscriptions import LifecycleEvent
+from wf_initiation.core.engine import LifecycleEvent
 from wf_initiation.wire import (
     LIFECYCLE_SIGNAL, PUBLISH_LIFECYCLE_ACTIVITY, PublishRequest, PublishResult, subscribers_query,
 )

@@ -275,9 +275,9 @@ def _state_bytes(ids: int) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         spec = make_spec(pathlib.Path(tmp), "name: cap\non:\n  http.request: {}\n", task_queue="q", lifecycle_events=False)
     engine = Engine(spec, initial_state(spec, t0))
-    for i in range(ids):
-        engine.deliver(None, hook(i, keep=True, ident=str(uuid.UUID(int=i + 1))), t0)
-    for command in engine.take_commands():
+    starts = [c for i in range(ids)
+              for c in engine.deliver(None, hook(i, keep=True, ident=str(uuid.UUID(int=i + 1))), t0).commands]
+    for command in starts:
         engine.run_started(command.run_key, "r", t0)
         engine.run_finished(command.run_key, "completed", t0 + timedelta(seconds=1))
     return len(encode_state(engine))

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 
@@ -60,7 +61,7 @@ class Driver:
 
     @classmethod
     def for_spec(cls, spec: ActivationSpec) -> "Driver":
-        return cls(Engine(spec, initial_state(spec, T0)))
+        return cls(drive(Engine(spec, initial_state(spec, T0))))
 
     def deliver(self, ident: str, partition: str | None) -> Disposition:
         result = self.engine.deliver(None, request(ident, partition), self.now)
@@ -149,7 +150,7 @@ def test_a_restart_through_the_carried_state_closes_the_same_batches_at_the_same
     straight = run_steps(spec, plan)
     resumed = run_steps(spec, plan[:cut])
     carried = EngineState.model_validate_json(resumed.engine.state.model_dump_json())  # what continue-as-new carries
-    resumed.engine = Engine(spec, carried)
+    resumed.engine = drive(Engine(spec, carried))
     for i, (kind, arg) in enumerate(plan[cut:], start=cut):
         if kind == "event":
             resumed.deliver(f"e{i}", arg)
@@ -204,7 +205,7 @@ on:
 def test_a_closed_batch_is_never_skipped_by_overlap_and_waits_until_admitted_or_dropped(tmp_path: pathlib.Path) -> None:
     # proves: BATCH-5, EXT-6
     spec = make_spec(tmp_path, SKIP_BATCHED.format(), task_queue="unused", overlap="skip")
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     mail = {"message_id": "m1", "from": "a@b.c", "recipient": "x@y.z", "subject": "s"}
     busy = engine.deliver("message", mail, T0)
     assert busy.disposition == Disposition.ACCEPTED
@@ -212,18 +213,18 @@ def test_a_closed_batch_is_never_skipped_by_overlap_and_waits_until_admitted_or_
     for ident in ("h1", "h2", "h3", "h4"):
         assert engine.deliver("hook", request(ident), T0).disposition == Disposition.BATCHED
     assert [c.run_key for c in engine.take_commands() if isinstance(c, StartRun)] == [busy.run_key]
-    pending = summary.short(engine)["pending_batches"]
+    pending = engine.summary()["pending_batches"]
     assert [p["events"] for p in pending] == [2, 2], "overlap: skip never discards a closed batch"
     skipped = engine.deliver("message", {**mail, "message_id": "m2"}, T0)
     assert skipped.disposition == Disposition.SKIPPED, "an unbatched event is still skipped while busy"
 
-    dropped = operator.apply(engine, _req("drop_pending", pending[1]["run_key"], "d1"), T0)
+    dropped = engine.operate(_req("drop_pending", pending[1]["run_key"], "d1"), T0)
     assert dropped == (True, "dropped")
     assert engine.state.events["hook\x1fh3"].disposition == Disposition.DROPPED
     engine.run_finished(busy.run_key, "completed", T0 + timedelta(seconds=1))
     [start] = [c for c in engine.take_commands() if isinstance(c, StartRun)]
     assert start.run_key == pending[0]["run_key"] and start.input.initiation.delivery_ids == ["h1", "h2"]
-    assert summary.short(engine)["pending_batches"] == []
+    assert engine.summary()["pending_batches"] == []
     assert [a.action for a in engine.state.operator_log] == ["drop_pending"]
 
 
@@ -249,16 +250,16 @@ def _req(action: str, run_key: str, action_id: str) -> _Req:
 def test_an_operator_admits_a_pending_batch_past_the_overlap_policy(tmp_path: pathlib.Path) -> None:
     # proves: BATCH-5
     spec = make_spec(tmp_path, SKIP_BATCHED.format(), task_queue="unused", overlap="skip")
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     busy = engine.deliver("message", {"message_id": "m1", "from": "a@b.c", "recipient": "x@y.z", "subject": "s"}, T0)
     engine.deliver("hook", request("h1"), T0)
     engine.deliver("hook", request("h2"), T0)
     engine.take_commands()
-    [pending] = summary.short(engine)["pending_batches"]
-    assert operator.apply(engine, _req("admit_pending", pending["run_key"], "a1"), T0) == (True, "admitted")
+    [pending] = engine.summary()["pending_batches"]
+    assert engine.operate(_req("admit_pending", pending["run_key"], "a1"), T0) == (True, "admitted")
     assert [c.run_key for c in engine.take_commands() if isinstance(c, StartRun)] == [pending["run_key"]]
     assert engine.state.runs[busy.run_key].status == "starting", "the other run is untouched"
-    again = operator.apply(engine, _req("admit_pending", pending["run_key"], "a1"), T0)
+    again = engine.operate(_req("admit_pending", pending["run_key"], "a1"), T0)
     assert again == (True, "already applied") and engine.take_commands() == []
 
 
@@ -280,7 +281,7 @@ on:
 def test_into_is_taken_per_event_at_acceptance_and_a_fault_keeps_the_event_out_of_the_batch(tmp_path: pathlib.Path) -> None:
     # proves: BATCH-6, BATCH-7, TRIG-16, TRIG-19, TRIG-18
     spec = make_spec(tmp_path, PROJECTED.format(), task_queue="unused")
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     assert engine.deliver("hook", request("p1", title="one", n=1), T0).disposition == Disposition.BATCHED
     fault = engine.deliver("hook", request("p2", n=2), T0)  # `title` missing: the projection faults
     assert fault.disposition == Disposition.PROJECTION_FAULT and fault.run_key is None
@@ -293,7 +294,7 @@ def test_into_is_taken_per_event_at_acceptance_and_a_fault_keeps_the_event_out_o
     assert start.input.initiation.delivery_ids == ["p1", "p3", "p4"]
     assert start.input.into == {"post": [{"title": "ONE", "n": 1}, {"title": "THREE", "n": 3}, {"title": "FOUR", "n": 4}]}
     assert start.input.bindings["message"] is None and start.input.trigger.name == "hook"
-    assert summary.short(engine)["error_counts"] == {"projection_fault": 1}
+    assert engine.summary()["error_counts"] == {"projection_fault": 1}
 
 
 SCHEDULED = """
@@ -307,7 +308,7 @@ on:
 def test_scheduled_occurrences_enter_a_batch_in_increasing_instant_order(tmp_path: pathlib.Path) -> None:
     # proves: SCHED-15, BATCH-4
     spec = make_spec(tmp_path, SCHEDULED.format(), task_queue="unused")
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     starts: list[StartRun] = []
     now = T0
     for _ in range(40):
@@ -328,7 +329,7 @@ def test_the_summary_lists_open_batches_with_their_deadline(specs: dict[str, Act
     # proves: POLL-13
     driver = Driver.for_spec(specs["size_and_wait"])
     driver.deliver("o1", "a")
-    [listed] = summary.short(driver.engine)["batches"]
+    [listed] = driver.engine.summary()["batches"]
     assert (listed["events"], listed["partition"], listed["deadline"]) == (1, '"a"', (T0 + timedelta(seconds=10)).isoformat())
     state = EngineState.model_validate_json(driver.engine.state.model_dump_json())
-    assert Engine(specs["size_and_wait"], state).next_wakeup() == T0 + timedelta(seconds=10)
+    assert drive(Engine(specs["size_and_wait"], state)).next_wakeup() == T0 + timedelta(seconds=10)

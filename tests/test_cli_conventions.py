@@ -81,6 +81,33 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(deployment: pa
     assert result.code == 2 and "--timeout" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_drain_with_running_terminate_is_a_usage_error_from_argparse(deployment: pathlib.Path) -> None:
+    # Refused by the parser before anything connects (the address answers nothing).
+    result = wfi_sync("deactivate", "--deployment", str(deployment), "--workflow", "w", "--address", "127.0.0.1:1",
+                      "--drain", "--running", "terminate")
+    assert result.code == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("usage: wfi deactivate") and "--cancel-queued --running terminate" in result.stderr
+
+
+def test_an_embedded_server_ip_other_than_loopback_or_any_is_refused_by_argparse(deployment: pathlib.Path) -> None:
+    result = wfi_sync("up", "--deployment", str(deployment), "--ip", "10.1.2.3")
+    assert result.code == 2 and "argument --ip: invalid choice: '10.1.2.3'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("words", "flag"), [(("schedule", "preview", "examples/nightly-report.yaml", "--from", "soon"), "--from"),
+                                             (("validate", "examples/nightly-report.yaml", "--claims", "absent.json"), "--claims")])
+def test_a_bad_flag_value_is_a_usage_error_from_argparse(words: tuple[str, ...], flag: str) -> None:
+    result = wfi_sync(*words, cwd=ROOT)
+    assert result.code == 2 and f"argument {flag}: " in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("words", [("serve", "--port", "70000"), ("up", "--ingress-port", "-3"), ("up", "--ui-port", "0")])
+def test_a_port_out_of_range_is_a_usage_error_from_argparse(deployment: pathlib.Path, words: tuple[str, ...]) -> None:
+    # `wfi serve --port 70000` was an internal error from bind()
+    result = wfi_sync(words[0], "--deployment", str(deployment), *words[1:])
+    assert result.code == 2 and f"argument {words[1]}: " in result.stderr and "is not a port number" in result.stderr, result.stderr
+
+
 def test_validate_of_the_examples_glob_skips_the_deployment_file() -> None:
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))  # what the shell expands
     assert "examples/deployment.yaml" in files

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import ControlRun, Disposition, Engine, StartRun, initial_state, operator, summary
-from wf_initiation.core.engine import _deactivate
-from wf_initiation.core.engine._types import NOT_RETAINED
+from wf_initiation.core.engine import ControlRun, Disposition, Engine, StartRun, initial_state, operator
+from wf_initiation.core.engine import NOT_RETAINED
 from wf_initiation.workflows.activation import decode_state, encode_state
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
@@ -68,7 +68,7 @@ def spec(tmp_path: pathlib.Path, *, wait: str = ", max_wait: 1h", **settings) ->
 
 
 def engine_for(s: ActivationSpec) -> Engine:
-    return Engine(s, initial_state(s, T0))
+    return drive(Engine(s, initial_state(s, T0)))
 
 
 def hook(ident: str, key: str = "k") -> dict:
@@ -91,7 +91,7 @@ def test_cancel_queued_drops_queued_runs_and_open_batches_and_records_them_as_dr
     # proves: BATCH-5, EXT-5
     e = engine_for(spec(tmp_path))
     keys = busy(e)
-    out = _deactivate.deactivate(e, Req("cancel"), T0 + timedelta(seconds=1))
+    out = e.deactivate(Req("cancel"), T0 + timedelta(seconds=1))
     assert (out.ok, out.status) == (True, "deactivating")
     assert out.remaining == {"pending_runs": 0, "starting_runs": 0, "running_runs": 1, "open_batches": 0, "unconfirmed": 0}
     assert keys["h2"] not in e.state.runs and not e.state.batches
@@ -99,20 +99,20 @@ def test_cancel_queued_drops_queued_runs_and_open_batches_and_records_them_as_dr
         record = e.lookup(("hook" if ident == "h2" else "order") + "\x1f" + ident)
         assert record.disposition == Disposition.DROPPED and record.released_at == T0 + timedelta(seconds=1)
     assert not [c for c in e.take_commands() if isinstance(c, StartRun)], "nothing queued may start"
-    assert _deactivate.settled(e), "leave: the running run does not keep it open"
-    final = _deactivate.finish(e, T0 + timedelta(seconds=2))
+    assert e.deactivation_settled(), "leave: the running run does not keep it open"
+    final = e.finish_deactivation(T0 + timedelta(seconds=2))
     assert (final["dropped_runs"], final["dropped_batches"], final["left_running"]) == (1, 1, 1)
-    assert summary.status(e) == "deactivated"
+    assert e.status() == "deactivated"
 
 
 def test_drain_lets_queued_runs_start_and_closes_a_batch_at_its_deadline_never_earlier(tmp_path: pathlib.Path) -> None:
     # proves: BATCH-3, BATCH-4, TRIG-11
     e = engine_for(spec(tmp_path, wait=", max_wait: 10s"))
     keys = busy(e)
-    _deactivate.deactivate(e, Req("drain"), T0 + timedelta(seconds=1))
+    e.deactivate(Req("drain"), T0 + timedelta(seconds=1))
     assert e.state.batches, "a batch with max_wait is not closed early (BATCH-3)"
     e.tick(T0 + timedelta(seconds=9))
-    assert e.state.batches and not _deactivate.settled(e)
+    assert e.state.batches and not e.deactivation_settled()
     e.tick(T0 + timedelta(seconds=10))
     started = [c.run_key for c in e.take_commands() if isinstance(c, StartRun)]
     assert started == [keys["o1"]], "the batch closes at its deadline and its run starts"
@@ -120,17 +120,17 @@ def test_drain_lets_queued_runs_start_and_closes_a_batch_at_its_deadline_never_e
     assert [c.run_key for c in e.take_commands() if isinstance(c, StartRun)] == [keys["h2"]], "the queue moves on"
     for key in (keys["o1"], keys["h2"]):
         e.run_started(key, "r", T0 + timedelta(seconds=12))
-        assert not _deactivate.settled(e)
+        assert not e.deactivation_settled()
         e.run_finished(key, "completed", T0 + timedelta(seconds=13))
     e.state.unacked.clear()  # lifecycle publishes confirmed by the shell
-    assert _deactivate.settled(e)
+    assert e.deactivation_settled()
 
 
 def test_drain_closes_a_batch_without_max_wait_at_once(tmp_path: pathlib.Path) -> None:
     # proves: BATCH-4
     e = engine_for(spec(tmp_path, wait=""))
     keys = busy(e)
-    _deactivate.deactivate(e, Req("drain"), T0)
+    e.deactivate(Req("drain"), T0)
     assert not e.state.batches and e.state.deactivation.closed_batches == 1
     assert keys["o1"] in [c.run_key for c in e.take_commands() if isinstance(c, StartRun)]
 
@@ -138,20 +138,20 @@ def test_drain_closes_a_batch_without_max_wait_at_once(tmp_path: pathlib.Path) -
 def test_terminate_controls_every_running_run_and_waits_for_its_outcome(tmp_path: pathlib.Path) -> None:
     e = engine_for(spec(tmp_path))
     keys = busy(e)
-    _deactivate.deactivate(e, Req("cancel", "terminate"), T0)
+    e.deactivate(Req("cancel", "terminate"), T0)
     controls = [c for c in e.take_commands() if isinstance(c, ControlRun)]
     assert [(c.run_key, c.action) for c in controls] == [(keys["h1"], "terminate")]
-    _deactivate.progress(e)
+    e.tick(T0)  # the deactivation's controls are decided on every tick
     assert not e.take_commands(), "a run is controlled once"
-    assert not _deactivate.settled(e), "its outcome is awaited"
+    assert not e.deactivation_settled(), "its outcome is awaited"
     e.run_finished(keys["h1"], "terminated", T0)
     e.state.unacked.clear()
-    assert _deactivate.settled(e)
+    assert e.deactivation_settled()
 
 
 def test_drain_refuses_to_cancel_or_terminate_running_runs(tmp_path: pathlib.Path) -> None:
     e = engine_for(spec(tmp_path))
-    out = _deactivate.deactivate(e, Req("drain", "terminate"), T0)
+    out = e.deactivate(Req("drain", "terminate"), T0)
     assert (out.ok, out.status) == (False, "refused") and "--cancel-queued" in out.message
     assert e.state.deactivation is None
 
@@ -159,31 +159,31 @@ def test_drain_refuses_to_cancel_or_terminate_running_runs(tmp_path: pathlib.Pat
 def test_a_second_deactivation_only_escalates_and_an_action_id_applies_once(tmp_path: pathlib.Path) -> None:
     e = engine_for(spec(tmp_path))
     keys = busy(e)
-    assert _deactivate.deactivate(e, Req("drain", action_id="a1"), T0).ok
-    again = _deactivate.deactivate(e, Req("cancel", "terminate", action_id="a1"), T0)
+    assert e.deactivate(Req("drain", action_id="a1"), T0).ok
+    again = e.deactivate(Req("cancel", "terminate", action_id="a1"), T0)
     assert again.message == "already applied" and e.state.deactivation.queued == "drain"
-    same = _deactivate.deactivate(e, Req("drain"), T0)
+    same = e.deactivate(Req("drain"), T0)
     assert same.message.startswith("already deactivating")
-    weaker = _deactivate.deactivate(e, Req("cancel", "cancel"), T0)
+    weaker = e.deactivate(Req("cancel", "cancel"), T0)
     assert "escalated" in weaker.message and keys["h2"] not in e.state.runs
     assert [c.action for c in e.take_commands() if isinstance(c, ControlRun)] == ["cancel"]
-    stronger = _deactivate.deactivate(e, Req("cancel", "terminate"), T0)
+    stronger = e.deactivate(Req("cancel", "terminate"), T0)
     assert "escalated" in stronger.message
     assert [c.action for c in e.take_commands() if isinstance(c, ControlRun)] == ["terminate"], "cancelled -> terminated"
-    down = _deactivate.deactivate(e, Req("drain"), T0)
+    down = e.deactivate(Req("drain"), T0)
     assert down.message.startswith("already deactivating") and e.state.deactivation.running == "terminate"
 
 
 def test_deliveries_are_refused_without_consuming_their_identity(tmp_path: pathlib.Path) -> None:
     # proves: INIT-6
     e = engine_for(spec(tmp_path))
-    _deactivate.deactivate(e, Req("cancel"), T0)
-    refused = _deactivate.refuse(e, "hook", hook("late"), T0)
+    e.deactivate(Req("cancel"), T0)
+    refused = e.deliver("hook", hook("late"), T0)
     assert refused.disposition == Disposition.DEACTIVATED and "wfi activate" in refused.message
     assert refused.delivery_id == "late" and Disposition.DEACTIVATED in NOT_RETAINED
     assert e.lookup("hook\x1flate") is None, "receipt alone is not acceptance: nothing retained"
     assert e.state.errors[-1].kind == "deactivated" and e.state.deactivation.refused == 1
-    unknown = _deactivate.refuse(e, "nope", {}, T0)
+    unknown = e.deliver("nope", {}, T0)
     assert unknown.disposition == Disposition.DEACTIVATED, "refused before any other check"
 
 
@@ -192,16 +192,16 @@ def test_schedules_and_polls_stop_and_operator_actions_that_start_work_are_refus
     e = engine_for(spec(tmp_path))
     e.tick(T0)
     [call] = e.polls_due(T0)
-    _deactivate.deactivate(e, Req("cancel"), T0 + timedelta(seconds=1))
+    e.deactivate(Req("cancel"), T0 + timedelta(seconds=1))
     assert e.next_occurrence() is None and e.polls_due(T0 + timedelta(hours=1)) == []
     e.poll_succeeded("task", call.seq, call.version, _result(), T0 + timedelta(seconds=2))
     assert e.state.polls["task"].cursor is None, "a poll in flight at deactivation is discarded"
     e.tick(T0 + timedelta(hours=1))
     assert not e.state.schedules["tick"].occurrences, "no occurrence after deactivation"
     for action in ("resume", "poll_now", "backfill", "decide_overflow"):
-        ok, message = operator.apply(e, Op(action=action, entry="tick"), T0)
+        ok, message = e.operate(Op(action=action, entry="tick"), T0)
         assert not ok and "deactivated" in message, action
-    assert operator.apply(e, Op(action="pause"), T0)[0], "pausing changes nothing that matters: allowed"
+    assert e.operate(Op(action="pause"), T0)[0], "pausing changes nothing that matters: allowed"
 
 
 def _result():
@@ -217,13 +217,13 @@ def test_a_reactivation_keeps_the_dedup_set_and_cursor_and_restarts_schedules_fr
     accepted = e.deliver("hook", hook("h1"), T0)
     e.run_started(accepted.run_key, "r1", T0)
     e.state.polls["task"].cursor = "7"
-    _deactivate.deactivate(e, Req("cancel", action_id="off"), T0)
-    _deactivate.finish(e, T0)
+    e.deactivate(Req("cancel", action_id="off"), T0)
+    e.finish_deactivation(T0)
     carried = decode_state(encode_state(e))
     later = T0 + timedelta(hours=3)
-    again = Engine(s, carried)
-    assert _deactivate.on_start(again, s, later)
-    assert again.state.deactivation is None and summary.status(again) == "active"
+    again = drive(Engine(s, carried))
+    assert again.resume(later)
+    assert again.state.deactivation is None and again.status() == "active"
     assert again.deliver("hook", hook("h1"), later).disposition == Disposition.DUPLICATE
     assert again.state.polls["task"].cursor == "7" and not again.state.polls["task"].paused
     assert again.state.runs[accepted.run_key].status == "running", "a run left running is watched again"
@@ -231,7 +231,7 @@ def test_a_reactivation_keeps_the_dedup_set_and_cursor_and_restarts_schedules_fr
     assert again.state.schedules["tick"].counts == {}, "the deactivated hours are neither missed nor caught up"
     assert again.next_occurrence() == later + timedelta(minutes=1)
     assert operator.already_applied(again, "off"), "the deactivation's action id stays applied"
-    assert not _deactivate.on_start(again, s, later), "only a completed deactivation is a re-activation"
+    assert not again.resume(later), "only a completed deactivation is a re-activation"
 
 
 def test_a_reactivation_with_a_changed_binding_is_a_rebind(tmp_path: pathlib.Path) -> None:
@@ -239,10 +239,10 @@ def test_a_reactivation_with_a_changed_binding_is_a_rebind(tmp_path: pathlib.Pat
     old, new = spec(tmp_path), spec(tmp_path, inputs={"team": "red"})
     e = engine_for(old)
     e.deliver("hook", hook("h1"), T0)
-    _deactivate.deactivate(e, Req("cancel"), T0)
-    _deactivate.finish(e, T0)
-    again = Engine(new, decode_state(encode_state(e)))
-    _deactivate.on_start(again, new, T0 + timedelta(minutes=5))
+    e.deactivate(Req("cancel"), T0)
+    e.finish_deactivation(T0)
+    again = drive(Engine(new, decode_state(encode_state(e))))
+    again.resume(T0 + timedelta(minutes=5))
     assert again.state.activation_id == new.activation_id != old.activation_id
     assert again.state.previous_activations == [old.activation_id]
     assert again.deliver("hook", hook("h1"), T0).disposition == Disposition.DUPLICATE
@@ -250,26 +250,28 @@ def test_a_reactivation_with_a_changed_binding_is_a_rebind(tmp_path: pathlib.Pat
 
 @pytest.mark.parametrize("queued", ["drain", "cancel"])
 def test_waiting_runs_subscriptions_end_as_refused(tmp_path: pathlib.Path, queued: str) -> None:
-    from wf_initiation.core.engine._subscriptions import SubscribeRequest, subscribe
+    from wf_initiation.core.engine import SubscribeRequest
 
     e = engine_for(spec(tmp_path))
-    subscribe(e, SubscribeRequest(sub_id="s1", entry="hook", run_workflow_id="waiter"), T0)
-    _deactivate.deactivate(e, Req(queued), T0)
+    e.subscribe(SubscribeRequest(sub_id="s1", entry="hook", run_workflow_id="waiter"), T0)
+    e.deactivate(Req(queued), T0)
     assert not e.state.subscriptions
     [notice] = e.state.unacked.values()
     assert notice.payload["reason"] == "refused" and "deactivated" in notice.payload["message"]
-    assert not _deactivate.settled(e), "the notice must be sent before the activation completes"
+    assert not e.deactivation_settled(), "the notice must be sent before the activation completes"
     late = SubscribeRequest(sub_id="s2", entry="hook", run_workflow_id="late")
-    assert _deactivate.refuse_subscription(e, late, T0) and "ended\x1fs2" in e.state.unacked
+    e.subscribe(late, T0)
+    assert "ended\x1fs2" in e.state.unacked and "s2" not in e.state.subscriptions
+    assert e.state.errors[-1].kind == "subscription_refused"
 
 
 def test_a_continue_as_new_while_deactivating_goes_on_and_issues_its_controls_again(tmp_path: pathlib.Path) -> None:
     s = spec(tmp_path)
     e = engine_for(s)
     keys = busy(e)
-    _deactivate.deactivate(e, Req("cancel", "terminate"), T0)
+    e.deactivate(Req("cancel", "terminate"), T0)
     e.take_commands()  # lost: the run continued as new before the shell sent them
-    carried = Engine(s, decode_state(encode_state(e)))
-    assert not _deactivate.on_start(carried, s, T0 + timedelta(seconds=1))
-    assert summary.status(carried) == "deactivating"
+    carried = drive(Engine(s, decode_state(encode_state(e))))
+    assert not carried.resume(T0 + timedelta(seconds=1))
+    assert carried.status() == "deactivating"
     assert [(c.run_key, c.action) for c in carried.take_commands() if isinstance(c, ControlRun)] == [(keys["h1"], "terminate")]

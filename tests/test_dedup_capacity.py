@@ -6,6 +6,7 @@ import pathlib
 import uuid
 from datetime import datetime, timedelta, timezone
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.engine import Disposition, Engine, initial_state
 from wf_initiation.workflows.activation import decode_state, encode_state
@@ -17,7 +18,7 @@ TWO_MIB = 2 * 1024 * 1024
 def _engine(tmp_path: pathlib.Path, retention: str = "24h") -> Engine:
     spec = make_spec(tmp_path, "name: cap\non:\n  http.request: {}\n", task_queue="q", dedup_retention=retention,
                      lifecycle_events=False)
-    return Engine(spec, initial_state(spec, T0))
+    return drive(Engine(spec, initial_state(spec, T0)))
 
 
 def _hook(ident: str, n: int = 0) -> dict:
@@ -35,7 +36,7 @@ def test_a_hundred_thousand_retained_ids_fit_in_the_continue_as_new_payload(tmp_
         engine.run_finished(command.run_key, "completed", T0 + timedelta(seconds=1))
     blob = encode_state(engine)
     assert len(blob) < TWO_MIB, f"{len(blob)} bytes for 100k ids"
-    restored = Engine(engine.spec, decode_state(blob))
+    restored = drive(Engine(engine.spec, decode_state(blob)))
     now = T0 + timedelta(hours=1)
     assert restored.deliver(None, _hook(ids[0], 0), now).disposition == Disposition.DUPLICATE
     assert restored.deliver(None, _hook(ids[-1], 99_999), now).disposition == Disposition.DUPLICATE
@@ -50,9 +51,9 @@ def test_retired_ids_expire_after_the_retention_period_and_then_count_as_new(tmp
     (start,) = engine.take_commands()
     engine.run_started(start.run_key, "r", T0)
     engine.run_finished(start.run_key, "completed", T0 + timedelta(minutes=10))
-    engine.retire_released(keep_live=0)
-    restored = Engine(engine.spec, decode_state(encode_state(engine)))
-    assert restored.next_expiry() == T0 + timedelta(minutes=70)
+    engine.core.retire_released(keep_live=0)
+    restored = drive(Engine(engine.spec, decode_state(encode_state(engine))))
+    assert restored.core.next_expiry() == T0 + timedelta(minutes=70)
     restored.tick(T0 + timedelta(minutes=69))
     assert restored.deliver(None, _hook("a"), T0 + timedelta(minutes=69)).disposition == Disposition.DUPLICATE
     restored.tick(T0 + timedelta(minutes=70))

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.engine import drive
 from wf_initiation.core import Evaluator, ExpressionFault, ExpressionSyntaxError
 from wf_initiation.core._expr_sandbox import (
     ITEM_SIZE,
@@ -273,7 +274,7 @@ on:
 """
     spec = make_spec(tmp_path, text, task_queue="q")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    engine = Engine(spec, initial_state(spec, now))
+    engine = drive(Engine(spec, initial_state(spec, now)))
     normal = {"n": 2, "e": 3, "k": "x", "q": 2, "t": "hi", "w": 4}
 
     def deliver(ident: str, **body: object) -> Disposition:

@@ -36,7 +36,7 @@ HOURLY = """    when: "{{ tick.scheduled_at.endswith(':00:00+00:00') }}\""""
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, StartRun, initial_state, operator, summary
-from wf_initiation.core.engine import _subscriptions as subs
-from wf_initiation.core.engine._subscriptions import SubscribeRequest
-from wf_initiation.core.engine._types import SignalRun
+from wf_initiation.core.engine import Disposition, Engine, StartRun, initial_state
+from wf_initiation.core.engine import SubscribeRequest
+from wf_initiation.core.engine import SignalRun
 from wf_initiation.core.limits import (
     ADMIT_PER_TASK,
     MAX_BACKFILL,
@@ -47,7 +47,7 @@ def mail(mid: str, **extra: Any) -> dict[str, Any]:
 
 
 def engine_for(spec: ActivationSpec) -> Engine:
-    return Engine(spec, initial_state(spec, T0))
+    return drive(Engine(spec, initial_state(spec, T0)))
 
 
 def starts(engine: Engine) -> list[StartRun]:
@@ -131,7 +131,7 @@ def test_a_delivery_id_at_the_limit_is_accepted_and_one_character_more_is_invali
     # proves: POLL-5, EXT-10
     spec = make_spec(tmp_path, SQL, task_queue="tq", connections={"db": {"connector": "sql", "sqlite": str(tmp_path / "s.db")}})
     engine = engine_for(spec)
-    entry = engine.entry("row")
+    entry = "row"  # a poll item, straight into the pipeline
     at = engine.deliver_event(entry, {"row_id": "i" * MAX_DELIVERY_ID_CHARS, "table": "items", "row": {}}, T0)
     assert at.disposition == Disposition.ACCEPTED and len(starts(engine)) == 1
     past = engine.deliver_event(entry, {"row_id": "i" * (MAX_DELIVERY_ID_CHARS + 1), "table": "items", "row": {}}, T0)
@@ -257,7 +257,7 @@ def test_a_backfill_up_to_the_limit_is_worked_off_in_bounded_tasks(tmp_path: pat
         engine.tick(now)
     starts(engine)
     first = T0 + timedelta(minutes=1)
-    ok, message = operator.apply(engine, OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
+    ok, message = engine.operate(OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
                                                          end=(first + timedelta(minutes=minutes - 1)).isoformat()), now)
     assert ok and "job" in message, message
     tasks, started = _work_off(engine, now)
@@ -265,7 +265,7 @@ def test_a_backfill_up_to_the_limit_is_worked_off_in_bounded_tasks(tmp_path: pat
     assert (job.status, job.total, job.admitted + job.other) == ("done", minutes, minutes), job
     assert len(started) == job.admitted == minutes // 60, "one run per hour of the range, the rest suppressed"
     assert tasks >= minutes // ADMIT_PER_TASK
-    ok, again = operator.apply(engine, OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
+    ok, again = engine.operate(OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
                                                        end=(first + timedelta(minutes=minutes - 1)).isoformat()), now)
     _work_off(engine, now)
     assert engine.state.schedules["tick"].jobs[-1].duplicates == minutes, "a repeated backfill admits nothing twice"
@@ -278,7 +278,7 @@ def test_a_backfill_one_past_the_limit_is_refused_with_nothing_admitted(tmp_path
     engine = engine_for(make_spec(tmp_path, SCHED, task_queue="tq"))
     now = T0 + timedelta(days=10)
     first = T0 + timedelta(minutes=1)
-    ok, _ = operator.apply(engine, OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
+    ok, _ = engine.operate(OperatorRequest(action="backfill", entry="tick", start=first.isoformat(),
                                                    end=(first + timedelta(minutes=MAX_BACKFILL)).isoformat()), now)
     assert ok
     _, started = _work_off(engine, now)
@@ -295,13 +295,13 @@ def test_a_backfill_one_past_the_limit_is_refused_with_nothing_admitted(tmp_path
 def test_a_reused_action_id_with_other_content_is_refused_and_the_same_content_is_a_repeat(tmp_path: pathlib.Path) -> None:
     engine = engine_for(make_spec(tmp_path, SCHED, task_queue="tq"))
     now = T0 + timedelta(hours=1)
-    first = operator.apply(engine, OperatorRequest(action="pause", entry="tick", action_id="a1"), now)
-    same = operator.apply(engine, OperatorRequest(action="pause", entry="tick", action_id="a1"), now)
-    other = operator.apply(engine, OperatorRequest(action="resume", entry="tick", action_id="a1"), now)
+    first = engine.operate(OperatorRequest(action="pause", entry="tick", action_id="a1"), now)
+    same = engine.operate(OperatorRequest(action="pause", entry="tick", action_id="a1"), now)
+    other = engine.operate(OperatorRequest(action="resume", entry="tick", action_id="a1"), now)
     assert first[0] and same == (True, "already applied")
     assert not other[0] and "already used for a different action" in other[1]
     assert engine.state.schedules["tick"].paused, "the first action stands"
-    long_note = operator.apply(engine, OperatorRequest(action="drop_pending", run_key="r", note="n" * 5000), now)
+    long_note = engine.operate(OperatorRequest(action="drop_pending", run_key="r", note="n" * 5000), now)
     assert not long_note[0] and "note has 5000 characters" in long_note[1]
 
 
@@ -326,7 +326,7 @@ def sheet_spec(tmp_path: pathlib.Path) -> ActivationSpec:
 def test_set_cursor_takes_only_a_cursor_a_connector_could_have_returned(tmp_path: pathlib.Path, cursor: str, ok: bool) -> None:
     # proves: POLL-4
     engine = engine_for(sheet_spec(tmp_path))
-    applied, message = operator.apply(engine, OperatorRequest(action="set_cursor", entry="row", cursor=cursor), T0)
+    applied, message = engine.operate(OperatorRequest(action="set_cursor", entry="row", cursor=cursor), T0)
     assert applied is ok, message
     st = engine.state.polls["row"]
     assert (st.cursor == cursor) is ok
@@ -339,11 +339,11 @@ def test_set_cursor_takes_only_a_cursor_a_connector_could_have_returned(tmp_path
 def test_an_event_for_a_forged_subscription_is_released_when_its_subscriber_cannot_be_signalled(tmp_path: pathlib.Path) -> None:
     # proves: INIT-8, INIT-9
     engine = engine_for(make_spec(tmp_path, MAIL, task_queue="tq"))
-    subs.subscribe(engine, SubscribeRequest(sub_id="forged/1", entry="message", run_workflow_id="no-such-workflow"), T0)
+    engine.subscribe(SubscribeRequest(sub_id="forged/1", entry="message", run_workflow_id="no-such-workflow"), T0)
     swallowed = engine.deliver(None, mail("e1"), T0)
     assert swallowed.disposition == Disposition.DELIVERED
     (signal,) = [c for c in engine.take_commands() if isinstance(c, SignalRun)]
-    subs.command_done(engine, signal.key, "workflow not found", T0)  # what the shell reports when the signal fails
+    engine.command_done(signal.key, "workflow not found", T0)  # what the shell reports when the signal fails
     record = engine.lookup("message\x1fe1")
     assert record.disposition == Disposition.ACCEPTED and len(starts(engine)) == 1, "the event got its run after all"
     assert engine.state.errors[-1].kind == "delivery_failed" and "released" in engine.state.errors[-1].message
@@ -352,12 +352,12 @@ def test_an_event_for_a_forged_subscription_is_released_when_its_subscriber_cann
 
 def test_subscriptions_are_bounded_in_size_and_number(tmp_path: pathlib.Path) -> None:
     engine = engine_for(make_spec(tmp_path, MAIL, task_queue="tq"))
-    subs.subscribe(engine, SubscribeRequest(sub_id="big", entry="message", run_workflow_id="r",
+    engine.subscribe(SubscribeRequest(sub_id="big", entry="message", run_workflow_id="r",
                                             match={"subject": "s" * 5000}), T0)
     assert "big" not in engine.state.subscriptions and "match" in engine.state.errors[-1].message
     for i in range(MAX_SUBSCRIPTIONS):
         engine.state.subscriptions[f"s{i}"] = engine.state.subscriptions.get(f"s{i}") or _sub(f"s{i}")
-    subs.subscribe(engine, SubscribeRequest(sub_id="one-more", entry="message", run_workflow_id="r"), T0)
+    engine.subscribe(SubscribeRequest(sub_id="one-more", entry="message", run_workflow_id="r"), T0)
     assert "one-more" not in engine.state.subscriptions and "limit" in engine.state.errors[-1].message
 
 
@@ -373,9 +373,9 @@ def _sub(sub_id: str) -> Any:
 
 def test_a_query_result_is_trimmed_to_the_limit_and_says_what_was_cut(mailbox: Engine) -> None:
     for i in range(3000):
-        mailbox.record_error(T0, "invalid", "e" * 400, "message", f"id-{i}")
+        mailbox.core.record_error(T0, "invalid", "e" * 400, "message", f"id-{i}")
     mailbox.state.errors = mailbox.state.errors * 30  # far past what the engine itself keeps
     limit = 256 * 1024
-    fitted = fit_to_bytes(summary.full_state(mailbox), limit)
+    fitted = fit_to_bytes(mailbox.full_state(), limit)
     assert json_size(fitted) <= limit and "errors" in fitted["trimmed"]
     assert fitted["errors"][-1] == mailbox.state.errors[-1].model_dump(mode="json"), "the newest are kept"

@@ -48,7 +48,7 @@ NORMAL = {"base": 2, "exp": 3, "label": "t", "qty": 2}
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 

@@ -25,7 +25,7 @@ from wf_initiation.plugin import WfiPlugin
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 

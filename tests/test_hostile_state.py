@@ -25,7 +25,7 @@ from wf_initiation.workflows.activation import workflow_id_for
 
 @pytest.fixture
 async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
@@ -64,7 +64,7 @@ async def test_a_state_over_the_carry_limit_defers_deliveries_until_it_fits_and_
     monkeypatch.setattr(limits, "MAX_CARRIED_STATE_BYTES", 24 * 1024)
     monkeypatch.setattr(limits, "CARRY_RETRY_EVENTS", 10)
     client = dev_env.client
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=task_queue)
         name = unique("carry")
         await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  queue_by: "{{ hook.body.key }}"'),

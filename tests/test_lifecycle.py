@@ -18,7 +18,7 @@ from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
-from wf_initiation.core.engine._subscriptions import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
+from wf_initiation.core.engine import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
 from wf_initiation.workflows.activation import workflow_id_for
 
 UPSTREAM = """
@@ -91,7 +91,7 @@ async def test_lifecycle_events_of_a_start_one_run_of_b_per_transition(
     ok = await wfi.deliver(a, kick("ok"))
     bad = await wfi.deliver(a, kick("bad", fail=True))
     for run in (ok, bad):
-        await assert_eventually(lambda: finished(client, run.run_key or ""))
+        await assert_eventually(lambda run=run: finished(client, run.run_key or ""))
 
     async def b_ran_four_times() -> dict[str, Any]:
         state = await wfi.state(b)

@@ -22,7 +22,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves
 from wf_initiation.cli import build_parser
 from wf_initiation.client import WfiClient
-from wf_initiation.core.engine import Engine, initial_state, operator, summary
+from wf_initiation.core.engine import Engine, initial_state, operator
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import (
     ACTIONS, OPERATE_UPDATE, AdmitPending, Backfill, DecideOverflow, DropPending, LegacyOperatorRequest,
@@ -111,12 +111,13 @@ def test_an_old_flat_request_is_applied_exactly_as_before(tmp_path: pathlib.Path
         [Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(request_json).encode())], [OperatorRequest])
     old = LegacyOperatorRequest.model_validate(request_json)
     at = T0 + timedelta(hours=1)
-    assert operator.apply(now, decoded, at) == operator.apply(before, old, at)
-    assert summary.full_state(now) == summary.full_state(before)
+    assert now.operate(decoded, at) == before.operate(old, at)  # the outcome and the commands
+    assert now.full_state() == before.full_state()
     assert operator.content_digest(decoded) == operator.content_digest(old)
     # and a repeat under the same id is a repeat, as it was
     if old.action_id:
-        assert operator.apply(now, decoded, at) == operator.apply(before, old, at) == (True, "already applied")
+        again = now.operate(decoded, at)
+        assert again == before.operate(old, at) and (again.value.ok, again.value.message) == (True, "already applied")
 
 
 def test_the_recorded_history_carries_the_old_shape_and_it_decodes() -> None:

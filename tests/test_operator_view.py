@@ -13,11 +13,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.support.engine import drive
 from tests.conftest import DEV_SERVER_ARGS, binary
 from tests.support.activation import make_spec
 from tests.support.browser import Browser, find_chromium, free_port
 from tests.support.operator_view import SECRET_TOKEN, Page, build_scenario, page_url, pages
-from wf_initiation.core.engine import Engine, initial_state, summary
+from wf_initiation.core.engine import Engine, initial_state
 from wf_initiation.core.engine._view import MAX_BYTES, markdown as render, redact, secrets_of
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
@@ -91,7 +92,7 @@ async def test_no_page_carries_a_secret_or_exceeds_its_size(scenario_pages: list
 def _wide_engine(tmp_path: pathlib.Path) -> Engine:
     """16 entries, long delivery ids and subjects, 300 queue keys, faults with long texts, a held poll."""
     spec = make_spec(tmp_path, MANY, task_queue="unused")
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     for i in range(600):
         entry = f"m{i % 16}"
         engine.deliver(entry, _mail(i, thread=f"thread-{i % 300}-{'k' * 60}"), T0 + timedelta(seconds=i))
@@ -102,9 +103,9 @@ def _wide_engine(tmp_path: pathlib.Path) -> Engine:
 
 def test_the_page_stays_within_8_kb_for_a_wide_busy_activation(tmp_path: pathlib.Path) -> None:
     engine = _wide_engine(tmp_path)
-    full = render(engine, "active", max_bytes=10**9)
+    full = render(engine.core, "active", max_bytes=10**9)
     assert len(full.encode()) > MAX_BYTES  # without the bound this page would be too large
-    page = summary.markdown(engine)
+    page = engine.markdown()
     assert len(page.encode()) <= MAX_BYTES
     assert page.startswith("## wide · ACTIVE") and "**queues** 300 queue key(s)" in page
     assert "#### `m11` · mail.received" in page and "… and 4 more entries (query `summary`)" in page
@@ -113,12 +114,12 @@ def test_the_page_stays_within_8_kb_for_a_wide_busy_activation(tmp_path: pathlib
 
 def test_the_size_bound_holds_at_the_limit_and_one_byte_below(tmp_path: pathlib.Path) -> None:
     engine = _wide_engine(tmp_path)
-    full = render(engine, "active", max_bytes=10**9)
+    full = render(engine.core, "active", max_bytes=10**9)
     size = len(full.encode())
-    assert render(engine, "active", max_bytes=size) == full  # exactly at the limit: everything
-    smaller = render(engine, "active", max_bytes=size - 1)  # one byte less: less detail, still the page
+    assert render(engine.core, "active", max_bytes=size) == full  # exactly at the limit: everything
+    smaller = render(engine.core, "active", max_bytes=size - 1)  # one byte less: less detail, still the page
     assert len(smaller.encode()) <= size - 1 and smaller.startswith("## wide · ACTIVE")
-    tiny = render(engine, "active", max_bytes=600)  # nothing fits: cut, and says where the rest is
+    tiny = render(engine.core, "active", max_bytes=600)  # nothing fits: cut, and says where the rest is
     assert len(tiny.encode()) <= 600 and tiny.endswith("query `state` for everything")
 
 

@@ -131,7 +131,7 @@ async def test_an_encrypting_codec_keeps_activation_and_run_histories_free_of_pl
             except RPCError as exc:  # the run is started by an activity just after the disposition
                 raise AssertionError(f"run {run_key} not started yet") from exc
         for run_key in (ok.run_key, failing.run_key):
-            await assert_eventually(lambda: started(run_key), timeout=60)
+            await assert_eventually(lambda run_key=run_key: started(run_key), timeout=60)
         result = await caller.get_workflow_handle(ok.run_key).result()
         assert result["input"]["bindings"]["message"]["subject"] == secret  # the run read it through the codec
         with pytest.raises(WorkflowFailureError) as failed:
@@ -143,9 +143,9 @@ async def test_an_encrypting_codec_keeps_activation_and_run_histories_free_of_pl
         for workflow_id in (workflow_id_for(name), ok.run_key, failing.run_key):
             history = await caller.get_workflow_handle(workflow_id).fetch_history()
             assert not _plaintext_in(history.events, needles), workflow_id
-            started = history.events[0].workflow_execution_started_event_attributes
-            assert [p.metadata["encoding"] for p in started.input.payloads] and all(
-                p.metadata["encoding"] == ENCRYPTED for p in started.input.payloads)
+            first = history.events[0].workflow_execution_started_event_attributes
+            assert [p.metadata["encoding"] for p in first.input.payloads] and all(
+                p.metadata["encoding"] == ENCRYPTED for p in first.input.payloads)
         # A plain client without the key sees only ciphertext.
         keyless = Client(service, namespace=namespace)
         raw = await keyless.get_workflow_handle(workflow_id_for(name)).fetch_history()

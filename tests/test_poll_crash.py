@@ -23,7 +23,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, keep
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.core.engine._engine import payload_digest
+from wf_initiation.core.engine import payload_digest
 from wf_initiation.wire import OperatorRequest
 
 ROWS = 3000

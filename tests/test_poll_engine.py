@@ -17,9 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItemIn, PollResultIn, StartRun, initial_state, operator
+from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItemIn, PollResultIn, StartRun, initial_state
 from wf_initiation.core.engine._poll import abandon_in_flight, backoff_for, quarantine_ident
 from wf_initiation.wire import OperatorRequest
 
@@ -59,11 +60,11 @@ def poll_once(engine: Engine, source: list[dict[str, Any]], now: datetime) -> li
 
 
 def fresh(spec: ActivationSpec) -> Engine:
-    return Engine(spec, initial_state(spec, T0))
+    return drive(Engine(spec, initial_state(spec, T0)))
 
 
 def op(engine: Engine, action: str, now: datetime, **kw: Any) -> tuple[bool, str]:
-    return operator.apply(engine, OperatorRequest(action=action, entry="row", **kw), now)
+    return engine.operate(OperatorRequest(action=action, entry="row", **kw), now)
 
 
 def events_of(engine: Engine) -> dict[str, Any]:
@@ -258,9 +259,8 @@ def test_poll_now_while_a_poll_is_in_flight_polls_again_as_soon_as_it_ends(spec:
 def test_without_the_patch_poll_now_during_a_poll_waits_for_the_interval_as_before(spec: ActivationSpec) -> None:
     # proves: POLL-2 (histories recorded before the change replay unchanged)
     engine = fresh(spec)
-    engine.poll_now_survives_flight = False
     (call,) = engine.polls_due(T0)
-    op(engine, "poll_now", T0 + timedelta(seconds=1))
+    engine.operate(OperatorRequest(action="poll_now", entry="row"), T0 + timedelta(seconds=1), poll_now_survives_flight=False)
     engine.poll_succeeded("row", call.seq, call.version, PollResultIn(), T0 + timedelta(seconds=2))
     assert engine.next_wakeup() == T0 + timedelta(seconds=12)
 
@@ -271,7 +271,7 @@ def test_a_poll_in_flight_is_forgotten_when_the_state_is_carried_to_a_new_run(sp
     engine.polls_due(T0)
     carried = EngineState.model_validate_json(engine.state.model_dump_json())
     abandon_in_flight(carried)
-    assert len(Engine(spec, carried).polls_due(T0)) == 1
+    assert len(drive(Engine(spec, carried)).polls_due(T0)) == 1
 
 
 def test_the_cursor_never_appears_in_a_run_input(spec: ActivationSpec) -> None:
@@ -319,7 +319,7 @@ def test_crashes_never_start_a_second_run_nor_skip_an_undisposed_item(
         snapshot = engine.state.model_dump_json()
         engine.poll_succeeded(call.entry, call.seq, call.version, fetch(source, call.cursor, call.limit), now)
         if crashed:  # the task that recorded this result never completed: replay from the snapshot
-            engine = Engine(engine.spec, EngineState.model_validate_json(snapshot))
+            engine = drive(Engine(engine.spec, EngineState.model_validate_json(snapshot)))
             abandon_in_flight(engine.state)
             continue
         started += [c.input.bindings["row"]["row_id"] for c in engine.take_commands() if isinstance(c, StartRun)]
@@ -332,7 +332,7 @@ def test_crashes_never_start_a_second_run_nor_skip_an_undisposed_item(
 
 
 def _assert_cursor_not_ahead(engine: Engine, source: list[dict[str, Any]]) -> None:
-    from wf_initiation.core.engine._engine import payload_digest
+    from wf_initiation.core.engine import payload_digest
 
     cursor = int(engine.state.polls["row"].cursor or 0)
     events = events_of(engine)

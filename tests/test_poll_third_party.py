@@ -107,6 +107,14 @@ def test_an_implementation_with_another_activity_name_is_refused(acme) -> None:
         parse_manifest({**Catalog.default().get("acme.ticket_closed").model_dump(), "implementation": "no-colon"})
 
 
+def test_a_builtin_connector_whose_implementation_cannot_be_loaded_fails_the_worker_wiring() -> None:
+    # A third-party one is logged and left out (above); a built-in one is a broken install: say so.
+    rss = Catalog.default(third_party=False).get("rss.item_published")
+    moved = parse_manifest({**rss.model_dump(), "implementation": "wf_initiation.activities.poll.rss:poll_gone"})
+    with pytest.raises(ImplementationError, match=r"rss.item_published: implementation .*poll_gone.* cannot be imported"):
+        poll_activities(Catalog([moved]))
+
+
 @pytest.mark.parametrize("connector", ["acme.ticket_opened", "acme.ticket_closed"])
 async def test_a_third_party_connector_polls_and_starts_runs(
     acme, dev_env, task_queue: str, tmp_path: pathlib.Path, connector: str

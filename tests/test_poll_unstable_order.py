@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+from tests.support.engine import drive
 from tests.test_poll_engine import T0, row, spec_for
 from wf_initiation.core.engine import Disposition, Engine, PollItemIn, PollResultIn, StartRun, initial_state
 
@@ -11,7 +12,7 @@ from wf_initiation.core.engine import Disposition, Engine, PollItemIn, PollResul
 def test_unordered_responses_still_dedup_by_identity_and_order_runs_by_acceptance(tmp_path: pathlib.Path) -> None:
     # proves: POLL-7, POLL-5
     spec = spec_for(tmp_path)
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     responses = [
         [row(3, "c"), row(1, "a")],  # the source gives no order guarantee
         [row(2, "b"), row(3, "c"), row(1, "a")],  # and repeats items across responses

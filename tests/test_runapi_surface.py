@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wf_initiation.workflows.runapi as runapi
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import Engine, initial_state
-from wf_initiation.core.engine._subscriptions import SubscribeRequest, UnsubscribeRequest, subscribe, unsubscribe
-from wf_initiation.core.engine._types import SignalRun
+from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
 FORBIDDEN_WORDS = ("create", "delete", "modify", "update", "fire", "trigger_now", "schedule", "advance", "cancel",
@@ -77,13 +77,13 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> ActivationSpec:
 @given(batch=st.lists(requests, max_size=8))
 def test_whatever_a_run_signals_the_activation_starts_cancels_or_fires_nothing(spec: ActivationSpec, batch: list) -> None:
     # proves: COMP-4, COMP-7
-    engine = Engine(spec, initial_state(spec, T0))
+    engine = drive(Engine(spec, initial_state(spec, T0)))
     before = engine.state.model_copy(deep=True)
     for request in batch:
         if isinstance(request, SubscribeRequest):
-            subscribe(engine, request, T0)
+            engine.subscribe(request, T0)
         else:
-            unsubscribe(engine, request, T0)
+            engine.unsubscribe(request, T0)
     assert all(isinstance(c, SignalRun) and c.workflow_id == "run-1" for c in engine.take_commands())
     assert engine.state.runs == {} and engine.state.unacked.keys() <= {f"ended\x1f{i}" for i in ("s1", "s2", "s3", "s9")}
     assert engine.state.schedules == before.schedules and engine.state.events == before.events

@@ -226,7 +226,7 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
         records = [o for o in (await schedule_state(wfi, name))["occurrences"] if o["disposition"] == "admitted"]
         for o in records:
             instant = seq.parse_instant(o["scheduled_at"])
-            run = await assert_eventually(lambda: _finished_run(client, o["run_key"]), timeout=30)
+            run = await assert_eventually(lambda o=o: _finished_run(client, o["run_key"]), timeout=30)
             fired = check_timing(run, instant)
             assert fired == datetime.fromisoformat(o["fired_at"]), "the run's fired_at is the recorded admission"
         history = await wfi.handle(name).fetch_history()

@@ -1,7 +1,7 @@
 """Scheduled initiation in the pure engine: due, late, missed, overflow, pause, backfill (no server).
 
 Each test builds a real activation spec (Workfile + deployment through ``make_spec``) and drives
-``Engine(spec, initial_state(spec, t0))`` with explicit instants: ``tick(now)`` is what the
+``drive(Engine(spec, initial_state(spec, t0)))`` with explicit instants: ``tick(now)`` is what the
 activation workflow does whenever it wakes, ``take_commands()`` is what it would execute.
 """
 
@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
+from tests.support.engine import drive
 from tests.support.activation import make_spec
 from wf_initiation.core import schedule as seq
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Engine, StartRun, initial_state, operator, summary
+from wf_initiation.core.engine import Engine, StartRun, initial_state
 from wf_initiation.core.engine import _schedule
 from wf_initiation.core.engine._types import EngineState
 from wf_initiation.core.limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK
@@ -38,8 +39,8 @@ def spec_for(tmp_path: pathlib.Path, config: str, *, extra: str = "", **settings
     return make_spec(tmp_path, f"name: sched\non:\n  time.schedule: {config}\n{extra}", task_queue="tq", **settings)
 
 
-def engine_for(spec: ActivationSpec, t0: datetime = T0) -> Engine:
-    return Engine(spec, initial_state(spec, t0))
+def engine_for(spec: ActivationSpec, t0: datetime = T0, *, bounded: bool = True) -> Engine:
+    return drive(Engine(spec, initial_state(spec, t0), bounded=bounded))
 
 
 def starts(engine: Engine) -> list[StartRun]:
@@ -62,7 +63,7 @@ def finish_all(engine: Engine, runs: list[StartRun], now: datetime) -> None:
 
 
 def operate(engine: Engine, now: datetime, **fields: Any) -> tuple[bool, str]:
-    return operator.apply(engine, OperatorRequest(**fields), now)
+    return engine.operate(OperatorRequest(**fields), now)
 
 
 # ------------------------------------------------------------------------------- on time
@@ -126,7 +127,7 @@ def test_skip_policy_records_every_missed_occurrence_and_starts_only_the_on_time
     (gap,) = st.missed_ranges
     assert (gap.first, gap.last, gap.count, gap.status) == (T0 + H, T0 + 9 * H, 9, "skipped")
     assert st.counts == {"skipped_missed": 9, "admitted": 1}
-    assert summary.short(engine)["schedules"]["schedule"]["policy"] == "skip"
+    assert engine.summary()["schedules"]["schedule"]["policy"] == "skip"
 
 
 def test_catch_up_admits_the_earliest_up_to_its_bound_and_holds_the_rest_for_an_operator(tmp_path: pathlib.Path) -> None:
@@ -142,7 +143,7 @@ def test_catch_up_admits_the_earliest_up_to_its_bound_and_holds_the_rest_for_an_
     (rng,) = st.overflow
     assert (rng.first, rng.last, rng.count, rng.status) == (T0 + 4 * H, T0 + 10 * H, 7, "awaiting_operator")
     assert (st.policy, st.bound) == ("catch_up", 3)
-    assert summary.status(engine) == "needs_operator"
+    assert engine.status() == "needs_operator"
 
     ok, message = operate(engine, now, action="decide_overflow", range_id=rng.range_id, choice="admit_first", count=2)
     assert ok and message == "2 admitted, 5 skipped"
@@ -150,7 +151,7 @@ def test_catch_up_admits_the_earliest_up_to_its_bound_and_holds_the_rest_for_an_
     assert rng.status == "partially_admitted" and st.counts["skipped_overflow"] == 5
     ok, message = operate(engine, now, action="decide_overflow", range_id=rng.range_id, choice="admit_all")
     assert not ok and "already decided" in message
-    assert summary.status(engine) == "active"
+    assert engine.status() == "active"
 
 
 @pytest.mark.parametrize(("choice", "admitted"), [("admit_all", 7), ("skip", 0)])
@@ -178,7 +179,7 @@ def test_overflow_policy_skip_overflow_records_the_range_as_skipped(tmp_path: pa
     (rng,) = sched(engine).overflow
     assert (rng.first, rng.last, rng.count, rng.status) == (T0 + 3 * H, T0 + 5 * H, 3, "skipped")
     assert [o.utc for o in sched(engine).occurrences if o.disposition == "skipped_overflow"] == [T0 + k * H for k in (3, 4, 5)]
-    assert summary.status(engine) == "active"
+    assert engine.status() == "active"
 
 
 @pytest.mark.parametrize("bounded", [True, False], ids=["budgets", "before-budgets"])
@@ -191,8 +192,7 @@ def test_a_gap_longer_than_one_task_stays_missed_across_tasks_and_keeps_one_boun
     catch_up = policy["policy"] == "catch_up"
     chunk = (ADMIT_PER_TASK if catch_up else ENUMERATE_PER_TASK) if bounded else _schedule.CHUNK
     gap = 2 * chunk + chunk // 3
-    engine = engine_for(spec)
-    engine.bounded = bounded
+    engine = engine_for(spec, bounded=bounded)
     now = T0 + timedelta(seconds=gap + 0.5) + timedelta(hours=1)  # t0+1s .. t0+gap are missed, the last hour is not
     tasks, admitted = 0, []
     while True:
@@ -233,7 +233,7 @@ def test_occurrences_while_paused_follow_the_missed_policy_at_resume(
     engine.tick(T0 + H)
     starts(engine)
     assert operate(engine, paused_at, action="pause")[0]
-    assert engine.next_wakeup() is None and summary.status(engine) == "paused"
+    assert engine.next_wakeup() is None and engine.status() == "paused"
     engine.tick(T0 + 3 * H)
     assert starts(engine) == [], "a paused schedule admits nothing"
     resumed_at = T0 + 5 * H + timedelta(seconds=5)  # 05:00 is 5 s old, yet it fell while paused
@@ -316,8 +316,9 @@ def test_a_restored_state_never_admits_an_occurrence_twice(tmp_path: pathlib.Pat
     engine = engine_for(spec)
     engine.tick(T0 + H)
     first = starts(engine)
-    restored = Engine(spec, EngineState.model_validate_json(engine.state.model_dump_json()))
-    assert [r.run_key for r in restored.pending_starts()] == [r.run_key for r in first], "re-issued under the same keys"
+    restored = drive(Engine(spec, EngineState.model_validate_json(engine.state.model_dump_json())))
+    restored.resume(T0 + H)  # a new workflow run re-issues the starts not confirmed
+    assert [r.run_key for r in restored.take_commands()] == [r.run_key for r in first], "re-issued under the same keys"
     restored.tick(T0 + H)
     restored.tick(T0 + H + timedelta(minutes=10))
     assert [r.run_key for r in starts(restored)] == [f"{spec.activation_id}/schedule/20260301T011000Z"]
@@ -328,7 +329,7 @@ def test_a_worker_with_another_tz_database_records_the_change_and_carries_its_ve
     spec = spec_for(tmp_path, '{cron: "0 * * * *", timezone: Europe/Berlin}')
     state = initial_state(spec, T0)
     state.schedules["schedule"].tzdata_version = "2019a"
-    engine = Engine(spec, state)
+    engine = drive(Engine(spec, state))
     engine.tick(T0 + H)
     engine.tick(T0 + 2 * H)
     (error,) = engine.state.errors
@@ -360,7 +361,7 @@ def test_a_schedule_with_no_future_occurrence_is_installed_inactive(tmp_path: pa
     engine = engine_for(spec)
     st = sched(engine)
     assert not st.active and "no future occurrence" in st.inactive_reason
-    assert engine.next_wakeup() is None and summary.status(engine) == "inactive"
+    assert engine.next_wakeup() is None and engine.status() == "inactive"
     engine.tick(T0 + 100 * H)
     assert starts(engine) == []
 
@@ -371,7 +372,7 @@ def test_a_schedule_becomes_inactive_after_its_last_occurrence(tmp_path: pathlib
     engine = engine_for(spec)
     engine.tick(T0 + H)
     engine.tick(T0 + 2 * H)
-    assert len(starts(engine)) == 2 and not sched(engine).active and summary.status(engine) == "inactive"
+    assert len(starts(engine)) == 2 and not sched(engine).active and engine.status() == "inactive"
 
 
 # ------------------------------------------------------------------------------- property
@@ -413,11 +414,11 @@ def test_every_occurrence_is_disposed_exactly_once_and_never_early(
             finish_all(engine, new, now)
         runs += new
     st = sched(engine)
-    expected = seq.occurrences_between(engine.parsed_schedule("schedule"), T0, now, 10_000)
+    expected = seq.occurrences_between(engine.core.parsed_schedule("schedule"), T0, now, 10_000)
     started = started_instants(runs)
     assert len(set(r.run_key for r in runs)) == len(runs)
     ranged = [t for rng in [*st.missed_ranges, *st.overflow]
-              for t in seq.occurrences_between(engine.parsed_schedule("schedule"), rng.first - timedelta(microseconds=1), rng.last, rng.count)]
+              for t in seq.occurrences_between(engine.core.parsed_schedule("schedule"), rng.first - timedelta(microseconds=1), rng.last, rng.count)]
     assert sorted(started + ranged) == expected, "each instant is a run or inside exactly one recorded range"
     assert sum(rng.count for rng in [*st.missed_ranges, *st.overflow]) == len(ranged)
     assert missed["policy"] == st.policy
@@ -439,7 +440,7 @@ def test_wake_ahead_anticipates_the_next_unpaused_instant_and_nothing_is_admitte
     engine.tick(instant + timedelta(milliseconds=5))  # the next task: nothing admitted twice
     assert starts(engine) == [] and [o.disposition for o in sched(engine).occurrences] == ["admitted"]
     assert engine.next_occurrence() == instant + H
-    operator.apply(engine, OperatorRequest(action="pause"), instant)
+    engine.operate(OperatorRequest(action="pause"), instant)
     assert engine.next_occurrence() is None
 
 

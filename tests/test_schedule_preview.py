@@ -117,9 +117,11 @@ def test_a_schedule_that_cannot_be_evaluated_is_refused(workfile, capsys) -> Non
 
 @pytest.mark.parametrize("bad", ["yesterday", "2026-03-08T00:00:00", "2026-13-01T00:00:00Z"])
 def test_a_bad_from_is_a_usage_error(workfile, capsys, bad: str) -> None:
-    assert main(["schedule", "preview", workfile(NIGHTLY), "--from", bad]) == 2
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["schedule", "preview", workfile(NIGHTLY), "--from", bad])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "--from" in err and "with an offset" in err and "Traceback" not in err
+    assert "argument --from" in err and "with an offset" in err and "Traceback" not in err
 
 
 def test_a_schedule_with_no_future_occurrence_prints_none_and_succeeds(workfile, capsys) -> None:

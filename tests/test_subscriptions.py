@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from tests.support.engine import drive
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
@@ -20,17 +21,9 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import SUBSCRIPTION_REFUSED
 from wf_initiation.core.engine import Disposition, Engine, initial_state
-from wf_initiation.core.engine._subscriptions import (
-    SubscribeRequest,
-    UnsubscribeRequest,
-    command_done,
-    matches,
-    select,
-    subscribe,
-    unacked_commands,
-    unsubscribe,
-)
-from wf_initiation.core.engine._types import SignalRun, Subscription
+from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
+from wf_initiation.core.engine._offer import matches, select  # the correlation rules themselves
+from wf_initiation.core.engine._types import Subscription
 from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 
 T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
@@ -89,7 +82,7 @@ def test_the_selected_subscription_matches_and_no_earlier_one_does(specs: list[t
 
 def engine_for(tmp_path: pathlib.Path) -> Engine:
     spec = make_spec(tmp_path, REPLIES.format(name="pure-replies"), task_queue="unused")
-    return Engine(spec, initial_state(spec, T0))
+    return drive(Engine(spec, initial_state(spec, T0)))
 
 
 def subscribe_req(sub_id: str, thread: str, expires_at: datetime | None = None, entry: str = "reply") -> SubscribeRequest:
@@ -102,7 +95,7 @@ def test_an_event_is_matched_only_against_subscriptions_active_at_its_acceptance
     engine = engine_for(tmp_path)
     before = engine.deliver("reply", reply("d1", "t1"), T0)
     assert before.disposition == Disposition.SUPPRESSED
-    subscribe(engine, subscribe_req("s1", "t1"), T0)
+    engine.subscribe(subscribe_req("s1", "t1"), T0)
     assert not [c for c in engine.take_commands() if isinstance(c, SignalRun)], "the earlier event is not held for it"
     again = engine.deliver("reply", reply("d1", "t1"), T0)
     assert again.disposition == Disposition.DUPLICATE and again.retained == Disposition.SUPPRESSED
@@ -117,24 +110,27 @@ def test_an_event_is_matched_only_against_subscriptions_active_at_its_acceptance
 def test_an_unconfirmed_delivery_is_reissued_from_state_until_the_signal_succeeds(tmp_path: pathlib.Path) -> None:
     # proves: INIT-7, INIT-10
     engine = engine_for(tmp_path)
-    subscribe(engine, subscribe_req("s1", "t1"), T0)
+    engine.subscribe(subscribe_req("s1", "t1"), T0)
     engine.deliver("reply", reply("d1", "t1"), T0)
     carried = engine.state.model_copy(deep=True)  # what continue-as-new or a replay after a crash starts from
-    restarted = Engine(engine.spec, carried)
-    (again,) = unacked_commands(restarted)
+    restarted = drive(Engine(engine.spec, carried))
+    restarted.resume(T0)  # a new workflow run re-issues what was not confirmed
+    (again,) = restarted.take_commands()
     assert isinstance(again, SignalRun) and again.payload["delivery_id"] == "d1"
-    command_done(restarted, again.key or "", None, T0)
-    assert unacked_commands(restarted) == []
+    restarted.command_done(again.key or "", None, T0)
+    assert restarted.state.unacked == {}
+    restarted.resume(T0)
+    assert restarted.take_commands() == [], "nothing left to re-issue"
 
 
 def test_unsubscribe_answers_with_an_end_notice_unless_a_delivery_is_on_its_way(tmp_path: pathlib.Path) -> None:
     engine = engine_for(tmp_path)
-    subscribe(engine, subscribe_req("s1", "t1"), T0)
-    subscribe(engine, subscribe_req("s2", "t2"), T0)
+    engine.subscribe(subscribe_req("s1", "t1"), T0)
+    engine.subscribe(subscribe_req("s2", "t2"), T0)
     engine.deliver("reply", reply("d1", "t1"), T0)
     engine.take_commands()
-    unsubscribe(engine, UnsubscribeRequest(sub_id="s1", run_workflow_id="run-s1"), T0)
-    unsubscribe(engine, UnsubscribeRequest(sub_id="s2", run_workflow_id="run-s2"), T0)
+    engine.unsubscribe(UnsubscribeRequest(sub_id="s1", run_workflow_id="run-s1"), T0)
+    engine.unsubscribe(UnsubscribeRequest(sub_id="s2", run_workflow_id="run-s2"), T0)
     notices = [c.payload for c in engine.take_commands() if isinstance(c, SignalRun)]
     assert notices == [{"sub_id": "s2", "kind": "ended", "entry": "reply", "delivery_id": None, "payload": None,
                         "reason": "cancelled", "message": None}]
@@ -143,12 +139,12 @@ def test_unsubscribe_answers_with_an_end_notice_unless_a_delivery_is_on_its_way(
 
 def test_a_subscription_expires_at_its_deadline_and_is_refused_for_a_non_event_entry(tmp_path: pathlib.Path) -> None:
     engine = engine_for(tmp_path)
-    subscribe(engine, subscribe_req("s1", "t1", expires_at=T0 + timedelta(minutes=5)), T0)
+    engine.subscribe(subscribe_req("s1", "t1", expires_at=T0 + timedelta(minutes=5)), T0)
     assert engine.next_wakeup() == T0 + timedelta(minutes=5)
     engine.tick(T0 + timedelta(minutes=5))
     assert engine.state.subscriptions == {}
     assert engine.deliver("reply", reply("d1", "t1"), T0 + timedelta(minutes=6)).disposition == Disposition.SUPPRESSED
-    subscribe(engine, subscribe_req("s2", "t1", entry="nope"), T0)
+    engine.subscribe(subscribe_req("s2", "t1", entry="nope"), T0)
     ended = [c.payload for c in engine.take_commands() if isinstance(c, SignalRun)]
     assert [(e["sub_id"], e["reason"]) for e in ended] == [("s1", "expired"), ("s2", "refused")]
     assert "no external or poll trigger entry 'nope'" in ended[1]["message"] and "reply" in ended[1]["message"]

@@ -124,7 +124,7 @@ async def test_a_deliverys_trace_runs_from_the_client_call_through_the_decision_
     for span, delivery in ((bridge, first), (bridge_queued, queued)):
         trace_id = span.get_span_context().trace_id
 
-        async def chain() -> dict[str, ReadableSpan]:
+        async def chain(trace_id: int = trace_id) -> dict[str, ReadableSpan]:
             found = _by_name(list(telemetry.spans.get_finished_spans()), trace_id)
             assert {"StartWorkflowUpdate:deliver", "wfi.decide", "wfi.start_run", "StartWorkflow:wfi.EchoRun",
                     "RunWorkflow:wfi.EchoRun"} <= set(found), sorted(found)

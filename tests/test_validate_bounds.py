@@ -228,7 +228,7 @@ async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_g
     name = unique("bounded")
     text = f"name: {name}\non:\n  mail.received: {{inbox: help@acme.com}}\n  as: message\n"
     spec = make_spec(tmp_path, text, task_queue=task_queue)
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin()]):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
         await wfi.activate(spec)
         raw = json.loads(spec.model_dump_json())

@@ -87,9 +87,11 @@ def _distinctive() -> dict[str, str]:
 
 # The pure core imports nothing above it, yet emits the signals of subscriptions and names the
 # activation's workflow id: those few are defined there and wire re-exports them (wire/names.py).
-DEFINED_IN_CORE = {"wf_initiation/core/engine/_subscriptions.py": {
-    wire.SUBSCRIBE_SIGNAL, wire.UNSUBSCRIBE_SIGNAL, wire.LIFECYCLE_SIGNAL, wire.SUBSCRIPTION_EVENT_SIGNAL,
-    wire.ACTIVATION_ID_PREFIX}}
+DEFINED_IN_CORE = {
+    "wf_initiation/core/engine/_subscriptions.py": {
+        wire.SUBSCRIBE_SIGNAL, wire.UNSUBSCRIBE_SIGNAL, wire.LIFECYCLE_SIGNAL, wire.ACTIVATION_ID_PREFIX},
+    "wf_initiation/core/engine/_offer.py": {wire.SUBSCRIPTION_EVENT_SIGNAL},
+}
 
 
 def test_no_contract_string_is_written_outside_wire() -> None:

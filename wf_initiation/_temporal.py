@@ -128,7 +128,7 @@ def _tls(base: Any, flags: ConnectFlags) -> Any:
     """The profile's TLS setting with the flags applied; None when neither says anything."""
     from temporalio.service import TLSConfig
 
-    files = {field: _read_tls_file(path, _FLAG_OF[field]) for field, path in flags.tls_files.items()}
+    files: dict[str, Any] = {field: _read_tls_file(path, _FLAG_OF[field]) for field, path in flags.tls_files.items()}
     if not files and not flags.tls_server_name:
         return True if flags.tls and base in (None, False) else base
     config = base if isinstance(base, TLSConfig) else TLSConfig()
@@ -230,9 +230,46 @@ async def run_worker(
 
     # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
     zoneinfo.reset_tzpath(to=[])
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+    worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)],
+                    graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
+    running = asyncio.create_task(worker.run())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.sleep(0)  # the worker's start (and the plugin's checks) begins before "ready"
+    if not running.done():
         on_ready()
-        await stop.wait()
+    await asyncio.wait([running, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not running.done():
+        await shutdown_within(worker, running, GRACEFUL_SHUTDOWN + SHUTDOWN_MARGIN)
+    elif not running.cancelled():
+        running.result()  # the worker failed on its own: its error is the command's
+
+
+GRACEFUL_SHUTDOWN = timedelta(seconds=10)
+"""Activities still running at a shutdown get this long to finish before they are cancelled."""
+SHUTDOWN_MARGIN = timedelta(seconds=20)
+"""After the graceful period, how long a shutdown may take before the process stops waiting for it."""
+
+
+async def shutdown_within(worker: Any, running: "asyncio.Task[None]", limit: timedelta) -> None:
+    """Shut ``worker`` down, waiting at most ``limit``.
+
+    The SDK's core can leave an activity long poll unanswered at shutdown (sdk-rust#1297: seen here
+    in this project's tests on a loaded machine, a few shutdowns in a hundred), and then ``Worker.shutdown`` never
+    returns. A worker process must still stop on SIGTERM: past the limit it logs and gives up;
+    nothing is lost, since the server hands any task this worker held to another worker after its
+    timeout."""
+    shutdown = asyncio.create_task(worker.shutdown())
+    done, _ = await asyncio.wait([running], timeout=limit.total_seconds())
+    if not done:
+        logging.getLogger("wf_initiation.worker").warning(
+            "worker shutdown did not finish within %ss (an activity poll the SDK did not release); "
+            "stopping anyway: tasks it held are retried by another worker", int(limit.total_seconds()))
+        shutdown.cancel()
+        running.cancel()
+        return
+    await shutdown
+    running.result()
 
 
 class _OneLineApplicationErrors(logging.Filter):

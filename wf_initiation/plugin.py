@@ -80,7 +80,7 @@ def compose_data_converter(existing: DataConverter | None) -> DataConverter:
 
 def check_payload_converter(converter: DataConverter) -> None:
     """Raise :class:`WfiSetupError` unless the payload converter round-trips a wire model."""
-    from wf_initiation.core.engine._types import ErrorRecord
+    from wf_initiation.core.engine import ErrorRecord
 
     probe = ErrorRecord(at=datetime(2026, 1, 1, tzinfo=timezone.utc), kind="probe", entry="e", message="m")
     name = converter.payload_converter_class.__qualname__

@@ -34,7 +34,7 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from wf_initiation._trace_context import CARRIER as _carrier
-from wf_initiation._trace_context import EXTERN, TRACE_HEADER, current_carrier
+from wf_initiation._trace_context import EXTERN, TRACE_HEADER
 from wf_initiation.wire import ACTIVATION_ID_PREFIX as ACTIVATION_PREFIX
 from wf_initiation.wire import DELIVER_MANY_UPDATE, DELIVER_UPDATE
 from wf_initiation.wire import DELIVER_SIGNAL as DELIVERY_SIGNAL

@@ -21,8 +21,7 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.core.engine import Engine
-    from wf_initiation.core.engine._types import NOT_RETAINED, DeliveryResult, Disposition
+    from wf_initiation.core.engine import NOT_RETAINED, DeliveryResult, Disposition, Engine
     from wf_initiation._trace_context import EXTERN, current_carrier
 
 MAX_CARRIERS = 10_000
@@ -53,8 +52,8 @@ class TraceCarriers:
 class ActivationTelemetry:
     def __init__(self, engine: Engine) -> None:
         self._send: Any = workflow.extern_functions().get(EXTERN)
-        self._seq = engine.state.seq  # dispositions up to here were counted by an earlier run
-        self._errors = dict(engine.state.error_counts)
+        self._seq = engine.acceptance_seq  # dispositions up to here were counted by an earlier run
+        self._errors = engine.error_counts()
         self._carriers = TraceCarriers()
         self._gauges: dict[str, int] = {}
 
@@ -91,27 +90,21 @@ class ActivationTelemetry:
             self._send("dispositions", {"workflow": workflow_name, "counts": [(e, d, n) for (e, d), n in counts.items()]})
         if errors:
             self._send("errors", {"workflow": workflow_name, "counts": errors})
-        gauges = _gauges(engine)
+        gauges = engine.gauges()
         if gauges != self._gauges:
             self._gauges = gauges
             self._send("gauges", {"workflow": workflow_name, "values": gauges})
 
     def _new_dispositions(self, engine: Engine) -> Counter[tuple[str, str]]:
-        # Dedup entries are kept in acceptance order (dict order = seq order), so the new ones are
-        # at the end: O(new entries), not O(all).
-        counts: Counter[tuple[str, str]] = Counter()
-        for record in reversed(engine.state.events.values()):
-            if record.seq <= self._seq:
-                break
-            counts[(record.entry, record.disposition.value)] += 1
-        self._seq = engine.state.seq
+        counts = engine.dispositions_since(self._seq)
+        self._seq = engine.acceptance_seq
         return counts
 
     def _new_errors(self, engine: Engine) -> dict[str, int]:
-        now = engine.state.error_counts
+        now = engine.error_counts()
         delta = {k: n - self._errors.get(k, 0) for k, n in now.items() if n > self._errors.get(k, 0)}
         if delta:
-            self._errors = dict(now)
+            self._errors = now
         return delta
 
 
@@ -127,14 +120,3 @@ def _decision(engine: Engine, results: list[DeliveryResult]) -> dict[str, Any]:
             attributes[f"wfi.dispositions.{disposition}"] = n
     return attributes
 
-
-def _gauges(engine: Engine) -> dict[str, int]:
-    st = engine.state
-    in_flight = len(engine.in_flight())
-    return {
-        "wfi.dedup.size": len(st.events) + len(engine.retired),
-        "wfi.runs.pending": len(st.runs) - in_flight,
-        "wfi.runs.in_flight": in_flight,
-        "wfi.queue.keys": len(st.queues),
-        "wfi.batches.open": len(st.batches),
-    }

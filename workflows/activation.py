@@ -20,10 +20,8 @@ continue-as-new. All of it is behind ``BOUNDED_PATCH`` so histories recorded bef
 from __future__ import annotations
 
 import asyncio
-import struct
-import zlib
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
@@ -32,13 +30,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec, spec_problems
     from wf_initiation.core.connections import redact
-    from wf_initiation.core.engine import Engine, EngineState, PollCall, PollItemIn, PollResultIn, initial_state, operator, summary
-    from wf_initiation.core.engine._poll import abandon_in_flight
-    from wf_initiation.core.engine import _deactivate
-    from wf_initiation.core.engine import _intake as intake
-    from wf_initiation.core.engine import _subscriptions as subs
-    from wf_initiation.core.engine._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
-    from wf_initiation.core.engine._types import ControlRun, DeliveryResult, PublishEvent, SignalRun, StartRun
+    from wf_initiation.core.engine import (
+        Command, ControlRun, Decision, DeliveryResult, Engine, LifecycleEvent, PollItemIn, PollResultIn, PublishEvent,
+        RunPoll, SignalRun, StartRun, SubscribeRequest, UnsubscribeRequest, WatchRuns, WatchTarget, decode_state,
+        initial_state,
+    )
     from wf_initiation.core.limits import (
         CARRY_RETRY_EVENTS, DELIVERIES_PER_TASK, KIB, MAX_BULK_BYTES, MAX_CARRIED_STATE_BYTES, MAX_DELIVERY_BYTES,
         MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, MIB, fit_to_bytes, json_size,
@@ -64,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.lifecycle import LifecycleActivities
     from wf_initiation.activities.runs import RunActivities
 
+R = TypeVar("R")
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
 LOCAL_START_MAX = 10
@@ -79,24 +76,11 @@ ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
-_STATE_HEADER = struct.Struct("<4sI")
 
 
 def encode_state(engine: Engine) -> bytes:
-    """State for continue-as-new: zlib'd JSON plus the packed retired dedup entries (see _codec)."""
-    engine.retire_released()
-    body = zlib.compress(engine.state.model_dump_json().encode(), 6)
-    return _STATE_HEADER.pack(b"WFS1", len(body)) + body + engine.retired.pack()
-
-
-def decode_state(blob: bytes) -> EngineState:
-    magic, size = _STATE_HEADER.unpack_from(blob)
-    if magic != b"WFS1":
-        raise ValueError("unknown activation state format")
-    start = _STATE_HEADER.size
-    state = EngineState.model_validate_json(zlib.decompress(blob[start : start + size]))
-    state.compact_events = blob[start + size :]
-    return state
+    """State for continue-as-new (the engine's carried form; :func:`decode_state` reads it back)."""
+    return engine.encode_state()
 
 
 @workflow.defn(name=ACTIVATION_WORKFLOW)
@@ -108,10 +92,9 @@ class ActivationWorkflow:
         # evaluation: decided by the input, so replay decides the same, with no marker in history.
         legacy = spec.evaluation < EVALUATION_VERSION
         restored = decode_state(state) if state else initial_state(spec, now, legacy=legacy)
-        abandon_in_flight(restored)  # a poll of the previous run never reports here (POLL-10)
-        self._engine = Engine(spec, restored)
-        if legacy:
-            self._engine.use_legacy_evaluation()
+        # Budgets of core.limits for runs begun with them; a run recorded before keeps its behaviour.
+        self._engine = Engine(spec, restored, bounded=workflow.patched(BOUNDED_PATCH), legacy=legacy)
+        self._commands: list[Command] = []  # the engine's decisions, executed by _dispatch in order
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
         self._timers: set[datetime] = set()
@@ -122,11 +105,7 @@ class ActivationWorkflow:
         self._start_tasks = 0
         self._admitted_until = datetime.min.replace(tzinfo=workflow.now().tzinfo)  # see _anticipate
         self._polls_in_flight = 0
-        self._engine.outbox.extend(self._engine.pending_starts())
         self._acking: set[str] = set()  # keys of kept signals/publishes in flight (engine hook)
-        self._engine.outbox.extend(subs.unacked_commands(self._engine))
-        # Budgets of core.limits for runs begun with them; a run recorded before keeps its behaviour.
-        self._engine.bounded = workflow.patched(BOUNDED_PATCH)
         self._task_marker = -1  # history length at the current workflow task: a new one resets its budgets
         self._task_bytes = 0
         self._task_deliveries = 0
@@ -137,7 +116,8 @@ class ActivationWorkflow:
         self._input_sizes: dict[str, int] = {}
         self._carry_retry_at = 0
         self._controls = 0  # control_run activities in flight (a deactivation completes after them)
-        _deactivate.on_start(self._engine, spec, now)  # started with a deactivated activation's state
+        # Re-issues what the previous run left unfinished; activates a deactivated activation again.
+        self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
 
     # ------------------------------------------------------------------ main loop
@@ -149,8 +129,7 @@ class ActivationWorkflow:
         while True:
             now = workflow.now()
             self._new_task()
-            self._engine.tick(now)
-            _deactivate.progress(self._engine)  # controls running runs while deactivating; else nothing
+            self._absorb(self._engine.tick(now))
             hold = self._anticipate(now)
             if not self._dispatch(hold) and hold is not None:
                 await self._wait(hold)  # nothing started: still record nothing before the instant
@@ -159,7 +138,7 @@ class ActivationWorkflow:
                 return await self._complete()
             if self._should_continue_as_new():
                 await self._continue_as_new()
-            self._wake = bool(self._engine.outbox)  # e.g. a start fault released a queued run: go on
+            self._wake = bool(self._commands)  # e.g. a start fault released a queued run: go on
             self._arm_timer(self._now())
             await workflow.wait_condition(lambda: self._wake)
 
@@ -176,7 +155,7 @@ class ActivationWorkflow:
         instant = self._engine.next_occurrence()
         if instant is None or not now < instant <= now + ahead:
             return None
-        self._engine.tick_schedules(instant)
+        self._absorb(self._engine.tick_schedules(instant))
         self._admitted_until = instant
         return instant - now
 
@@ -219,22 +198,27 @@ class ActivationWorkflow:
     def _poke(self) -> None:
         self._wake = True
 
+    def _absorb(self, decision: Decision[R]) -> R:
+        """Keep a decision's commands for :meth:`_dispatch`; return its answer."""
+        self._commands += decision.commands
+        return decision.value
+
     # ------------------------------------------------------------------ commands
     def _new_task(self) -> None:
         """Reset the per-task budgets when this is a new workflow task (history grew since the last)."""
         marker = workflow.info().get_current_history_length()
         if marker != self._task_marker:
             self._task_marker, self._task_bytes, self._task_deliveries = marker, 0, 0
-            self._engine.begin_task()
+            self._absorb(self._engine.begin_task())
 
     def _dispatch(self, hold: timedelta | None = None) -> bool:
         """Execute the engine's commands; with ``hold``, starts wait that long first (in the task).
         Returns whether a start holding the task was issued."""
         held = False
         self._new_task()
-        commands = self._engine.take_commands()
+        commands, self._commands = self._commands, []
         for c in commands:
-            if isinstance(c, StartRun) and c.run_key not in self._starting:
+            if type(c) is StartRun and c.run_key not in self._starting:
                 self._starting.add(c.run_key)
                 self._start_backlog.append(c)
         # Start activities are counted and created here, synchronously, in one place: which commands
@@ -250,22 +234,25 @@ class ActivationWorkflow:
             held |= local
             asyncio.create_task(self._start_runs(chunk, hold if local else None), name="start runs")
         for c in commands:
-            if isinstance(c, ControlRun):
+            if type(c) is ControlRun:
                 asyncio.create_task(self._control(c), name="control run")
-            elif isinstance(c, SignalRun) and c.key not in self._acking:
+            elif type(c) is SignalRun and c.key not in self._acking:
                 if self._engine.bounded:
                     self._signal_backlog.append(c)
                 else:
                     self._acking.add(c.key) if c.key else None
                     asyncio.create_task(self._signal(c), name="signal run")
         self._issue_signals()
-        publishes = [c for c in commands if isinstance(c, PublishEvent) and c.key not in self._acking]
+        publishes = [c for c in commands if type(c) is PublishEvent and c.key not in self._acking]
         for i in range(0, len(publishes), PUBLISH_BATCH):
             self._acking.update(c.key for c in publishes[i : i + PUBLISH_BATCH])
             asyncio.create_task(self._publish_events(publishes[i : i + PUBLISH_BATCH]), name="publish lifecycle")
-        self._ensure_watchers()
-        for request in self._engine.polls_due(workflow.now()):
-            asyncio.create_task(self._poll(request), name=f"poll {request.entry}")
+        watch = [c for c in commands if type(c) is WatchRuns]
+        if watch:
+            self._ensure_watchers(watch[-1].runs)
+        for c in commands:
+            if type(c) is RunPoll:
+                asyncio.create_task(self._poll(c), name=f"poll {c.entry}")
         return held
 
     def _next_start_chunk(self) -> list[StartRun]:
@@ -275,7 +262,7 @@ class ActivationWorkflow:
         if not self._engine.bounded:
             chunk, self._start_backlog = self._start_backlog[:START_BATCH], self._start_backlog[START_BATCH:]
             return chunk
-        chunk: list[StartRun] = []
+        chunk = []
         size = 0
         while self._start_backlog and len(chunk) < START_BATCH:
             command = self._start_backlog[0]
@@ -308,7 +295,7 @@ class ActivationWorkflow:
         self._starting.discard(run_key)
         self._isolate.discard(run_key)
         self._input_sizes.pop(run_key, None)
-        self._engine.run_start_failed(run_key, error, self._now())
+        self._absorb(self._engine.run_start_failed(run_key, error, self._now()))
 
     def _start_chunk_failed(self, chunk: list[StartRun], exc: ActivityError) -> None:
         """A start activity failed for good: start its runs again, one per activity; a run that fails
@@ -364,20 +351,21 @@ class ActivationWorkflow:
             self._isolate.discard(r.run_key)
             self._input_sizes.pop(r.run_key, None)
             if r.error is not None and bounded:
-                self._engine.run_start_failed(r.run_key, r.error, now)
+                self._absorb(self._engine.run_start_failed(r.run_key, r.error, now))
                 continue
-            self._engine.run_started(r.run_key, r.run_id, now)
+            self._absorb(self._engine.run_started(r.run_key, r.run_id, now))
             if r.terminal_status:
-                self._engine.run_finished(r.run_key, r.terminal_status, now)
+                self._absorb(self._engine.run_finished(r.run_key, r.terminal_status, now))
         self._poke()
 
-    def _ensure_watchers(self) -> None:
-        unwatched = [r for r in self._engine.state.runs.values() if r.status == "running" and r.run_key not in self._watched]
+    def _ensure_watchers(self, running: list[WatchTarget]) -> None:
+        """Watch the running runs no watcher holds yet, at most MAX_WATCHERS activities of WATCH_BATCH runs."""
+        unwatched = [r for r in running if r.run_key not in self._watched]
         while unwatched and self._watchers < MAX_WATCHERS:
             chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
             self._watched.update(r.run_key for r in chunk)
             self._watchers += 1
-            asyncio.create_task(self._watch([WatchedRun(run_key=r.run_key, run_id=r.temporal_run_id) for r in chunk]))
+            asyncio.create_task(self._watch([WatchedRun(run_key=r.run_key, run_id=r.run_id) for r in chunk]))
 
     async def _watch(self, runs: list[WatchedRun]) -> None:
         try:
@@ -392,7 +380,7 @@ class ActivationWorkflow:
             self._watched.difference_update(r.run_key for r in runs)
         now = self._now()
         for o in outcomes:
-            self._engine.run_finished(o.run_key, o.status, now)
+            self._absorb(self._engine.run_finished(o.run_key, o.status, now))
         self._poke()
 
     async def _control(self, command: ControlRun) -> None:
@@ -404,7 +392,7 @@ class ActivationWorkflow:
             )
         finally:
             self._controls -= 1
-            if self._engine.state.deactivation is not None:  # only then: histories before it must replay
+            if self._engine.deactivation_status() is not None:  # only then: histories before it must replay
                 self._poke()
 
     def _issue_signals(self) -> None:
@@ -429,10 +417,10 @@ class ActivationWorkflow:
         except FailureError as exc:
             error = f"{command.workflow_id}: {exc}"
             if command.key is None:
-                self._engine.record_error(self._now(), "signal_failed", error)
+                self._absorb(self._engine.record_error(self._now(), "signal_failed", error))
         if command.key is not None:
             self._acking.discard(command.key)
-            subs.command_done(self._engine, command.key, error, self._now())
+            self._absorb(self._engine.command_done(command.key, error, self._now()))
             self._poke()
 
     async def _publish_events(self, chunk: list[PublishEvent]) -> None:
@@ -446,10 +434,10 @@ class ActivationWorkflow:
         finally:
             self._acking.difference_update(c.key for c in chunk)
         for c in chunk:
-            subs.command_done(self._engine, c.key, None, self._now())
+            self._absorb(self._engine.command_done(c.key, None, self._now()))
         self._poke()
 
-    async def _poll(self, call: PollCall) -> None:
+    async def _poll(self, call: RunPoll) -> None:
         request = PollRequest(connector=call.connector, config=call.config, connection=call.connection,
                               cursor=call.cursor, limit=call.limit)
         try:
@@ -468,11 +456,11 @@ class ActivationWorkflow:
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
             # Built-in connectors redact their errors; this also strips URL/DSN passwords from any other's.
-            self._engine.poll_failed(call.entry, call.seq, redact(str(cause)), self._now())
+            self._absorb(self._engine.poll_failed(call.entry, call.seq, redact(str(cause)), self._now()))
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
-            self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now())
+            self._absorb(self._engine.poll_failed(call.entry, call.seq, f"unusable poll response: {exc}", self._now()))
         else:
-            self._engine.poll_succeeded(call.entry, call.seq, call.version, result, self._now())
+            self._absorb(self._engine.poll_succeeded(call.entry, call.seq, call.version, result, self._now()))
         finally:
             self._poke()
 
@@ -488,7 +476,7 @@ class ActivationWorkflow:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
         await workflow.wait_condition(lambda: self._start_tasks == 0)
-        if self._engine.state.deactivation is not None:  # let its controls land (the next run would repeat them)
+        if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
             await workflow.wait_condition(lambda: self._controls == 0)
         await workflow.wait_condition(workflow.all_handlers_finished)
         spec = self._pending_spec or self._engine.spec
@@ -504,16 +492,14 @@ class ActivationWorkflow:
         room: the server's hard limit is 51,200 events) with new deliveries deferred, so runs start,
         queues drain and the state shrinks; try again every CARRY_RETRY_EVENTS events."""
         self._carry_retry_at = workflow.info().get_current_history_length() + CARRY_RETRY_EVENTS
-        if self._engine.carry_blocked is None:
-            self._engine.carry_blocked = (
-                f"the activation's state is {size} bytes, over the {MAX_CARRIED_STATE_BYTES} it can carry across "
-                "continue-as-new: deliveries are deferred until its queued runs start; deliver again later")
-            self._engine.record_error(self._now(), "carry_over_limit", self._engine.carry_blocked)
+        self._absorb(self._engine.block_deliveries(
+            f"the activation's state is {size} bytes, over the {MAX_CARRIED_STATE_BYTES} it can carry across "
+            "continue-as-new: deliveries are deferred until its queued runs start; deliver again later", self._now()))
 
     # ------------------------------------------------------------------ deactivation (docs/lifecycle.md)
     @workflow.update(name=DEACTIVATE_UPDATE)
     def deactivate(self, request: DeactivateRequest) -> DeactivateResult:
-        outcome = _deactivate.deactivate(self._engine, request, self._now())
+        outcome = self._absorb(self._engine.deactivate(request, self._now()))
         self._poke()
         return DeactivateResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id,
                                 status=outcome.status, remaining=outcome.remaining)  # type: ignore[arg-type]
@@ -524,15 +510,15 @@ class ActivationWorkflow:
 
     def _deactivated(self) -> bool:
         """Settled, and nothing of ours in flight: starts, controls, notices, lifecycle publishes."""
-        return (_deactivate.settled(self._engine) and self._start_tasks == 0 and not self._start_backlog
+        return (self._engine.deactivation_settled() and self._start_tasks == 0 and not self._start_backlog
                 and self._controls == 0 and not self._acking)
 
     async def _complete(self) -> DeactivatedResult:
         await workflow.wait_condition(workflow.all_handlers_finished)
-        record = _deactivate.finish(self._engine, self._now())
+        record = self._absorb(self._engine.finish_deactivation(self._now()))
         self._publish()
         return DeactivatedResult(workflow=self._engine.spec.workflow, activation_id=self._engine.spec.activation_id,
-                                 deactivation=record, summary=summary.short(self._engine), state=encode_state(self._engine))
+                                 deactivation=record, summary=self._engine.summary(), state=encode_state(self._engine))
 
     # ------------------------------------------------------------------ deliveries
     # Arguments anyone with a Temporal client can send arrive raw and are decoded by ``_intake``.
@@ -541,9 +527,9 @@ class ActivationWorkflow:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
-            return intake.undecodable(self._engine, str(exc), self._now())
+            return self._absorb(self._engine.undecodable(str(exc), self._now()))
         await self._admission(1)
-        result = self._update_safely("deliver", lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+        result = self._update_safely(DELIVER_UPDATE, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
         self._telemetry.delivered(self._engine, [result])
         self._poke()
         return result
@@ -566,7 +552,8 @@ class ActivationWorkflow:
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
-            results += self._update_safely(DELIVER_MANY_UPDATE, lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
+            results += self._update_safely(
+                DELIVER_MANY_UPDATE, lambda now=now, chunk=chunk: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
         self._telemetry.delivered(self._engine, results)
         self._poke()
         return results
@@ -583,7 +570,7 @@ class ActivationWorkflow:
 
     def _deliver_one(self, entry: str | None, payload: Any, now: datetime) -> DeliveryResult:
         """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
-        return _deactivate.refuse(self._engine, entry, payload, now) or self._engine.deliver(entry, payload, now)
+        return self._absorb(self._engine.deliver(entry, payload, now))
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
         return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),
@@ -597,7 +584,7 @@ class ActivationWorkflow:
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
-            intake.undecodable(self._engine, str(exc), self._now())  # recorded: the sender was told it is durable
+            self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
         else:
             await self._admission(1)
             result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
@@ -609,24 +596,24 @@ class ActivationWorkflow:
     def subscribe(self, request: RawValue) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
-        if decoded is not None and not _deactivate.refuse_subscription(self._engine, decoded, self._now()):
-            self._signal_safely("subscribe", lambda: subs.subscribe(self._engine, decoded, self._now()))
+        if decoded is not None:
+            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now())))
         self._poke()
 
     @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
     def unsubscribe(self, request: RawValue) -> None:
         decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
         if decoded is not None:
-            self._signal_safely("unsubscribe", lambda: subs.unsubscribe(self._engine, decoded, self._now()))
+            self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
         self._poke()
 
     @workflow.signal(name=LIFECYCLE_SIGNAL)
     async def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
         decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
-        if decoded is not None and not _deactivate.refuse_lifecycle(self._engine, decoded, self._now()):
+        if decoded is not None and not self._absorb(self._engine.refuse_lifecycle(decoded, self._now())):
             await self._admission(1)
-            self._signal_safely(LIFECYCLE_SIGNAL, lambda: subs.route_lifecycle(self._engine, decoded, self._now()))
+            self._signal_safely(LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now())))
         self._poke()
 
     async def _admission(self, wanted: int) -> int:
@@ -667,7 +654,7 @@ class ActivationWorkflow:
         try:
             return decode(raw, kind, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what=f"the {name} signal")
         except Undecodable as exc:
-            self._engine.record_error(self._now(), "signal_refused", str(exc))
+            self._absorb(self._engine.record_error(self._now(), "signal_refused", str(exc)))
             return None
 
     def _update_safely(self, name: str, handle: Any) -> Any:
@@ -690,8 +677,8 @@ class ActivationWorkflow:
         try:
             return handle()
         except SIGNAL_ERRORS as exc:
-            self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be handled: "
-                                      f"{type(exc).__name__}: {exc}")
+            self._absorb(self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be "
+                                                   f"handled: {type(exc).__name__}: {exc}"))
             return None
 
     def _refuse_while_rebinding(self) -> None:
@@ -707,18 +694,18 @@ class ActivationWorkflow:
         current = self._engine.spec
         if spec.activation_id == current.activation_id:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
-                                  previous=list(self._engine.state.previous_activations))
+                                  previous=self._engine.previous_activations)
         self._pending_spec = spec
-        self._engine.rebind(spec, self._now())
+        self._absorb(self._engine.rebind(spec, self._now()))
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
-                              previous=list(self._engine.state.previous_activations))
+                              previous=self._engine.previous_activations)
 
     @activate.validator
     def _validate_activate(self, spec: ActivationSpec) -> None:
         if spec.workflow != self._engine.spec.workflow:
             raise ValueError(f"this activation serves workflow {self._engine.spec.workflow!r}, not {spec.workflow!r}")
-        if _deactivate.status(self._engine) is not None:
+        if self._engine.deactivation_status() is not None:
             raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
                              f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
         problems = spec_problems(spec)  # what `wfi activate` refuses, refused from a plain client too
@@ -728,38 +715,40 @@ class ActivationWorkflow:
     @workflow.update(name=OPERATE_UPDATE)
     def operate(self, request: OperatorRequest) -> OperatorResult:
         self._new_task()  # a backfill uses this task's budget (core.limits.ADMIT_PER_TASK)
-        if request.action == "poll_now":  # a build before it dropped poll_now during a poll (replay)
-            self._engine.poll_now_survives_flight = workflow.patched(POLL_NOW_PATCH)
-        ok, message = operator.apply(self._engine, request, self._now())
+        # A build before it dropped poll_now during a poll in flight (asked only for poll_now: replay).
+        survives = workflow.patched(POLL_NOW_PATCH) if request.action == "poll_now" else True
+        outcome = self._absorb(self._engine.operate(request, self._now(), poll_now_survives_flight=survives))
         self._poke()
-        return OperatorResult(ok=ok, message=message, action_id=request.action_id)
+        return OperatorResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id)
 
     # ------------------------------------------------------------------ queries and visibility
     # Query results stay under the gRPC message limit whatever the state holds (core.limits.fit_to_bytes).
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any]:
-        return fit_to_bytes(summary.full_state(self._engine))
+        return fit_to_bytes(self._engine.full_state())
 
     @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
-        return fit_to_bytes(summary.short(self._engine))
+        return fit_to_bytes(self._engine.summary())
 
     @workflow.query(name=EVENTS_QUERY)
     def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:
-        return summary.events(self._engine, after_seq, limit)
+        return self._engine.events(after_seq, limit)
 
     @workflow.query(name=DELIVERY_QUERY)
     def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
-        return summary.delivery(self._engine, entry, delivery_id)
+        return self._engine.delivery(entry, delivery_id)
 
     def _publish(self, initial: bool = False) -> None:
-        workflow.set_current_details(summary.markdown(self._engine))
+        workflow.set_current_details(self._engine.markdown())
         self._telemetry.observe(self._engine)
-        status = summary.status(self._engine)
+        status = self._engine.status()
         if initial or status != getattr(self, "_published_status", None):
             self._published_status = status
             spec = self._engine.spec
-            workflow.upsert_search_attributes(TypedSearchAttributes([
+            # TypedSearchAttributes is a collection of (key, value) pairs the SDK takes as updates at run
+            # time; its annotation names only mappings and SearchAttributeUpdate sequences.
+            workflow.upsert_search_attributes(TypedSearchAttributes([  # type: ignore[arg-type]
                 SearchAttributePair(sa.WFI_WORKFLOW, spec.workflow),
                 SearchAttributePair(sa.WFI_ACTIVATION, spec.activation_id),
                 SearchAttributePair(sa.WFI_STATE, status),

@@ -31,7 +31,7 @@ from temporalio import workflow as _wf
 from temporalio.exceptions import ApplicationError, FailureError
 
 with _wf.unsafe.imports_passed_through():
-    from wf_initiation.core.engine._subscriptions import SubscribeRequest, SubscriptionEvent, UnsubscribeRequest
+    from wf_initiation.core.engine import SubscribeRequest, SubscriptionEvent, UnsubscribeRequest
     from wf_initiation.wire import (
         NO_ACTIVATION, SUBSCRIBE_SIGNAL, SUBSCRIPTION_REFUSED, UNSUBSCRIBE_SIGNAL, WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest,
     )
@@ -144,7 +144,10 @@ def _mailbox() -> _Mailbox:
         box = _Mailbox()
         _wf.set_signal_handler(EVENT_SIGNAL, box.receive)
         return box
-    return handler.__self__
+    owner = getattr(handler, "__self__", None)
+    if not isinstance(owner, _Mailbox):
+        raise RuntimeError(f"signal {EVENT_SIGNAL!r} has a handler of the workflow's own: wf-initiation's run API needs it")
+    return owner
 
 
 @_wf.defn(name=WAIT_FOR_EXAMPLE_WORKFLOW)

@@ -10,10 +10,11 @@ syntax rules (TRIG-17, TRIG-20, TRIG-21) are checked with ``wfi validate --json`
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from wf_initiation.conformance.kit import CORE, EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import CORE, EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
 from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
@@ -56,8 +57,11 @@ async def _started(target: Target, run_key: str) -> tuple[datetime, dict[str, An
 
 
 async def _until_started(target: Target, run_key: str, what: str) -> tuple[datetime, dict[str, Any]]:
-    return await eventually(lambda: target.run_started(run_key), lambda v: v is not None,
-                            f"{what} (run {run_key}) to start", timeout=WAIT_S)
+    found = await eventually(lambda: target.run_started(run_key), lambda v: v is not None,
+                             f"{what} (run {run_key}) to start", timeout=WAIT_S)
+    if found is None:  # eventually returns only a value that passed its test
+        raise CaseFailed(f"run {run_key} to start")
+    return found
 
 
 def _ids(run_input: dict[str, Any], binding: str) -> list[str]:
@@ -102,6 +106,7 @@ async def a_full_batch_of_one_partition_starts_one_run_with_its_events_in_accept
 # Long enough for two `wfi deliver` and a `wfi state` subprocess on a loaded machine to happen
 # inside the window (each can take seconds): the case reads the batch while it is open.
 MAX_WAIT_S = 10
+WINDOW_ATTEMPTS = 3
 BY_WAIT = f"""\
   http.request: {{path: /orders}}
   as: order
@@ -111,13 +116,22 @@ BY_WAIT = f"""\
 
 @case(capability=EXTERNAL, clauses=["BATCH-1", "BATCH-3", "BATCH-4"])
 async def a_batch_closes_at_max_wait_after_its_first_event_and_never_before(target: Target) -> None:
-    pair = _pair(target, BY_WAIT)
-    await _activate(target, pair)
-    first = await _deliver(target, pair, None, "w1")
-    second = await _deliver(target, pair, None, "w2")
+    for _attempt in range(WINDOW_ATTEMPTS):
+        pair = _pair(target, BY_WAIT)
+        await _activate(target, pair)
+        began = time.monotonic()
+        first = await _deliver(target, pair, None, "w1")
+        second = await _deliver(target, pair, None, "w2")
+        early = await _started(target, first["run_key"])
+        state = await _state(target, pair)
+        if time.monotonic() - began < MAX_WAIT_S * 0.8:
+            break
+        # The two deliveries and the read took most of the window (a loaded machine): what they saw
+        # may straddle the deadline, so look again with a fresh activation rather than judge it.
+    else:
+        check(False, f"{WINDOW_ATTEMPTS} attempts could not deliver twice and read the state within "
+                     f"{MAX_WAIT_S}s; the machine is too loaded to observe an open batch")
     check(first["run_key"] == second["run_key"], "both events wait in one batch")
-    early = await _started(target, first["run_key"])
-    state = await _state(target, pair)
     [listed] = state["summary"]["batches"]
     opened, deadline = datetime.fromisoformat(listed["opened_at"]), datetime.fromisoformat(listed["deadline"])
     check(deadline - opened == timedelta(seconds=MAX_WAIT_S), f"deadline = first acceptance + max_wait; got {listed}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wf_initiation.conformance.kit import EXTERNAL, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
@@ -51,6 +51,13 @@ async def _expect(target: Target, pair: WorkfilePair, payload: dict[str, Any], d
     got = await _deliver(target, pair, payload)
     check(got["disposition"] == disposition, f"{payload['delivery_id']}: expected {disposition}, got {got}")
     return got
+
+
+async def _start_time(target: Target, run_key: str) -> Any:
+    found = await target.run_started(run_key)
+    if found is None:
+        raise CaseFailed(f"run {run_key} does not exist")
+    return found[0]
 
 
 async def _run_status(target: Target, run_key: str) -> str | None:
@@ -100,7 +107,7 @@ async def equal_keys_run_one_at_a_time_in_acceptance_order_and_a_suspended_run_h
     await client.get_workflow_handle(second["run_key"]).terminate("conformance: a terminated run releases its key")
     await eventually(lambda: _run_status(target, third["run_key"]), lambda s: s == "COMPLETED",
                      "q3 to run once q2 was terminated", timeout=WAIT_S, describe=str)
-    starts = [(await target.run_started(r["run_key"]))[0] for r in (held, second, third)]
+    starts = [await _start_time(target, r["run_key"]) for r in (held, second, third)]
     check(starts == sorted(starts), f"runs of one key start in acceptance order: {starts}")
     state = await target.state(pair, events=True)
     check(state["events"]["hook\x1fq2"]["released_at"] is not None, "retention starts at the terminal outcome")

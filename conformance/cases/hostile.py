@@ -11,6 +11,7 @@ normal delivery and starts its run. Limits are those of docs/limits.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -110,9 +111,9 @@ async def fifteen_concurrent_200kb_deliveries_all_start_their_runs(target: Targe
         events = (await target.state(pair, events=True))["events"]
         return [events.get(f"hook\x1fvol-{i}", {}).get("run_key") for i in range(15)]
 
-    keys = await eventually(run_keys, lambda ks: all(ks), "all 15 deliveries accepted", timeout=WAIT_S, describe=str)
-    for key in keys:
-        await eventually(lambda k=key: target.run_started(k), lambda found: found is not None,
+    found = await eventually(run_keys, lambda ks: all(ks), "all 15 deliveries accepted", timeout=WAIT_S, describe=str)
+    for key in [k for k in found if k]:  # all 15: eventually waited for that
+        await eventually(functools.partial(target.run_started, key), lambda found: found is not None,
                          f"run {key} to start", timeout=WAIT_S)
     await _still_serves(target, pair)
 
@@ -143,6 +144,38 @@ async def nan_and_infinity_are_refused_before_sending_and_invalid_when_sent(targ
     await eventually(lambda: _errors(target, pair, "invalid"), lambda errors: len(errors) >= 2,
                      "the signalled Infinity recorded as invalid", timeout=WAIT_S, describe=str)
     await _still_serves(target, pair)
+
+
+GUARDED = """name: {name}
+on:
+  http.request: {{path: /hooks/{name}}}
+  as: hook
+  when: "{{{{ hook.body.base ** hook.body.exp > 0 and (hook.body.label * hook.body.qty) != '' }}}}"
+steps:
+  - id: handle
+"""
+
+
+@case(capability=EXTERNAL, clauses=["BATCH-8", "INIT-7"])
+async def payload_controlled_expression_cost_ends_as_a_guard_fault_and_later_runs_still_start(target: Target) -> None:
+    # Blocker 5: `base ** exp` with exp 10^7, or `label * qty` with a large qty, once held the worker
+    # for minutes and grew it to gigabytes; within the expression budgets each ends at once.
+    name = target.unique("hostile-expr")
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
+    pair = target.write_pair(name, GUARDED.format(name=name), {"run": run})
+    await target.activate(pair)
+    bodies = [{"base": 3, "exp": 10**7, "label": "x", "qty": 1}, {"base": 2, "exp": 1, "label": "x", "qty": 10**10}]
+    for i, body in enumerate(bodies):
+        result = await _cli_deliver(target, pair, json.dumps(_hook(f"cost-{i}", **body)))
+        check(result.json().get("disposition") == "guard_fault" and result.json().get("message"),
+              f"an over-budget expression is a guard fault with its reason:\n{result.describe()}")
+    ident = target.unique("normal")
+    result = await _cli_deliver(target, pair, json.dumps(_hook(ident, base=2, exp=3, label="x", qty=2)))
+    check(result.code == 0 and result.json()["disposition"] == "accepted",
+          f"after the hostile input a normal delivery must be accepted:\n{result.describe()}")
+    run_key = result.json()["run_key"]
+    await eventually(lambda: target.run_started(run_key), lambda found: found is not None,
+                     f"the normal delivery's run {run_key} to start", timeout=WAIT_S)
 
 
 TICKS = """name: {name}
@@ -189,5 +222,6 @@ CASES = (
     fifteen_concurrent_200kb_deliveries_all_start_their_runs,
     invalid_deliveries_with_huge_ids_keep_the_state_small,
     nan_and_infinity_are_refused_before_sending_and_invalid_when_sent,
+    payload_controlled_expression_cost_ends_as_a_guard_fault_and_later_runs_still_start,
     a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run,
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -55,7 +56,7 @@ async def _operate(target: Target, pair: WorkfilePair, *args: str) -> None:
     await target.operate(pair, *args, "--entry", "task")
 
 
-async def _until(target: Target, pair: WorkfilePair, what: str, test) -> dict[str, Any]:
+async def _until(target: Target, pair: WorkfilePair, what: str, test: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The first state for which ``test(state)`` holds, within WAIT_S; CaseFailed naming ``what``."""
     return await eventually(lambda: _state(target, pair), test, what, timeout=WAIT_S,
                             describe=lambda s: json.dumps(s.get("polls"), default=str)[:800])

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
-from wf_initiation.conformance.kit import SCHEDULED, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import SCHEDULED, CaseFailed, Target, WorkfilePair, case, check, eventually
 from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 WAIT_S = 60.0
@@ -53,7 +54,7 @@ def _log(state: dict[str, Any], *dispositions: str) -> list[dict[str, Any]]:
     return [o for o in _schedule(state)["occurrences"] if not dispositions or o["disposition"] in dispositions]
 
 
-async def _until(target: Target, pair: WorkfilePair, what: str, test) -> dict[str, Any]:
+async def _until(target: Target, pair: WorkfilePair, what: str, test: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """The first state for which ``test(state)`` holds, within WAIT_S; CaseFailed naming ``what``."""
     return await eventually(lambda: target.state(pair), test, what, timeout=WAIT_S,
                             describe=lambda s: json.dumps(s.get("schedules"), default=str)[:800])
@@ -62,7 +63,8 @@ async def _until(target: Target, pair: WorkfilePair, what: str, test) -> dict[st
 async def _run_input(target: Target, run_key: str) -> tuple[datetime, dict[str, Any]]:
     """(start time, input) of a started run, read from its first history event."""
     found = await target.run_started(run_key)
-    check(found is not None, f"run {run_key} does not exist")
+    if found is None:
+        raise CaseFailed(f"run {run_key} does not exist")
     return found
 
 
@@ -160,7 +162,7 @@ async def catch_up_beyond_its_bound_records_the_omitted_range_for_an_operator(ta
     await asyncio.sleep(4)  # the paused stretch under test
     await _operate(target, pair, "resume")
     state = await _until(target, pair, "one caught-up occurrence and an overflow range",
-                         lambda s: _log(s, "caught_up") and _schedule(s)["overflow"])
+                         lambda s: bool(_log(s, "caught_up") and _schedule(s)["overflow"]))
     await _operate(target, pair, "pause")
     sched = _schedule(state)
     (rng,) = sched["overflow"]

@@ -69,6 +69,22 @@ def seconds(text: str) -> float:
     return value
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port to dial or bind, 1-65535."""
+    return _port_from(text, lowest=1)
+
+
+def bind_port(text: str) -> int:
+    """An argparse type: a TCP port to bind, 0-65535 (0: any free port)."""
+    return _port_from(text, lowest=0)
+
+
+def _port_from(text: str, *, lowest: int) -> int:
+    if not text.isdigit() or not lowest <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number ({lowest}-65535)")
+    return int(text)
+
+
 def connect_flags(args: argparse.Namespace) -> _temporal.ConnectFlags:
     return _temporal.ConnectFlags(
         address=args.address, namespace=args.namespace, api_key=args.api_key, tls=args.tls,
@@ -203,4 +219,4 @@ def emit(data: Any, human: str, as_json: bool) -> None:
 
 
 __all__ = ["DEFAULT_TIMEOUT", "EXIT_FAILED", "EXIT_USAGE", "add_connection_flags", "add_request_flags", "connect",
-           "emit", "load", "print_diagnostics", "request", "seconds", "within"]
+           "emit", "load", "print_diagnostics", "request", "seconds", "within", "port", "bind_port"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from wf_initiation.wire import DeactivatedResult, DeactivateRequest
 
-from wf_initiation.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UserError
+from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
 from wf_initiation.cli._common import add_request_flags, emit, load, request
 
 RUNNING_CHOICES = ("leave", "cancel", "terminate")
@@ -42,13 +42,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--action-id", metavar="ID", help="Makes the deactivation once-only, also across continue-as-new "
                    "and a later re-activation.")
     p.add_argument("--wait", action="store_true", help="Wait (within --timeout) until the activation has completed.")
-    p.set_defaults(handler=_deactivate, exit_hard=True)
+    # --running cancel/terminate needs --cancel-queued: a rule between two flags that argparse cannot
+    # declare, reported through the parser's own usage error.
+    p.set_defaults(handler=_deactivate, exit_hard=True, usage_error=p.error)
 
 
 def _deactivate(args: argparse.Namespace) -> int:
     if args.queued == "drain" and args.running != "leave":
-        raise UserError("--drain lets every run finish; to cancel or terminate running runs use "
-                          f"--cancel-queued --running {args.running}", EXIT_USAGE)
+        args.usage_error("--drain lets every run finish; to cancel or terminate running runs use "
+                         f"--cancel-queued --running {args.running}")
     deployment = load(args.deployment)
     deactivate = DeactivateRequest(queued=args.queued, running=args.running, note=args.note, action_id=args.action_id)
     started = time.monotonic()

@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     preview.add_argument("workfile", metavar="WORKFILE", type=pathlib.Path, help="the Workfile to read")
     preview.add_argument("--entry", metavar="NAME", help="the trigger entry (its `as` name) when there are several")
-    preview.add_argument("--from", dest="from_", metavar="ISO-INSTANT", help="list instants strictly after this one (default: now), e.g. 2026-03-08T00:00:00Z")
+    preview.add_argument("--from", dest="from_", type=_instant, metavar="ISO-INSTANT",
+                         help="list instants strictly after this one (default: now), e.g. 2026-03-08T00:00:00Z")
     preview.add_argument("--count", type=_positive, default=10, metavar="N", help="how many instants (default 10)")
     preview.add_argument("--json", action="store_true", help="print a JSON array of occurrence objects")
     preview.set_defaults(handler=run_preview)
@@ -60,7 +61,7 @@ def run_preview(args: argparse.Namespace) -> int:
     """Load the Workfile, pick the schedule entry, print its next instants."""
     from wf_initiation.cli import UserError
 
-    after = _from_instant(args.from_)
+    after = args.from_ or datetime.now(UTC)  # the shell may read the clock; the sequence itself never does
     result = load_workfile(args.workfile)
     errors = [d for d in result.diagnostics if d.severity == "error"]
     for diagnostic in result.diagnostics:
@@ -77,15 +78,13 @@ def run_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _from_instant(text: str | None) -> datetime:
-    from wf_initiation.cli import UserError
-
-    if text is None:
-        return datetime.now(UTC)  # the shell may read the clock; the sequence itself never does
+def _instant(text: str) -> datetime:
+    """An argparse type: an ISO-8601 instant with an offset."""
     try:
         return parse_instant(text)
     except ScheduleConfigError:
-        raise UserError(f"--from {text!r} is not an ISO-8601 instant with an offset from 1970 to 2199: write e.g. 2026-03-08T00:00:00Z", exit_code=2) from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 instant with an offset from 1970 to 2199: write e.g. 2026-03-08T00:00:00Z") from None
 
 
 def pick_entry(workfile: Workfile, name: str | None) -> TriggerEntry:

@@ -24,11 +24,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Receive webhooks over HTTP, authenticate them and deliver them to their activations; the "
         "HTTP status carries the durable disposition (docs/webhooks.md).",
     )
-    from wf_initiation.cli._common import add_connection_flags
+    from wf_initiation.cli._common import add_connection_flags, bind_port
 
     add_connection_flags(p)
     p.add_argument("--host", help="Interface to bind (default: ingress.host of the deployment, else 127.0.0.1).")
-    p.add_argument("--port", type=int, help="Port (default: ingress.port of the deployment, else 8780; 0 = any free port).")
+    p.add_argument("--port", type=bind_port, help="Port (default: ingress.port of the deployment, else 8780; 0 = any free port).")
     p.add_argument("--lenient", action="store_true",
                    help="Serve what can be served and log each problem (unknown entry, unset secret) instead of refusing to start.")
     p.add_argument("--access-log", action="store_true", help="Log one line per request.")
@@ -112,7 +112,9 @@ def _announce(ingress: Any, server: Any) -> None:
 # ---------------------------------------------------------------------------- `wfi up` hooks
 def add_up_arguments(parser: argparse.ArgumentParser) -> None:
     """``wfi up`` flags: the ingress starts beside the worker unless ``--no-ingress``."""
-    parser.add_argument("--ingress-port", type=int, metavar="PORT",
+    from wf_initiation.cli._common import bind_port
+
+    parser.add_argument("--ingress-port", type=bind_port, metavar="PORT",
                         help="Port of the webhook ingress (default: ingress.port of the deployment, else 8780).")
     parser.add_argument("--no-ingress", dest="ingress", action="store_false",
                         help="Do not start the webhook ingress beside the worker.")

@@ -13,7 +13,7 @@ from typing import Any
 from wf_initiation import _temporal
 from wf_initiation.cli import serve as _serve_ingress
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
-from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, print_diagnostics, within
+from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, port, print_diagnostics, within
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
 
@@ -32,9 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_connection_flags(up, deployment_required=False)
     server = up.add_argument_group("embedded server")
-    server.add_argument("--ip", default="127.0.0.1", help="Interface it binds: 127.0.0.1 or 0.0.0.0 (default: %(default)s).")
-    server.add_argument("--port", type=_port, default=7233, help="Its gRPC port (default: %(default)s).")
-    server.add_argument("--ui-port", type=_port, default=8233, help="Its Web UI port (default: %(default)s).")
+    # start_local checks readiness on 127.0.0.1 whatever the server binds: no other interface.
+    server.add_argument("--ip", default="127.0.0.1", choices=("127.0.0.1", "0.0.0.0", "localhost"),
+                        help="Interface it binds: 127.0.0.1 or 0.0.0.0 (default: %(default)s).")
+    server.add_argument("--port", type=port, default=7233, help="Its gRPC port (default: %(default)s).")
+    server.add_argument("--ui-port", type=port, default=8233, help="Its Web UI port (default: %(default)s).")
     server.add_argument("--db-file", default=".wfi/temporal.db", metavar="FILE",
                         help="The SQLite file it persists to; its log goes beside it, ending in .log (default: %(default)s).")
     up.add_argument("--activate", action="store_true",
@@ -49,12 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_connection_flags(worker)
     worker.set_defaults(handler=_worker, exit_hard=True)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
-    return int(text)
 
 
 # ---------------------------------------------------------------------------- worker

@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("workfiles", nargs="+", metavar="WORKFILE", type=pathlib.Path, help="Workfile(s) to validate")
     parser.add_argument(
         "--claims",
+        type=_claims,
         metavar="FILE_OR_LIST",
         help="capabilities the target deployment claims: a claims file (as written by "
         "`wfi conformance run`, or one capability per line) or a comma-separated list",
@@ -54,14 +55,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _claims(value: str) -> list[str]:
+    """An argparse type: the capabilities a ``--claims`` list or file names."""
+    try:
+        return read_claims(value)
+    except ClaimsError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Validate every file, print the results, return the exit status."""
     from wf_initiation.cli import UserError
 
-    try:
-        claims = read_claims(args.claims) if args.claims is not None else None
-    except ClaimsError as exc:
-        raise UserError(str(exc), exit_code=EXIT_USAGE) from None
+    claims = args.claims
     catalog = Catalog.default()
     deployment, problems = _deployment(args.deployment)
     if deployment is not None and claims is None:

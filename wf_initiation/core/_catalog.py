@@ -85,9 +85,6 @@ class Manifest(BaseModel):
     def capability(self) -> str:
         return CAPABILITY_BY_KIND[self.kind]
 
-    def config_keys(self) -> set[str]:
-        return set(self.input_schema.get("properties", {}))
-
     def delivery_id_of(self, payload: Mapping[str, Any]) -> Any:
         """The delivery identity at the manifest's path, or None when absent."""
         value: Any = payload

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,9 +32,6 @@ from ._expr_sandbox import (
     BudgetedSandbox,
     check_int_bits,
 )
-
-_WHOLE = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.DOTALL)
-
 
 class ExpressionError(Exception):
     """Base class of expression problems."""
@@ -176,10 +172,6 @@ class Evaluator:
         if isinstance(value, list):
             return [self.render_tree(v, scope) for v in value]
         return value
-
-
-def is_expression(text: Any) -> bool:
-    return isinstance(text, str) and bool(_WHOLE.match(text))
 
 
 def canonical_key(value: Any) -> str:

@@ -34,7 +34,7 @@ import functools
 import re
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from jinja2 import nodes
 from jinja2.compiler import Frame, optimizeconst
@@ -389,7 +389,9 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
             name: self._budgeted(name, fn) for name, fn in self.filters.items()
             if name not in NONDETERMINISTIC_FILTERS | _DROPPED_FILTERS
         }
-        self.tests = {name: self._budgeted(name, fn) for name, fn in self.tests.items()}
+        # jinja2 infers its default tests' type as the bare `function`; they are callables.
+        tests = cast("dict[str, Callable[..., Any]]", self.tests)
+        self.tests = {name: self._budgeted(name, fn) for name, fn in tests.items()}
 
     def _budgeted(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         precheck = _FILTER_PRECHECKS.get(name)

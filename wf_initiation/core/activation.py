@@ -249,7 +249,3 @@ def spec_problems(spec: ActivationSpec) -> list[str]:
             except ScheduleConfigError as exc:
                 problems.append(f"entry {entry.name[:MAX_BINDING_NAME]!r}: {exc}")
     return problems
-
-
-def binding_digest(spec: ActivationSpec) -> str:
-    return spec.activation_id.rsplit("@", 1)[1]

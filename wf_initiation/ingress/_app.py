@@ -142,7 +142,7 @@ class Ingress:
             return error(404, "unknown_route", f"no external trigger entry is served at {request.url.path}")
         return await self.handle(request, route)
 
-    def declared(self, route: Route, path: str):
+    def declared(self, route: Route, path: str) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             request.state.route_label = path
             return await self.handle(request, route)
@@ -386,11 +386,13 @@ class _Observe:
                                  time.perf_counter() - began)
 
 
-async def _not_found(request: Request, exc: HTTPException) -> Response:
-    if exc.status_code == 405:
+async def _not_found(request: Request, exc: Exception) -> Response:
+    # Registered for 404 and 405 only, which Starlette raises as HTTPException.
+    status, detail = (exc.status_code, exc.detail) if isinstance(exc, HTTPException) else (404, "")
+    if status == 405:
         return error(405, "method_not_allowed", f"{request.method} is not accepted at {request.url.path}")
-    return error(exc.status_code, "unknown_route" if exc.status_code == 404 else "http_error",
-                 f"nothing is served at {request.url.path}" if exc.status_code == 404 else str(exc.detail))
+    return error(status, "unknown_route" if status == 404 else "http_error",
+                 f"nothing is served at {request.url.path}" if status == 404 else str(detail))
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

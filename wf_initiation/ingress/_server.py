@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -45,7 +46,8 @@ class IngressServer:
                     access_log: bool = False) -> "IngressServer":
         sock = bind(host, port)
         config = uvicorn.Config(app, log_level="warning", access_log=access_log, lifespan="off",
-                                timeout_graceful_shutdown=graceful_timeout, server_header=False,
+                                # uvicorn takes whole seconds: round up, never cut the drain short
+                                timeout_graceful_shutdown=math.ceil(graceful_timeout), server_header=False,
                                 timeout_keep_alive=KEEP_ALIVE_SECONDS)
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name="wfi ingress")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wf_initiation.core.engine._subscriptions import LifecycleEvent
+from wf_initiation.core.engine import LifecycleEvent
 from wf_initiation.core.runinput import RunInput
 
 from .names import ACTIVATION_WORKFLOW

@@ -4,20 +4,16 @@ Histories, webhook bridges, the Temporal UI/CLI and other workers address the ac
 strings: each is written here once, and everything else (workflows, activities, client, CLI,
 ingress, conformance, bench) imports it. Changing one breaks recorded histories and running
 deployments. The signal names the pure engine emits as commands, and the activation workflow id
-prefix, are defined in ``core.engine._subscriptions`` (core imports nothing above it) and re-exported
+prefix, are defined in ``core.engine`` (``_subscriptions``, ``_offer``) (core imports nothing above it) and re-exported
 here.
 """
 
 from __future__ import annotations
 
-from wf_initiation.core.engine._subscriptions import (
-    ACTIVATION_ID_PREFIX,
-    EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL,
-    LIFECYCLE_SIGNAL,
-    SUBSCRIBE_SIGNAL,
-    UNSUBSCRIBE_SIGNAL,
-    activation_workflow_id as workflow_id_for,
-)
+from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
+from wf_initiation.core.engine import LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
+from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
+from wf_initiation.core.engine._subscriptions import ACTIVATION_ID_PREFIX
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"

@@ -81,7 +81,7 @@ def _refuse_mistyped(namespace: str, present: dict[str, int]) -> None:
         if found is not None and found != key.indexed_value_type.value:
             from temporalio.api.enums.v1 import IndexedValueType
 
-            has = IndexedValueType.Name(found).removeprefix("INDEXED_VALUE_TYPE_").title().replace("_", "")
+            has = IndexedValueType.Name(IndexedValueType.ValueType(found)).removeprefix("INDEXED_VALUE_TYPE_").title().replace("_", "")
             raise SearchAttributesMissing(
                 f"search attribute {key.name} exists in namespace {namespace!r} as {has}, but wf-initiation needs "
                 f"{cli_type(key)}: remove it (temporal operator search-attribute remove --namespace {namespace} "
@@ -90,11 +90,12 @@ def _refuse_mistyped(namespace: str, present: dict[str, int]) -> None:
 
 
 async def _register(client: Any, namespace: str, missing: list[SearchAttributeKey[Any]]) -> None:
+    from temporalio.api.enums.v1 import IndexedValueType
     from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
     from temporalio.service import RPCError, RPCStatusCode
 
-    request = AddSearchAttributesRequest(
-        namespace=namespace, search_attributes={k.name: k.indexed_value_type.value for k in missing})
+    request = AddSearchAttributesRequest(namespace=namespace, search_attributes={
+        k.name: IndexedValueType.ValueType(k.indexed_value_type.value) for k in missing})
     try:
         await client.operator_service.add_search_attributes(request)
     except RPCError as exc:

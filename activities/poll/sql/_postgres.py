@@ -51,7 +51,7 @@ async def read_postgres(
             f"{CONNECTOR}: a 'dsn' connection needs psycopg 3: pip install 'wf-initiation[postgres]'"
         ) from None
     source = describe_dsn(dsn)
-    extra = {"password": password} if password is not None else {}
+    extra: dict[str, Any] = {"password": password} if password is not None else {}
     try:
         conn = await psycopg.AsyncConnection.connect(
             dsn, connect_timeout=max(1, min(CONNECT_TIMEOUT_S, int(deadline))), **extra)

@@ -82,7 +82,8 @@ def _config_expressions(node: Any, loc: Loc, draft: Draft, ctx: Ctx) -> None:
 def _schema_error(error: jsonschema.ValidationError, node: Any, loc: Loc, draft: Draft, ctx: Ctx) -> None:
     where = _locate(node, loc, list(error.absolute_path))
     keys = ", ".join(_schema_keys(error.schema, at_root=not error.absolute_path)) or "none"
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+    rule = error.validator_value
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict) and isinstance(error.schema, dict):
         allowed = set(error.schema.get("properties", {}))
         for extra in sorted((k for k in error.instance if k not in allowed), key=str):
             target = _locate(node, loc, [*error.absolute_path, extra])
@@ -92,16 +93,16 @@ def _schema_error(error: jsonschema.ValidationError, node: Any, loc: Loc, draft:
                 target,
                 draft.label,
             )
-    elif error.validator == "required" and isinstance(error.instance, dict):
-        for missing in (k for k in error.validator_value if k not in error.instance):
+    elif error.validator == "required" and isinstance(error.instance, dict) and isinstance(rule, list):
+        for missing in (k for k in rule if k not in error.instance):
             ctx.add(
                 "TRIG-CONFIG-MISSING",
                 f"{draft.connector} needs configuration key {missing!r}: add it",
                 where,
                 draft.label,
             )
-    elif error.validator in ("anyOf", "oneOf") and _only_required(error.validator_value):
-        options = " or ".join(k for sub in error.validator_value for k in sub["required"])
+    elif error.validator in ("anyOf", "oneOf") and isinstance(rule, list) and _only_required(rule):
+        options = " or ".join(k for sub in rule for k in sub["required"])
         ctx.add("TRIG-CONFIG-MISSING", f"{draft.connector} needs {options}: add one", where, draft.label)
     else:
         at = ".".join(str(p) for p in error.absolute_path) or "configuration"

@@ -1,11 +1,31 @@
-"""The activation engine: pure, deterministic initiation rules (no Temporal import)."""
+"""The activation engine: pure, deterministic initiation rules (no Temporal import).
+
+:class:`Engine` is its one entry point: each call returns a :class:`Decision` (the answer and the
+commands to execute). See docs/architecture.md for its layers.
+"""
 
 from . import operator, summary
-from ._engine import Engine, event_key, initial_state, payload_digest
-from ._poll import PollCall, PollItemIn, PollResultIn
-from ._types import Command, ControlRun, DeliveryResult, Disposition, EngineState, SignalRun, StartRun
+from ._codec import decode_state
+from ._deactivate import Outcome as DeactivateOutcome
+from ._engine import initial_state
+from ._facade import Engine
+from ._keys import event_key, payload_digest
+from ._lifecycle import lifecycle_event_id
+from ._offer import EVENT_SIGNAL, SubscriptionEvent
+from ._poll import PollItemIn, PollResultIn
+from ._subscriptions import (
+    LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, LifecycleEvent, SubscribeRequest, UnsubscribeRequest,
+    activation_workflow_id,
+)
+from ._types import (
+    NOT_RETAINED, Command, ControlRun, Decision, DeliveryResult, Disposition, EngineState, ErrorRecord,
+    OperatorOutcome, PublishEvent, RunPoll, SignalRun, StartRun, WatchRuns, WatchTarget,
+)
 
 __all__ = [
-    "Command", "ControlRun", "DeliveryResult", "Disposition", "Engine", "EngineState", "PollCall", "PollItemIn",
-    "PollResultIn", "SignalRun", "StartRun", "event_key", "initial_state", "operator", "payload_digest", "summary",
+    "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Command",
+    "ControlRun", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
+    "ErrorRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
+    "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
+    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary",
 ]

@@ -31,17 +31,14 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..activation import EntrySpec
 from ..limits import MAX_BATCH_BYTES
 from ..runinput import Causation
-from ._types import BatchEvent, Disposition, OpenBatch, RunRecord
-
-if TYPE_CHECKING:
-    from ._engine import Engine
-
-Outcome = tuple[Disposition, "str | None", "str | None"]
+from ._inputs import run_input
+from ._runs import Runs
+from ._types import BatchEvent, Disposition, OpenBatch, Outcome, RunRecord
 
 
 def batch_key(entry: str, partition: str) -> str:
@@ -50,7 +47,7 @@ def batch_key(entry: str, partition: str) -> str:
 
 
 def add(
-    engine: "Engine", entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
+    engine: Runs, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
     partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None, size: int = 0,
 ) -> Outcome:
     """Put one accepted event into its partition's open batch; close the batch when it is full."""
@@ -62,7 +59,7 @@ def add(
         close(engine, bkey, now)  # only after a rebind lowered `size`: never exceed the current bound
         batch = None
     if batch is not None and engine.bounded and batch.events and batch.bytes + size > MAX_BATCH_BYTES:
-        engine._count("batches_closed_by_bytes")
+        engine.count("batches_closed_by_bytes")
         close(engine, bkey, now)
         batch = None
     if batch is None:
@@ -72,17 +69,17 @@ def add(
                                    scheduled_at=scheduled_at, into=into if entry.into else None, bytes=size))
     batch.bytes += size
     engine.batch_bytes += size
-    engine._retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=batch.run_key)
-    engine._count("batched")
+    engine.retain(entry, key, digest, delivery_id, Disposition.BATCHED, now, None, run_key=batch.run_key)
+    engine.count("batched")
     if bound is not None and len(batch.events) >= bound:
         close(engine, bkey, now)
-    return Disposition.BATCHED, batch.run_key, None
+    return Outcome(Disposition.BATCHED, batch.run_key)
 
 
-def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, now: datetime) -> OpenBatch:
+def _open(engine: Runs, entry: EntrySpec, partition: str, first_key: str, now: datetime) -> OpenBatch:
     assert entry.batch is not None
     wait = entry.batch.max_wait_seconds
-    batch_id = f"b{engine._next_seq()}-{hashlib.sha256(first_key.encode()).hexdigest()[:12]}"
+    batch_id = f"b{engine.next_seq()}-{hashlib.sha256(first_key.encode()).hexdigest()[:12]}"
     return OpenBatch(
         batch_id=batch_id, entry=entry.name, partition=partition, opened_at=now,
         deadline=now + timedelta(seconds=wait) if wait is not None else None,
@@ -90,22 +87,22 @@ def _open(engine: "Engine", entry: EntrySpec, partition: str, first_key: str, no
     )
 
 
-def close(engine: "Engine", bkey: str, now: datetime) -> None:
+def close(engine: Runs, bkey: str, now: datetime) -> None:
     """Close one open batch: build its single run and admit it (BATCH-4, BATCH-5)."""
     batch = engine.state.batches.pop(bkey)
     engine.batch_bytes -= batch.bytes
     entry = engine.entry(batch.entry)
     run_key = batch.run_key or f"{engine.spec.activation_id}/{entry.name}/{batch.batch_id}"
-    run_input = engine._run_input(
-        entry, [e.payload for e in batch.events], batch_into(entry, batch.events), run_key,
+    made = run_input(
+        engine.spec, entry, [e.payload for e in batch.events], batch_into(entry, batch.events), run_key,
         [e.delivery_id for e in batch.events if e.delivery_id], batch.events[0].scheduled_at, batch.opened_at,
         Causation(), batched=True,
     )
-    run = RunRecord(run_key=run_key, entry=entry.name, input=run_input, event_keys=[e.event_key for e in batch.events],
+    run = RunRecord(run_key=run_key, entry=entry.name, input=made, event_keys=[e.event_key for e in batch.events],
                     accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
                     scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes)
-    engine._count("batches_closed")
-    engine._admit(run, now)
+    engine.count("batches_closed")
+    engine.admit(run, now)
 
 
 def batch_into(entry: EntrySpec, events: list[BatchEvent]) -> dict[str, Any]:
@@ -115,20 +112,20 @@ def batch_into(entry: EntrySpec, events: list[BatchEvent]) -> dict[str, Any]:
     return {name: [(e.into or {}).get(name) for e in events] for name in entry.into}
 
 
-def close_due(engine: "Engine", now: datetime) -> None:
+def close_due(engine: Runs, now: datetime) -> None:
     """Close every batch whose deadline has passed; a deadline still ahead is left alone (BATCH-3)."""
     due = [k for k, b in engine.state.batches.items() if b.deadline is not None and b.deadline <= now]
     for bkey in sorted(due, key=lambda k: (engine.state.batches[k].deadline, k)):
         close(engine, bkey, now)
 
 
-def next_deadline(engine: "Engine") -> datetime | None:
+def next_deadline(engine: Runs) -> datetime | None:
     """The earliest open batch deadline: the shell's timer (recomputed from state after any restart)."""
     deadlines = [b.deadline for b in engine.state.batches.values() if b.deadline is not None]
     return min(deadlines) if deadlines else None
 
 
-def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> None:
+def close_orphans(engine: Runs, new_entries: set[str], now: datetime) -> None:
     """On rebind: close the batches of entries the new activation no longer has.
 
     Their events were accepted and must still get their run (INIT-5); with no binding left to
@@ -138,7 +135,7 @@ def close_orphans(engine: "Engine", new_entries: set[str], now: datetime) -> Non
         close(engine, bkey, now)
 
 
-def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
+def pending_batches(engine: Runs) -> list[dict[str, Any]]:
     """Closed batches awaiting admission (BATCH-5): what an operator may admit or drop by run key."""
     out = []
     # A closed batch never has a queue key (batch + queue_by is invalid), so when pending it waits in
@@ -150,7 +147,7 @@ def pending_batches(engine: "Engine") -> list[dict[str, Any]]:
     return out
 
 
-def open_batches(engine: "Engine") -> list[dict[str, Any]]:
+def open_batches(engine: Runs) -> list[dict[str, Any]]:
     """Open batches: entry, partition, size so far, first acceptance and closing deadline."""
     return [{"entry": b.entry, "partition": b.partition, "events": len(b.events), "opened_at": b.opened_at.isoformat(),
              "deadline": b.deadline.isoformat() if b.deadline else None, "run_key": b.run_key}

@@ -20,7 +20,7 @@ import struct
 import zlib
 from datetime import datetime, timezone
 
-from ._types import Disposition
+from ._types import Disposition, EngineState
 
 CODES = list(Disposition)
 _HEADER = struct.Struct("<4sI")
@@ -97,3 +97,24 @@ class Retired:
 
 def key_hash(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()[:8]
+
+
+_STATE_HEADER = struct.Struct("<4sI")
+_STATE_MAGIC = b"WFS1"
+
+
+def encode_state(state: EngineState, retired: Retired) -> bytes:
+    """State for continue-as-new: zlib'd JSON plus the packed retired dedup entries."""
+    body = zlib.compress(state.model_dump_json().encode(), 6)
+    return _STATE_HEADER.pack(_STATE_MAGIC, len(body)) + body + retired.pack()
+
+
+def decode_state(blob: bytes) -> EngineState:
+    """The state :func:`encode_state` carried (its retired entries unpacked by the engine that takes it)."""
+    magic, size = _STATE_HEADER.unpack_from(blob)
+    if magic != _STATE_MAGIC:
+        raise ValueError("unknown activation state format")
+    start = _STATE_HEADER.size
+    state = EngineState.model_validate_json(zlib.decompress(blob[start : start + size]))
+    state.compact_events = blob[start + size :]
+    return state

@@ -36,7 +36,7 @@ sent. The shell then completes the workflow with the final state as its result.
 A second deactivation while deactivating can only escalate (drain -> cancel; leave -> cancel ->
 terminate); anything else changes nothing.
 
-Re-activation (:func:`on_start`): a new workflow run started with a deactivated activation's final
+Re-activation (:func:`on_start`, :func:`restart`): a new workflow run started with a deactivated activation's final
 state resumes from it: dedup set and retention clocks, cursors, held items, runs left running
 (watched again), operator log and action ids. Its schedules start afresh from the re-activation
 instant: occurrences while it was deactivated belonged to no installed activation, so they are
@@ -49,10 +49,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..activation import ActivationSpec, EntrySpec
-from . import _batch, _subscriptions, operator
-from ._engine import Engine, entry_delivery_id, identity_text
+from ..activation import EntrySpec
+from . import _batch, operator
+from ._keys import entry_delivery_id, identity_text
+from ._offer import notify
+from ._pipeline import Pipeline, UnknownEntry
 from ._schedule import refresh_next
+from ._subscriptions import LifecycleEvent, SubscribeRequest
 from ._types import ControlRun, Deactivation, DeliveryResult, Disposition, RunRecord
 
 QUEUED = ("drain", "cancel")
@@ -60,10 +63,19 @@ RUNNING = ("leave", "cancel", "terminate")
 
 
 class Request(Protocol):
-    queued: str
-    running: str
-    action_id: str | None
-    note: str | None
+    """Read-only view of a request (a wire model's Literal fields are str here)."""
+
+    @property
+    def queued(self) -> str: ...
+
+    @property
+    def running(self) -> str: ...
+
+    @property
+    def action_id(self) -> str | None: ...
+
+    @property
+    def note(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class Outcome:
     remaining: dict[str, int] = field(default_factory=dict)
 
 
-def deactivate(engine: Engine, req: Request, now: datetime) -> Outcome:
+def deactivate(engine: Pipeline, req: Request, now: datetime) -> Outcome:
     """Apply (or escalate) a deactivation; a repeated ``action_id`` changes nothing."""
     problem = _problem(req)
     if problem is not None:
@@ -99,7 +111,7 @@ def _problem(req: Request) -> str | None:
     return None
 
 
-def _start(engine: Engine, req: Request, now: datetime) -> str:
+def _start(engine: Pipeline, req: Request, now: datetime) -> str:
     state = engine.state
     d = Deactivation(requested_at=now, queued=req.queued, running=req.running, action_id=req.action_id,  # type: ignore[arg-type]
                      note=req.note, spec=engine.spec)
@@ -107,19 +119,19 @@ def _start(engine: Engine, req: Request, now: datetime) -> str:
     for st in state.schedules.values():
         if st.active:
             st.active, st.inactive_reason = False, f"deactivated at {now.isoformat()}"
-    for name, st in state.polls.items():
-        if not st.paused:
-            st.paused = True
+    for name, poll in state.polls.items():
+        if not poll.paused:
+            poll.paused = True
             d.paused_polls.append(name)
-        st.in_flight, st.poll_requested = None, False  # a response still coming is discarded
+        poll.in_flight, poll.poll_requested = None, False  # a response still coming is discarded
     for sub in list(state.subscriptions.values()):
         del state.subscriptions[sub.sub_id]
-        _subscriptions._notify(engine, sub.sub_id, sub.run_workflow_id, sub.entry, "refused", _refusal(engine))
+        notify(engine, sub.sub_id, sub.run_workflow_id, sub.entry, "refused", _refusal(engine))
     _settle_queued(engine, d, now)
     return f"deactivating: {_how(d)}"
 
 
-def _escalate(engine: Engine, d: Deactivation, req: Request, now: datetime) -> str:
+def _escalate(engine: Pipeline, d: Deactivation, req: Request, now: datetime) -> str:
     queued = max(d.queued, req.queued, key=QUEUED.index)
     running = max(d.running, req.running, key=RUNNING.index)
     if (queued, running) == (d.queued, d.running):
@@ -139,7 +151,7 @@ def _how(d: Deactivation) -> str:
     return f"{queued}, {running}"
 
 
-def _settle_queued(engine: Engine, d: Deactivation, now: datetime) -> None:
+def _settle_queued(engine: Pipeline, d: Deactivation, now: datetime) -> None:
     state = engine.state
     if d.queued == "drain":
         for bkey in [k for k, b in state.batches.items() if b.deadline is None]:
@@ -155,7 +167,7 @@ def _settle_queued(engine: Engine, d: Deactivation, now: datetime) -> None:
         d.dropped_runs += 1
 
 
-def _drop_run(engine: Engine, run: RunRecord, now: datetime) -> None:
+def _drop_run(engine: Pipeline, run: RunRecord, now: datetime) -> None:
     """Drop a pending run without advancing its queue or the waiting list: nothing may start now."""
     state = engine.state
     if run.run_key in state.waiting:
@@ -170,18 +182,18 @@ def _drop_run(engine: Engine, run: RunRecord, now: datetime) -> None:
     run.status, run.ended_at, run.input, run.waiting_for = "dropped", now, None, None
     del state.runs[run.run_key]
     engine.recent_runs.append(run)
-    engine._count("runs_dropped")
+    engine.count("runs_dropped")
 
 
-def _drop_events(engine: Engine, keys: list[str], now: datetime) -> None:
+def _drop_events(engine: Pipeline, keys: list[str], now: datetime) -> None:
     for key in keys:
         record = engine.state.events.get(key)
         if record is not None:
             record.disposition, record.detail = Disposition.DROPPED, "dropped: the activation was deactivated"
-            engine._release(key, now)
+            engine.release(key, now)
 
 
-def progress(engine: Engine) -> None:
+def progress(engine: Pipeline) -> None:
     """Request cancellation / termination of running runs not controlled yet (each loop of the shell)."""
     d = engine.state.deactivation
     if d is None or d.completed_at is not None or d.running == "leave":
@@ -196,7 +208,7 @@ def progress(engine: Engine) -> None:
                                         reason=f"activation of {engine.spec.workflow} deactivated"))
 
 
-def remaining(engine: Engine) -> dict[str, int]:
+def remaining(engine: Pipeline) -> dict[str, int]:
     runs = list(engine.state.runs.values())
     return {
         "pending_runs": sum(r.status == "pending" for r in runs),
@@ -207,7 +219,7 @@ def remaining(engine: Engine) -> dict[str, int]:
     }
 
 
-def settled(engine: Engine) -> bool:
+def settled(engine: Pipeline) -> bool:
     """Whether a deactivation has nothing left to wait for (the shell then completes the workflow)."""
     d = engine.state.deactivation
     if d is None or engine.state.batches or engine.state.unacked:
@@ -217,7 +229,7 @@ def settled(engine: Engine) -> bool:
                for run in engine.state.runs.values())
 
 
-def finish(engine: Engine, now: datetime) -> dict[str, Any]:
+def finish(engine: Pipeline, now: datetime) -> dict[str, Any]:
     """Mark the deactivation complete; returns its record for the workflow's result."""
     d = engine.state.deactivation
     assert d is not None
@@ -230,7 +242,7 @@ def finish(engine: Engine, now: datetime) -> dict[str, Any]:
     return d.model_dump(mode="json", exclude={"spec"})
 
 
-def status(engine: Engine) -> str | None:
+def status(engine: Pipeline) -> str | None:
     """``deactivating`` / ``deactivated`` for the WfiState search attribute, else None."""
     d = engine.state.deactivation
     if d is None:
@@ -238,27 +250,30 @@ def status(engine: Engine) -> str | None:
     return "deactivated" if d.completed_at is not None else "deactivating"
 
 
-def _refusal(engine: Engine) -> str:
+def _refusal(engine: Pipeline) -> str:
     d = engine.state.deactivation
     assert d is not None
     return (f"the activation of {engine.spec.workflow!r} was deactivated at {d.requested_at.isoformat()}: it accepts "
             "nothing; activate its Workfile again (`wfi activate WORKFILE --deployment FILE`), then redeliver")
 
 
-def refuse(engine: Engine, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult | None:
+def refuse(engine: Pipeline, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult | None:
     """The ``deactivated`` disposition of a delivery, or None while the activation is installed."""
     if engine.state.deactivation is None:
         return None
-    entry = engine.resolve_entry(entry_name)
-    name = entry.name if isinstance(entry, EntrySpec) else entry_name
-    ident = _delivery_id(entry, payload) if isinstance(entry, EntrySpec) else None
+    try:
+        entry = engine.resolve_entry(entry_name)
+    except UnknownEntry:
+        name, ident = entry_name, None
+    else:
+        name, ident = entry.name, _delivery_id(entry, payload)
     message = _refusal(engine)
     _count_refusal(engine, f"delivery {ident!r} refused" if ident else "a delivery refused", message, name, ident, now)
     return DeliveryResult(entry=name, delivery_id=ident, disposition=Disposition.DEACTIVATED, message=message,
                           activation_id=engine.spec.activation_id)
 
 
-def refuse_lifecycle(engine: Engine, event: _subscriptions.LifecycleEvent, now: datetime) -> bool:
+def refuse_lifecycle(engine: Pipeline, event: LifecycleEvent, now: datetime) -> bool:
     """Refuse a lifecycle event of another run (True) while deactivated."""
     if engine.state.deactivation is None:
         return False
@@ -267,21 +282,21 @@ def refuse_lifecycle(engine: Engine, event: _subscriptions.LifecycleEvent, now: 
     return True
 
 
-def refuse_subscription(engine: Engine, request: _subscriptions.SubscribeRequest, now: datetime) -> bool:
+def refuse_subscription(engine: Pipeline, request: SubscribeRequest, now: datetime) -> bool:
     """End a new subscription at once with reason ``refused`` (True) while deactivated."""
     if engine.state.deactivation is None:
         return False
     message = _refusal(engine)
-    _subscriptions._notify(engine, request.sub_id, request.run_workflow_id, request.entry, "refused", message)
+    notify(engine, request.sub_id, request.run_workflow_id, request.entry, "refused", message)
     engine.record_error(now, "subscription_refused", message, request.entry)
     return True
 
 
-def _count_refusal(engine: Engine, what: str, message: str, entry: str | None, ident: str | None, now: datetime) -> None:
+def _count_refusal(engine: Pipeline, what: str, message: str, entry: str | None, ident: str | None, now: datetime) -> None:
     d = engine.state.deactivation
     assert d is not None
     d.refused += 1
-    engine._count("refused_deactivated")
+    engine.count("refused_deactivated")
     engine.record_error(now, "deactivated", f"{what}: {message}", entry, ident)
 
 
@@ -290,8 +305,9 @@ def _delivery_id(entry: EntrySpec, payload: Any) -> str | None:
     return identity_text(raw) if raw is not None else None
 
 
-def on_start(engine: Engine, spec: ActivationSpec, now: datetime) -> bool:
-    """A new run started with a deactivated activation's final state: activate it again (True).
+def on_start(engine: Pipeline) -> Deactivation | None:
+    """A new run starts with this state. A completed deactivation is returned (its binding restored)
+    for the engine to activate again (it rebinds when the binding changed, then :func:`restart`).
 
     A run continued-as-new while still deactivating carries an unfinished deactivation: it goes on,
     and its control requests are issued again (one may not have left the previous run; a repeat
@@ -299,28 +315,31 @@ def on_start(engine: Engine, spec: ActivationSpec, now: datetime) -> bool:
     """
     d = engine.state.deactivation
     if d is None:
-        return False
+        return None
     if d.completed_at is None:
         for run in engine.in_flight():
             if run.status == "running" and run.run_key in d.controlled:
                 engine.outbox.append(ControlRun(run_key=run.run_key, action=d.controlled[run.run_key],
                                                 reason=f"activation of {engine.spec.workflow} deactivated"))
-        return False
-    state = engine.state
-    state.deactivation = None
+        return None
+    engine.state.deactivation = None
     engine.spec = d.spec
-    if spec.activation_id != d.spec.activation_id:
-        engine.rebind(spec, now)  # a changed binding: a new activation id, everything kept (INIT-4, INIT-5)
+    return d
+
+
+def restart(engine: Pipeline, d: Deactivation, now: datetime) -> None:
+    """Activated again after ``d``: schedules restart from now, polls resume, the rest is kept."""
+    state = engine.state
     for name, st in state.schedules.items():
         st.last_instant, st.missed_through, st.gap_admitted = now, None, 0
         st.active, st.inactive_reason = True, None
         refresh_next(st, engine.parsed_schedule(name))
-    for name, st in state.polls.items():
+    for name, poll in state.polls.items():
         if name in d.paused_polls:
-            st.paused = False
-        st.next_poll_at, st.in_flight = now, None
+            poll.paused = False
+        poll.next_poll_at, poll.in_flight = now, None
+    assert d.completed_at is not None
     operator.record(engine, "reactivate", (
         f"activated again as {engine.spec.activation_id}; deactivated {d.requested_at.isoformat()} .. "
         f"{d.completed_at.isoformat()}: schedules restart from now, dedup set, cursors and runs left running kept"),
         None, now)
-    return True

@@ -1,6 +1,6 @@
 """What the engine refuses at intake, before any rule runs (issue 11): payloads it cannot carry.
 
-Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
+Called by the acceptance pipeline (``_pipeline``). Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
 is not a plain JSON value within :mod:`core.limits` (too deep, NaN or infinity, an integer of
 thousands of digits, a lone surrogate, too many bytes, an over-long delivery id) is ``invalid``
 with the reason, so nothing downstream (digest, expressions, the data converter, the carried
@@ -14,9 +14,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import json
-
-from .._expr import ExpressionFault, canonical_key
 from ..activation import EntrySpec
 from ..limits import (
     LEGACY_INT_DIGITS,
@@ -31,57 +28,14 @@ from ..limits import (
 from ._types import DeliveryResult, Disposition, SignalRun
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ._runs import Runs
 
 # Before the budgets (an unpatched run) only what always failed the workflow task is refused; a
 # payload nested this deep never reached a handler through the data converter.
 _LEGACY_DEPTH = 10_000
 
 
-def canonical_text(payload: Any) -> str:
-    """Exactly :func:`canonical_key` (the text digests are taken of), computed without
-    ``isinstance`` for plain JSON types: inside the workflow sandbox that builtin is wrapped and costs
-    tens of microseconds a call, which made the digest of a large payload take seconds."""
-    return json.dumps(_normalised(payload), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _normalised(value: Any) -> Any:
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if kind is float:
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ExpressionFault("key value is not a JSON value: NaN or infinity")
-        return int(value) if value.is_integer() else value
-    if kind is dict:
-        return {k if type(k) is str else str(k): _normalised(v) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [_normalised(v) for v in value]
-    return json.loads(canonical_key(value))  # anything else: the general rules (and their errors)
-
-
-def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
-    """The value at the manifest's ``delivery_id`` path, or None."""
-    value: Any = payload
-    for part in (entry.delivery_id_path or "").split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
-
-
-def identity(entry: EntrySpec, payload: Any) -> str | None:
-    """The delivery id at the manifest's path, as text; None when absent or not a JSON value."""
-    raw = entry_delivery_id(entry, payload)
-    if raw is None or isinstance(raw, str):
-        return raw
-    try:
-        return canonical_key(raw)
-    except ExpressionFault:
-        return None
-
-
-def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> str | None:
+def payload_problem(engine: "Runs", payload: Any, delivery_id: str | None) -> str | None:
     """Why the engine cannot take this payload at all, or None (then the manifest schema decides)."""
     problem = (json_problem(payload) if engine.bounded
                else json_problem(payload, max_depth=_LEGACY_DEPTH, max_int_digits=LEGACY_INT_DIGITS))
@@ -93,7 +47,7 @@ def payload_problem(engine: "Engine", payload: Any, delivery_id: str | None) -> 
     return None
 
 
-def size_problem(engine: "Engine", size: int) -> str | None:
+def size_problem(engine: "Runs", size: int) -> str | None:
     """Why a payload of ``size`` bytes (canonical JSON) is too large to take, or None."""
     if engine.bounded and size > MAX_DELIVERY_BYTES:
         return (f"the payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES}: send a reference "
@@ -101,7 +55,7 @@ def size_problem(engine: "Engine", size: int) -> str | None:
     return None
 
 
-def held_bytes(engine: "Engine") -> int:
+def held_bytes(engine: "Runs") -> int:
     """Payload bytes held for runs not started yet: pending runs, open batches, a held poll item,
     subscription deliveries not confirmed. Runs being started are not counted: their inputs leave
     the state within a task or two."""
@@ -112,7 +66,7 @@ def held_bytes(engine: "Engine") -> int:
     return total
 
 
-def defer_reason(engine: "Engine", size: int) -> str | None:
+def defer_reason(engine: "Runs", size: int) -> str | None:
     """Why a new event of ``size`` payload bytes must wait, or None."""
     if not engine.bounded:
         return None
@@ -125,19 +79,19 @@ def defer_reason(engine: "Engine", size: int) -> str | None:
     return None
 
 
-def deferred(engine: "Engine", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
+def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
     """Record a deferred event: nothing consumed, no run; the sender delivers it again later."""
-    engine._count("deferred")
+    engine.count("deferred")
     kept = retained_id(delivery_id)
     engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
     return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
                           message=clip(reason), activation_id=engine.spec.activation_id)
 
 
-def undecodable(engine: "Engine", problem: str, now: Any) -> DeliveryResult:
+def undecodable(engine: "Runs", problem: str, now: Any) -> DeliveryResult:
     """A delivery whose argument could not even be decoded: ``invalid``, recorded without identity."""
-    engine._count("deliveries")
-    engine._count("invalid")
+    engine.count("deliveries")
+    engine.count("invalid")
     engine.record_error(now, "invalid", f"a delivery was refused before validation: {problem}")
     return DeliveryResult(entry=None, delivery_id=None, disposition=Disposition.INVALID, message=clip(problem),
                           activation_id=engine.spec.activation_id)

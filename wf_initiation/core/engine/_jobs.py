@@ -15,29 +15,17 @@ continue-as-new or a worker restart resumes them where they were.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from .. import schedule as seq
 from ..limits import ENUMERATE_PER_TASK, MAX_BACKFILL
+from ._pipeline import Pipeline
+from ._schedule import ACTIVE, TICK, admit_occurrence
 from ._types import AdmitJob, OverflowRange, ScheduleState
 
-if TYPE_CHECKING:
-    from ._engine import Engine
-
-MAX_FINISHED_JOBS = 20
-ACTIVE = ("counting", "admitting")
 
 
-def add_job(engine: "Engine", st: ScheduleState, job: AdmitJob) -> AdmitJob:
-    st.jobs.append(job)
-    finished = [j for j in st.jobs if j.status not in ACTIVE]
-    for old in finished[:-MAX_FINISHED_JOBS]:
-        st.jobs.remove(old)
-    engine._count(f"{job.kind}_jobs")
-    return job
 
-
-def run_jobs(engine: "Engine", now: datetime) -> None:
+def run_jobs(engine: Pipeline, now: datetime) -> None:
     """Advance unfinished jobs, oldest first, within this task's budget."""
     for st in engine.state.schedules.values():
         for job in [j for j in st.jobs if j.status in ACTIVE]:
@@ -49,15 +37,13 @@ def run_jobs(engine: "Engine", now: datetime) -> None:
                 _admit_step(engine, st, job, now)
 
 
-def next_wakeup(engine: "Engine") -> datetime | None:
+def next_wakeup(engine: Pipeline) -> datetime | None:
     """An unfinished job needs the next workflow task at once: its request instant (in the past)."""
     pending = [j.requested_at for st in engine.state.schedules.values() for j in st.jobs if j.status in ACTIVE]
     return min(pending, default=None)
 
 
-def _count_step(engine: "Engine", job: AdmitJob, now: datetime) -> None:
-    from ._schedule import TICK
-
+def _count_step(engine: Pipeline, job: AdmitJob, now: datetime) -> None:
     found = seq.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, ENUMERATE_PER_TASK)
     job.total += len(found)
     engine.task_budget = 0  # enumerating is this task's share of work
@@ -73,9 +59,7 @@ def _count_step(engine: "Engine", job: AdmitJob, now: datetime) -> None:
         job.after = found[-1]
 
 
-def _admit_step(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
-    from ._schedule import admit_occurrence
-
+def _admit_step(engine: Pipeline, st: ScheduleState, job: AdmitJob, now: datetime) -> None:
     processed = job.admitted + job.duplicates + job.other
     want = engine.task_budget if job.limit is None else min(engine.task_budget, job.limit - processed)
     instants = seq.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, max(want, 0))
@@ -96,7 +80,7 @@ def _admit_step(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetim
         _finish(engine, st, job, now)
 
 
-def _finish(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetime) -> None:
+def _finish(engine: Pipeline, st: ScheduleState, job: AdmitJob, now: datetime) -> None:
     processed = job.admitted + job.duplicates + job.other
     job.status, job.finished_at = "done", now
     if job.kind == "backfill":
@@ -109,7 +93,7 @@ def _finish(engine: "Engine", st: ScheduleState, job: AdmitJob, now: datetime) -
         rng = _range(st, job.range_id)
         if rng is not None:
             rng.note = f"{rng.note or ''} [{job.job_id}: {job.message}]".strip()
-    engine._count(f"{job.kind}_jobs_done")
+    engine.count(f"{job.kind}_jobs_done")
 
 
 def _range(st: ScheduleState, range_id: str | None) -> OverflowRange | None:

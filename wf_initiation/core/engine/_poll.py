@@ -19,33 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, clip, is_utf8_text, json_problem, retained_id, strict_json
-from ._types import OperatorRefused
-from ._types import CursorChange, Disposition, EngineState, HeldItem, PollState
-from . import _engine  # used at call time only (it imports this module too)
-
-if TYPE_CHECKING:
-    from ._engine import Engine
+from ._keys import entry_delivery_id, event_key, identity_text, payload_digest
+from ._pipeline import Pipeline
+from ._types import CursorChange, Disposition, EngineState, HeldItem, OperatorRefused, PollState, RunPoll
 
 MAX_CURSOR_LOG = 100
-
-
-@dataclass(frozen=True)
-class PollCall:
-    """A poll the shell must run now (as the connector's poll activity)."""
-
-    entry: str
-    connector: str
-    seq: int
-    version: int
-    cursor: str | None
-    config: dict[str, Any]
-    connection: dict[str, Any]
-    limit: int
 
 
 @dataclass
@@ -67,7 +50,8 @@ def new_poll_state(entry: EntrySpec, spec: ActivationSpec, now: datetime) -> Pol
     return PollState(entry=entry.name, next_poll_at=now)
 
 
-def polls_due(engine: "Engine", now: datetime) -> list[PollCall]:
+def polls_due(engine: Pipeline, now: datetime) -> list[RunPoll]:
+    """The polls to run now; each is in flight from here until it reports (POLL-1)."""
     calls = []
     for entry in engine.spec.entries:
         st = engine.state.polls.get(entry.name)
@@ -77,19 +61,19 @@ def polls_due(engine: "Engine", now: datetime) -> list[PollCall]:
             continue
         st.poll_seq += 1
         st.in_flight = st.poll_seq
-        calls.append(PollCall(entry=entry.name, connector=entry.connector, seq=st.poll_seq, version=st.cursor_version,
+        calls.append(RunPoll(entry=entry.name, connector=entry.connector, seq=st.poll_seq, version=st.cursor_version,
                               cursor=st.cursor, config=entry.config, connection=entry.connection_settings,
                               limit=engine.spec.policies.poll.limit))
     return calls
 
 
-def next_poll_wakeup(engine: "Engine") -> datetime | None:
+def next_poll_wakeup(engine: Pipeline) -> datetime | None:
     times = [st.next_poll_at for st in engine.state.polls.values()
              if st.next_poll_at is not None and not st.paused and st.held is None and st.in_flight is None]
     return min(times) if times else None
 
 
-def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, result: PollResultIn, now: datetime) -> None:
+def poll_succeeded(engine: Pipeline, entry_name: str, seq: int, version: int, result: PollResultIn, now: datetime) -> None:
     st = engine.state.polls.get(entry_name)
     if st is None or st.in_flight != seq:
         return
@@ -98,7 +82,7 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
     settings = engine.spec.policies.poll
     if version != st.cursor_version:
         # POLL-4: the cursor changed while this poll was in flight; its items are discarded whole.
-        engine._count("polls_discarded")
+        engine.count("polls_discarded")
         st.next_poll_at = now
         return
     st.failures, st.last_error, st.last_success_at = 0, None, now
@@ -115,10 +99,10 @@ def poll_succeeded(engine: "Engine", entry_name: str, seq: int, version: int, re
     st.next_poll_at = now if result.more or requested else now + settings.interval
 
 
-def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> str:
+def _dispose(engine: Pipeline, entry: EntrySpec, st: PollState, item: PollItemIn, now: datetime) -> str:
     """Dispose one item: ``done``, ``held`` (the cursor holds at it) or ``deferred`` (poll it again later)."""
     st.items_seen += 1
-    engine._count("poll_items")
+    engine.count("poll_items")
     result = engine.deliver_event(entry, item.payload, now) if item.problem is None else _refused(engine, entry, item, now)
     if result.disposition == Disposition.DEFERRED:
         return "deferred"
@@ -134,27 +118,25 @@ def _dispose(engine: "Engine", entry: EntrySpec, st: PollState, item: PollItemIn
     return "done"
 
 
-def _refused(engine: "Engine", entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
+def _refused(engine: Pipeline, entry: EntrySpec, item: PollItemIn, now: datetime) -> Any:
     """An item the connector flagged as unusable: invalid with the connector's reason (POLL-11)."""
-    from ._engine import entry_delivery_id, identity_text
-
     raw_id = entry_delivery_id(entry, item.payload)
-    return engine._invalid(entry, identity_text(raw_id) if raw_id is not None else None, item.problem or "", now)
+    return engine.invalid(entry, identity_text(raw_id) if raw_id is not None else None, item.problem or "", now)
 
 
-def quarantine(engine: "Engine", entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
+def quarantine(engine: Pipeline, entry: EntrySpec, payload: Any, delivery_id: str | None, reason: str, now: datetime) -> None:
     """Retain an explicit quarantine disposition before the cursor moves past an invalid item.
 
     The record is keyed by the payload digest, not the delivery id: an invalid item leaves its
     identity unconsumed (EXT-10), so a corrected item with the same id is still accepted, while a
     repeated fetch of the same invalid item finds its quarantine record and adds nothing (POLL-9).
     """
-    digest = _engine.payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
+    digest = payload_digest(payload) if _jsonable(payload) and json_problem(payload) is None else "unhashable"
     ident = quarantine_ident(digest)
-    key = _engine.event_key(entry.name, ident)
+    key = event_key(entry.name, ident)
     if engine.lookup(key) is None:
         detail = f"delivery {retained_id(delivery_id)!r}: {reason}" if delivery_id else reason
-        engine._retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
+        engine.retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
 
 
 def quarantine_ident(digest: str) -> str:
@@ -170,7 +152,7 @@ def _jsonable(payload: Any) -> bool:
         return False
 
 
-def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: datetime) -> None:
+def poll_failed(engine: Pipeline, entry_name: str, seq: int, error: str, now: datetime) -> None:
     """POLL-10: a failed poll starts nothing and moves nothing; back off exponentially."""
     st = engine.state.polls.get(entry_name)
     if st is None or st.in_flight != seq:
@@ -185,7 +167,7 @@ def poll_failed(engine: "Engine", entry_name: str, seq: int, error: str, now: da
     engine.record_error(now, "poll_failed", f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}: {error}", entry_name)
 
 
-def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
+def set_cursor(engine: Pipeline, entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None:
         raise OperatorRefused(f"no poll entry {entry_name!r}")
@@ -199,14 +181,12 @@ def set_cursor(engine: "Engine", entry_name: str, cursor: str | None, note: str 
     return f"cursor set; applies to polls started from now on (version {st.cursor_version})"
 
 
-def release_held(engine: "Engine", entry_name: str, choice: str, now: datetime, note: str | None) -> str:
+def release_held(engine: Pipeline, entry_name: str, choice: str, now: datetime, note: str | None) -> str:
     st = engine.state.polls.get(entry_name)
     if st is None or st.held is None:
         raise OperatorRefused(f"no held item on {entry_name!r}")
     held = st.held
     if choice == "quarantine":
-        from ._engine import entry_delivery_id, identity_text
-
         entry = engine.entry(entry_name)
         raw = entry_delivery_id(entry, held.payload)
         ident = identity_text(raw) if raw not in (None, "") else None

@@ -36,22 +36,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
-from . import _engine, _jobs  # _engine is only used at call time (it imports this module too)
+from ._keys import payload_digest
 from ._types import OperatorRefused
+from ._pipeline import Pipeline
 from ._types import AdmitJob, OccurrenceRecord, OverflowRange, ScheduleState
 
-if TYPE_CHECKING:
-    from ._engine import Engine
+RangeStatus = Literal["awaiting_operator", "admitted", "skipped", "partially_admitted"]
+
 
 MAX_OCCURRENCE_LOG = 300
 CHUNK = 10_000  # occurrences enumerated per workflow task before the budgets (croniter: ~40 us each)
 TICK = timedelta(microseconds=1)
 ADMITTED = ("accepted", "queued", "batched")
+MAX_FINISHED_JOBS = 20
+ACTIVE = ("counting", "admitting")  # job states still to work off (_jobs)
 
 
 def new_schedule_state(
@@ -78,7 +81,7 @@ def refresh_next(state: ScheduleState, parsed: seq.ScheduleSpec) -> None:
         state.inactive_reason = "no future occurrence: the sequence has ended or never starts (SCHED-4)"
 
 
-def schedule_tick(engine: "Engine", now: datetime) -> None:
+def schedule_tick(engine: Pipeline, now: datetime) -> None:
     """Dispose of every due occurrence of every active, unpaused schedule entry."""
     for entry in engine.spec.entries:
         st = engine.state.schedules.get(entry.name)
@@ -93,7 +96,7 @@ def schedule_tick(engine: "Engine", now: datetime) -> None:
         _advance(engine, entry, st, now)
 
 
-def _check_tzdata(engine: "Engine", st: ScheduleState, now: datetime) -> None:
+def _check_tzdata(engine: Pipeline, st: ScheduleState, now: datetime) -> None:
     worker = seq.TZDATA_VERSION
     if st.tzdata_version == worker:
         return
@@ -105,7 +108,7 @@ def _check_tzdata(engine: "Engine", st: ScheduleState, now: datetime) -> None:
     st.tzdata_version = worker
 
 
-def _advance(engine: "Engine", entry: EntrySpec, st: ScheduleState, now: datetime) -> None:
+def _advance(engine: Pipeline, entry: EntrySpec, st: ScheduleState, now: datetime) -> None:
     parsed = engine.parsed_schedule(entry.name)
     catch_up = engine.spec.policies.missed.policy == "catch_up"
     enumerate_max, admit_max = _per_task(engine)
@@ -140,19 +143,19 @@ def _advance(engine: "Engine", entry: EntrySpec, st: ScheduleState, now: datetim
     refresh_next(st, parsed)
 
 
-def _per_task(engine: "Engine") -> tuple[int, int]:
+def _per_task(engine: Pipeline) -> tuple[int, int]:
     """(occurrences to enumerate, occurrences to admit) in this task; unbounded before the budgets."""
     if not engine.bounded:
         return CHUNK, CHUNK
     return ENUMERATE_PER_TASK, engine.task_budget
 
 
-def _spend(engine: "Engine", admitted: int) -> None:
+def _spend(engine: Pipeline, admitted: int) -> None:
     if engine.bounded:
         engine.task_budget -= admitted
 
 
-def _handle_missed(engine: "Engine", entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
+def _handle_missed(engine: Pipeline, entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
     policy = engine.spec.policies.missed
     if policy.policy == "skip":
         st.missed_ranges.append(_range(entry, missed, "skipped", now, "missed while the activation could not "
@@ -177,7 +180,7 @@ def _handle_missed(engine: "Engine", entry: EntrySpec, st: ScheduleState, missed
         _log_many(st, engine, entry, rest, "skipped_overflow")
 
 
-def _range(entry: EntrySpec, instants: Sequence[datetime], status: str, decided_at: datetime | None, note: str) -> OverflowRange:
+def _range(entry: EntrySpec, instants: Sequence[datetime], status: RangeStatus, decided_at: datetime | None, note: str) -> OverflowRange:
     return OverflowRange(range_id=f"{entry.name}-{_ident(instants[0])}", entry=entry.name, first=instants[0],
                          last=instants[-1], count=len(instants), status=status, decided_at=decided_at, note=note)
 
@@ -191,7 +194,7 @@ def _ident(instant: datetime) -> str:
     return stamp + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
 
 
-def local_iso(engine: "Engine", instant: datetime, timezone: str) -> str:
+def local_iso(engine: Pipeline, instant: datetime, timezone: str) -> str:
     """:func:`schedule.to_local_iso` with the zone loaded once per engine: loading it reads the
     tzdata package through importlib, which the workflow sandbox makes ~1 ms a call."""
     zone = engine.zones.get(timezone)
@@ -205,7 +208,7 @@ def occurrence_key(entry: str, instant: datetime) -> str:
     return f"{entry}\x1f@{_ident(instant)}"
 
 
-def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, instant: datetime, now: datetime, how: str) -> str:
+def admit_occurrence(engine: Pipeline, entry: EntrySpec, st: ScheduleState, instant: datetime, now: datetime, how: str) -> str:
     """Admit one occurrence through the common pipeline; returns its recorded disposition.
 
     ``how`` names an admission (admitted, caught_up, backfilled); a guard that is false records
@@ -221,24 +224,24 @@ def admit_occurrence(engine: "Engine", entry: EntrySpec, st: ScheduleState, inst
         "tzdata_version": st.tzdata_version,
     }
     key = occurrence_key(entry.name, instant)
-    if engine.lookup(key) is not None:
-        _log(st, engine, entry, instant, "duplicate", None, engine.lookup(key).run_key)
+    seen = engine.lookup(key)
+    if seen is not None:
+        _log(st, engine, entry, instant, "duplicate", None, seen.run_key)
         return "duplicate"
     problem = engine.validate_payload(entry, payload)
     if problem is not None:  # SCHED-11: validated before acceptance
         engine.record_error(now, "invalid", f"occurrence {payload['scheduled_at']} failed validation: {problem}", entry.name)
         _log(st, engine, entry, instant, "invalid", None, None)
         return "invalid"
-    digest = _engine.payload_digest({"scheduled_at": payload["scheduled_at"]})
-    disposition, run_key, _ = engine._accept(entry, payload, key, digest,
-                                             now, scheduled_at=payload["scheduled_at"], ident=_ident(instant))
-    value = disposition.value
+    digest = payload_digest({"scheduled_at": payload["scheduled_at"]})
+    outcome = engine.accept(entry, payload, key, digest, now, scheduled_at=payload["scheduled_at"], ident=_ident(instant))
+    value = outcome.disposition.value
     recorded = how if value in ADMITTED else value
-    _log(st, engine, entry, instant, recorded, now, run_key)
+    _log(st, engine, entry, instant, recorded, now, outcome.run_key)
     return recorded
 
 
-def _log(st: ScheduleState, engine: "Engine", entry: EntrySpec, instant: datetime, disposition: str,
+def _log(st: ScheduleState, engine: Pipeline, entry: EntrySpec, instant: datetime, disposition: str,
          fired_at: datetime | None, run_key: str | None) -> None:
     tz = engine.parsed_schedule(entry.name).timezone
     st.occurrences.append(OccurrenceRecord(
@@ -250,14 +253,14 @@ def _log(st: ScheduleState, engine: "Engine", entry: EntrySpec, instant: datetim
         del st.occurrences[: len(st.occurrences) - MAX_OCCURRENCE_LOG]
 
 
-def _log_many(st: ScheduleState, engine: "Engine", entry: EntrySpec, instants: Sequence[datetime], disposition: str) -> None:
+def _log_many(st: ScheduleState, engine: Pipeline, entry: EntrySpec, instants: Sequence[datetime], disposition: str) -> None:
     """Count every one; keep individual records for the most recent (the range records them all)."""
     for instant in instants[-MAX_OCCURRENCE_LOG:]:
         _log(st, engine, entry, instant, disposition, None, None)
     st.counts[disposition] = st.counts.get(disposition, 0) + max(0, len(instants) - MAX_OCCURRENCE_LOG)
 
 
-def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | None, now: datetime, note: str | None) -> str:
+def decide_overflow(engine: Pipeline, range_id: str, choice: str, count: int | None, now: datetime, note: str | None) -> str:
     """Operator decision on an overflow range: ``admit_all``, ``admit_first`` (``count``, the rest skipped), ``skip``."""
     for st in engine.state.schedules.values():
         for rng in st.overflow:
@@ -289,19 +292,29 @@ def decide_overflow(engine: "Engine", range_id: str, choice: str, count: int | N
     raise OperatorRefused(f"no overflow range {range_id!r}")
 
 
-def _overflow_job(engine: "Engine", st: ScheduleState, rng: OverflowRange, take: int, now: datetime, note: str | None) -> str:
+def add_job(engine: Pipeline, st: ScheduleState, job: AdmitJob) -> AdmitJob:
+    """Record a job to work off over the next tasks (_jobs); the finished ones kept are bounded."""
+    st.jobs.append(job)
+    finished = [j for j in st.jobs if j.status not in ACTIVE]
+    for old in finished[:-MAX_FINISHED_JOBS]:
+        st.jobs.remove(old)
+    engine.count(f"{job.kind}_jobs")
+    return job
+
+
+def _overflow_job(engine: Pipeline, st: ScheduleState, rng: OverflowRange, take: int, now: datetime, note: str | None) -> str:
     """A decision too large for one task: record it now, admit over the next tasks (see _jobs)."""
     rng.status = "skipped" if not take else ("admitted" if take == rng.count else "partially_admitted")
     rng.decided_at, rng.note = now, note or rng.note
-    job = _jobs.add_job(engine, st, AdmitJob(
-        job_id=f"overflow-{engine._next_seq()}", kind="overflow", entry=rng.entry, how="caught_up", first=rng.first,
+    job = add_job(engine, st, AdmitJob(
+        job_id=f"overflow-{engine.next_seq()}", kind="overflow", entry=rng.entry, how="caught_up", first=rng.first,
         last=rng.last, after=rng.first - TICK, total=rng.count, limit=take, range_id=rng.range_id, requested_at=now,
     ))
     return (f"{take} to admit, {rng.count - take} skipped: admitted over the next workflow tasks by job "
             f"{job.job_id} (see `wfi state`, schedules.{rng.entry}.jobs)")
 
 
-def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
+def backfill(engine: Pipeline, entry_name: str, start: datetime, end: datetime, now: datetime) -> str:
     """Admit the occurrences ``start <= t <= end`` of a past range, each at most once (SCHED-5).
 
     More than this task can admit (see _jobs): counted and admitted over the next tasks."""
@@ -318,8 +331,8 @@ def backfill(engine: "Engine", entry_name: str, start: datetime, end: datetime, 
     if not engine.bounded and len(instants) > CHUNK:
         raise OperatorRefused(f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges")
     if engine.bounded and len(instants) > min(head, engine.task_budget):
-        job = _jobs.add_job(engine, st, AdmitJob(
-            job_id=f"backfill-{engine._next_seq()}", kind="backfill", entry=entry_name, how="backfilled", first=start,
+        job = add_job(engine, st, AdmitJob(
+            job_id=f"backfill-{engine.next_seq()}", kind="backfill", entry=entry_name, how="backfilled", first=start,
             last=end, after=start - TICK, status="counting", requested_at=now,
         ))
         return (f"backfill of more than {len(instants) - 1} occurrences: counted (at most {MAX_BACKFILL}) and "

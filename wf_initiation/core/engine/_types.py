@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -323,7 +324,62 @@ class PublishEvent(_M):
     payload: dict[str, Any]
 
 
-Command = StartRun | ControlRun | SignalRun | PublishEvent
+class RunPoll(_M):
+    """Run one poll of a poll entry now (the connector's poll activity); report it with its ``seq`` and ``version``."""
+
+    kind: Literal["run_poll"] = "run_poll"
+    entry: str
+    connector: str
+    seq: int
+    version: int = Field(description="Cursor version the poll starts from: a response under an older one is discarded.")
+    cursor: str | None
+    config: dict[str, Any]
+    connection: dict[str, Any]
+    limit: int
+
+
+class WatchTarget(_M):
+    run_key: str
+    run_id: str | None
+
+
+class WatchRuns(_M):
+    """These runs are running and their outcomes are awaited: the shell watches those it is not watching yet."""
+
+    kind: Literal["watch_runs"] = "watch_runs"
+    runs: list[WatchTarget]
+
+
+Command = StartRun | ControlRun | SignalRun | PublishEvent | RunPoll | WatchRuns
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision(Generic[R]):
+    """What one call into the engine decided: its answer (``value``) and the commands the shell executes,
+    in order. Every call that changes the engine returns one."""
+
+    value: R
+    commands: list[Command] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the acceptance pipeline did with one new event: its disposition, its run (when it has
+    one, or will in a batch) and a detail (the fault or the subscription it was delivered to)."""
+
+    disposition: Disposition
+    run_key: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorOutcome:
+    """What an operator action did: applied (``ok``) or refused, with a message naming why."""
+
+    ok: bool
+    message: str
 
 
 class DeliveryResult(_M):

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import connections
 from .. import schedule as seq
+from . import _batch
 from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
@@ -334,6 +335,4 @@ class _View:
 
 
 def _pending_batches(engine: Any) -> list[dict[str, Any]]:
-    from . import _batch
-
     return _batch.pending_batches(engine)[:5]

@@ -17,23 +17,54 @@ from typing import Any, Protocol
 from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text
 from ..schedule import parse_instant
 from . import _poll, _schedule
-from ._engine import Engine
-from ._types import OperatorAction
+from ._pipeline import Pipeline
+from ._types import OperatorAction, OperatorOutcome
 
 MAX_LOG = 200
 MAX_ACTION_IDS = 1000
 
 
 class Request(Protocol):
-    """One action's model (``wf_initiation.wire``: ``Pause``, ``SetCursor``, ...), or the ``OperatorRequest``
-    that wraps it (``.root``). Each model has exactly its action's fields; a handler reads only those."""
+    """Read-only flat view of a request (a wire model's Literal fields are str here). The wire sends one
+    action's model (``Pause``, ``SetCursor``, ...: exactly its fields) or the ``OperatorRequest`` wrapping
+    it (``.root``); :func:`apply` unwraps it, and a handler reads only its action's fields."""
 
-    action: str
-    action_id: str | None
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def action_id(self) -> str | None: ...
+
+    @property
+    def entry(self) -> str | None: ...
+
+    @property
+    def cursor(self) -> str | None: ...
+
+    @property
+    def note(self) -> str | None: ...
+
+    @property
+    def choice(self) -> str | None: ...
+
+    @property
+    def count(self) -> int | None: ...
+
+    @property
+    def range_id(self) -> str | None: ...
+
+    @property
+    def run_key(self) -> str | None: ...
+
+    @property
+    def start(self) -> str | None: ...
+
+    @property
+    def end(self) -> str | None: ...
 
 
-# Every field any action has: the content digest covers them all (absent = None), as it did when
-# one flat model carried every field, so digests recorded then still match.
+# Every field any action has: checks and the content digest cover them all (absent = None), as they
+# did when one flat model carried every field, so digests recorded then still match.
 FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
 
 
@@ -79,34 +110,34 @@ def content_digest(req: Request) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def apply(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
-    """Apply one action; returns (ok, message). A repeated ``action_id`` changes nothing; the same id
-    with different content is refused (the first action stands)."""
+def apply(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
+    """Apply one action. A repeated ``action_id`` changes nothing; the same id with different content
+    is refused (the first action stands)."""
     req = _action(req)
     problem = request_problem(req) if engine.bounded else None
     if problem is not None:
-        return False, f"refused: {problem}"
+        return OperatorOutcome(False, f"refused: {problem}")
     if already_applied(engine, req.action_id):
         return _repeat(engine.state.action_digests.get(req.action_id or ""), req)
-    ok, message = _dispatch(engine, req, now)
-    if ok:
-        record(engine, req.action, message, req.action_id, now, digest=content_digest(req))
-    return ok, message
+    outcome = _dispatch(engine, req, now)
+    if outcome.ok:
+        record(engine, req.action, outcome.message, req.action_id, now, digest=content_digest(req))
+    return outcome
 
 
-def _repeat(recorded: str | None, req: Request) -> tuple[bool, str]:
+def _repeat(recorded: str | None, req: Request) -> OperatorOutcome:
     if recorded is None or recorded == content_digest(req):  # None: applied before digests were kept
-        return True, "already applied"
-    return False, (f"action id {req.action_id!r} was already used for a different action; the first one stands: "
-                   "give this action an id of its own")
+        return OperatorOutcome(True, "already applied")
+    return OperatorOutcome(False, f"action id {req.action_id!r} was already used for a different action; the first "
+                           "one stands: give this action an id of its own")
 
 
-def already_applied(engine: Engine, action_id: str | None) -> bool:
+def already_applied(engine: Pipeline, action_id: str | None) -> bool:
     """Whether an action with this id was applied before (in this run or one it continued from)."""
     return bool(action_id) and action_id in engine.state.seen_action_ids
 
 
-def record(engine: Engine, action: str, detail: str, action_id: str | None, now: datetime, *,
+def record(engine: Pipeline, action: str, detail: str, action_id: str | None, now: datetime, *,
            digest: str | None = None) -> None:
     """Log an applied action and remember its id (bounded), with the digest of its content if given."""
     state = engine.state
@@ -127,20 +158,20 @@ def record(engine: Engine, action: str, detail: str, action_id: str | None, now:
 REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow"})
 
 
-def _dispatch(engine: Engine, req: Request, now: datetime) -> tuple[bool, str]:
+def _dispatch(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
     handler = _HANDLERS.get(req.action)
     if handler is None:
-        return False, f"unknown action {req.action!r}"
+        return OperatorOutcome(False, f"unknown action {req.action!r}")
     if engine.state.deactivation is not None and req.action in REFUSED_WHEN_DEACTIVATED:
-        return False, (f"{req.action} refused: the activation of {engine.spec.workflow!r} is deactivated; "
-                       "activate the Workfile again (`wfi activate`) first")
+        return OperatorOutcome(False, f"{req.action} refused: the activation of {engine.spec.workflow!r} is "
+                               "deactivated; activate the Workfile again (`wfi activate`) first")
     try:
-        return True, handler(engine, req, now)
+        return OperatorOutcome(True, handler(engine, req, now))
     except ValueError as exc:  # OperatorRefused, or a bad instant/argument: the action changed nothing
-        return False, str(exc)
+        return OperatorOutcome(False, str(exc))
 
 
-def _targets(engine: Engine, req: Request, kinds: tuple[str, ...]) -> list[str]:
+def _targets(engine: Pipeline, req: Request, kinds: tuple[str, ...]) -> list[str]:
     names = [e.name for e in engine.spec.entries if e.kind in kinds]
     if req.entry is None:
         return names
@@ -149,7 +180,7 @@ def _targets(engine: Engine, req: Request, kinds: tuple[str, ...]) -> list[str]:
     return [req.entry]
 
 
-def _pause(engine: Engine, req: Request, now: datetime) -> str:
+def _pause(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
     for name in names:
         if name in engine.state.schedules:
@@ -159,7 +190,7 @@ def _pause(engine: Engine, req: Request, now: datetime) -> str:
     return f"paused {', '.join(names) or 'nothing'}"
 
 
-def _resume(engine: Engine, req: Request, now: datetime) -> str:
+def _resume(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
     for name in names:
         if name in engine.state.schedules:
@@ -170,7 +201,7 @@ def _resume(engine: Engine, req: Request, now: datetime) -> str:
     return f"resumed {', '.join(names) or 'nothing'}"
 
 
-def _poll_now(engine: Engine, req: Request, now: datetime) -> str:
+def _poll_now(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("poll",))
     for name in names:
         st = engine.state.polls[name]
@@ -180,31 +211,31 @@ def _poll_now(engine: Engine, req: Request, now: datetime) -> str:
     return f"poll requested for {', '.join(names)}"
 
 
-def _set_cursor(engine: Engine, req: Request, now: datetime) -> str:
+def _set_cursor(engine: Pipeline, req: Request, now: datetime) -> str:
     (name,) = _targets(engine, req, ("poll",))[:1] or [""]
     return _poll.set_cursor(engine, name, req.cursor, req.note, now)
 
 
-def _release_held(engine: Engine, req: Request, now: datetime) -> str:
+def _release_held(engine: Pipeline, req: Request, now: datetime) -> str:
     (name,) = _targets(engine, req, ("poll",))[:1] or [""]
     return _poll.release_held(engine, name, req.choice or "", now, req.note)
 
 
-def _backfill(engine: Engine, req: Request, now: datetime) -> str:
+def _backfill(engine: Pipeline, req: Request, now: datetime) -> str:
     if not (req.entry and req.start and req.end):
         raise ValueError("backfill needs entry, start and end (ISO-8601 instants with offset)")
     return _schedule.backfill(engine, req.entry, parse_instant(req.start), parse_instant(req.end), now)
 
 
-def _decide_overflow(engine: Engine, req: Request, now: datetime) -> str:
+def _decide_overflow(engine: Pipeline, req: Request, now: datetime) -> str:
     return _schedule.decide_overflow(engine, req.range_id or "", req.choice or "", req.count, now, req.note)
 
 
-def _admit_pending(engine: Engine, req: Request, now: datetime) -> str:
+def _admit_pending(engine: Pipeline, req: Request, now: datetime) -> str:
     return engine.admit_pending(req.run_key or "", now)
 
 
-def _drop_pending(engine: Engine, req: Request, now: datetime) -> str:
+def _drop_pending(engine: Pipeline, req: Request, now: datetime) -> str:
     return engine.drop_pending(req.run_key or "", now, req.note)
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from . import _batch, _deactivate, _view
-from ._engine import Engine, event_key
+from ._engine import Core
+from ._keys import event_key
 
 
-def status(engine: Engine) -> str:
+def status(engine: Core) -> str:
     """One word for the `WfiState` search attribute."""
     st = engine.state
     deactivation = _deactivate.status(engine)
@@ -28,7 +29,7 @@ def status(engine: Engine) -> str:
     return "active"
 
 
-def short(engine: Engine) -> dict[str, Any]:
+def short(engine: Core) -> dict[str, Any]:
     st = engine.state
     in_flight = engine.in_flight()  # O(runs in flight), not O(all runs): this runs on every workflow task
     return {
@@ -64,7 +65,7 @@ MAX_RUNS_IN_STATE = 500
 MAX_QUEUE_KEYS_IN_STATE = 200
 
 
-def full_state(engine: Engine) -> dict[str, Any]:
+def full_state(engine: Core) -> dict[str, Any]:
     """The operator's view, bounded in size: runs without their inputs (at most 500, oldest first),
     queue heads, and no dedup entries (see :func:`events` for those, paged)."""
     st = engine.state
@@ -83,14 +84,14 @@ def full_state(engine: Engine) -> dict[str, Any]:
     return data
 
 
-def events(engine: Engine, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
+def events(engine: Core, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
     """Dedup entries in acceptance order, ``seq > after_seq``, at most ``limit`` (<= 500) per page."""
     chosen = sorted((r for r in engine.state.events.values() if r.seq > after_seq), key=lambda r: r.seq)
     return [{"key": f"{r.entry}\x1f{r.delivery_id}", **r.model_dump(mode="json")}
             for r in chosen[: max(1, min(limit, MAX_EVENTS_IN_STATE))]]
 
 
-def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | None:
+def delivery(engine: Core, entry: str, delivery_id: str) -> dict[str, Any] | None:
     record = engine.lookup(event_key(entry, delivery_id))
     if record is None:
         return None
@@ -100,7 +101,7 @@ def delivery(engine: Engine, entry: str, delivery_id: str) -> dict[str, Any] | N
     return out
 
 
-def markdown(engine: Engine) -> str:
+def markdown(engine: Core) -> str:
     """The operator's page shown as Current Details in the Temporal UI (bounded, no secrets): see _view."""
     notes = []
     if engine.state.deactivation is not None:  # rare: the full summary only then

@@ -149,9 +149,15 @@ def _backoff(after: datetime, zone: ZoneInfo) -> timedelta:
     That happens only when a fall-back transition follows within a day: its repeated local times
     (second pass) fire after ``after``.
     """
-    here = after.astimezone(zone).utcoffset()
-    ahead = [(after + timedelta(hours=h)).astimezone(zone).utcoffset() for h in range(27)]
+    here = _offset(after, zone)
+    ahead = [_offset(after + timedelta(hours=h), zone) for h in range(27)]
     return max(timedelta(0), *(here - offset for offset in ahead)) + _MINUTE
+
+
+def _offset(instant: datetime, zone: ZoneInfo) -> timedelta:
+    offset = instant.astimezone(zone).utcoffset()
+    assert offset is not None  # an aware instant converted to a ZoneInfo always has one
+    return offset
 
 
 def _cron_instants(spec: ScheduleSpec, zone: ZoneInfo, window: _Window, excluder: _Excluder) -> Iterator[datetime]:

@@ -1,0 +1,275 @@
+"""The engine's public face: events in, one :class:`Decision` out (its answer and the commands to run).
+
+The shell (``workflows/activation.py``) and every other caller use this class only. Each call that
+changes the engine returns a :class:`Decision`: the call's answer in ``value`` and, in order, the
+commands the shell executes (start, control or signal a run, publish a lifecycle event, run a
+poll, watch running runs). Reads (summaries, the next wake-up, the carried state) return data and
+change nothing that a replay could see.
+
+Time is always an argument; nothing here reads a clock, does I/O or imports Temporal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from ..activation import ActivationSpec
+from . import _codec, _deactivate, _intake, _lifecycle, _poll, _subscriptions, operator
+from . import summary as _views
+from ._engine import Core
+from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
+from ._types import (
+    Decision,
+    DeliveryResult,
+    EngineState,
+    EventRecord,
+    OperatorOutcome,
+    RunRecord,
+    WatchRuns,
+    WatchTarget,
+)
+
+R = TypeVar("R")
+
+
+class Engine:
+    """One activation's engine over its carried :class:`EngineState`.
+
+    Args:
+        spec: the activation's binding.
+        state: the carried state (``initial_state`` for a new activation).
+        bounded: whether the budgets of ``core.limits`` apply (off only to replay runs begun before them).
+        legacy: evaluate expressions and schedules as a spec before evaluation 2 did (to replay them).
+    """
+
+    def __init__(self, spec: ActivationSpec, state: EngineState, *, bounded: bool = True, legacy: bool = False):
+        self._core = Core(spec, state)
+        self._core.bounded = bounded
+        if legacy:
+            self._core.use_legacy_evaluation()
+
+    def _decide(self, value: R) -> Decision[R]:
+        core = self._core
+        commands, core.outbox = core.outbox, []
+        return Decision(value, commands)
+
+    # ------------------------------------------------------------------ reads
+    @property
+    def spec(self) -> ActivationSpec:
+        return self._core.spec
+
+    @property
+    def state(self) -> EngineState:
+        """The carried state, as data (for tools and tests; the shell reads the views below)."""
+        return self._core.state
+
+    @property
+    def bounded(self) -> bool:
+        return self._core.bounded
+
+    @property
+    def carry_blocked(self) -> str | None:
+        """Why new deliveries are deferred while the state is too large to carry, or None."""
+        return self._core.carry_blocked
+
+    @property
+    def previous_activations(self) -> list[str]:
+        return list(self._core.state.previous_activations)
+
+    @property
+    def acceptance_seq(self) -> int:
+        """Sequence number of the latest disposition recorded."""
+        return self._core.state.seq
+
+    def in_flight(self) -> list[RunRecord]:
+        return self._core.in_flight()
+
+    def lookup(self, key: str) -> EventRecord | None:
+        return self._core.lookup(key)
+
+    def next_wakeup(self, wake_ahead: timedelta = timedelta(0)) -> datetime | None:
+        return self._core.next_wakeup(wake_ahead)
+
+    def next_occurrence(self) -> datetime | None:
+        return self._core.next_occurrence()
+
+    def deactivation_status(self) -> str | None:
+        """``deactivating`` / ``deactivated``, or None while the activation is installed."""
+        return _deactivate.status(self._core)
+
+    def deactivation_settled(self) -> bool:
+        """Whether a deactivation has nothing left to wait for."""
+        return _deactivate.settled(self._core)
+
+    def status(self) -> str:
+        return _views.status(self._core)
+
+    def summary(self) -> dict[str, Any]:
+        return _views.short(self._core)
+
+    def full_state(self) -> dict[str, Any]:
+        return _views.full_state(self._core)
+
+    def events(self, after_seq: int = 0, limit: int = _views.MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
+        return _views.events(self._core, after_seq, limit)
+
+    def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        return _views.delivery(self._core, entry, delivery_id)
+
+    def markdown(self) -> str:
+        return _views.markdown(self._core)
+
+    def error_counts(self) -> dict[str, int]:
+        return dict(self._core.state.error_counts)
+
+    def dispositions_since(self, seq: int) -> Counter[tuple[str, str]]:
+        """(entry, disposition) -> count of the dispositions recorded after ``seq``."""
+        counts: Counter[tuple[str, str]] = Counter()
+        # Dedup entries are kept in acceptance order (dict order = seq order): O(new entries).
+        for record in reversed(self._core.state.events.values()):
+            if record.seq <= seq:
+                break
+            counts[(record.entry, record.disposition.value)] += 1
+        return counts
+
+    def gauges(self) -> dict[str, int]:
+        st, in_flight = self._core.state, len(self._core.in_flight())
+        return {
+            "wfi.dedup.size": len(st.events) + len(self._core.retired),
+            "wfi.runs.pending": len(st.runs) - in_flight,
+            "wfi.runs.in_flight": in_flight,
+            "wfi.queue.keys": len(st.queues),
+            "wfi.batches.open": len(st.batches),
+        }
+
+    def encode_state(self) -> bytes:
+        """The state to carry across continue-as-new (released dedup entries packed first)."""
+        self._core.retire_released()
+        return _codec.encode_state(self._core.state, self._core.retired)
+
+    # ------------------------------------------------------------------ life of the workflow run
+    def resume(self, now: datetime) -> Decision[bool]:
+        """A workflow run begins with this state: what a previous run left unfinished is issued again
+        (starts, kept signals and publishes, a deactivation's controls). ``value``: whether this run
+        activates a deactivated activation again."""
+        core = self._core
+        _poll.abandon_in_flight(core.state)  # a poll of the previous run never reports here (POLL-10)
+        core.outbox.extend(core.pending_starts())
+        core.outbox.extend(_lifecycle.unacked_commands(core))
+        return self._decide(core.reactivate(core.spec, now))
+
+    def begin_task(self) -> Decision[None]:
+        """A new workflow task: its budget of work starts afresh (limits.ADMIT_PER_TASK)."""
+        self._core.begin_task()
+        return self._decide(None)
+
+    def tick(self, now: datetime) -> Decision[None]:
+        """Everything time-driven at ``now``: expiry, batch deadlines, due occurrences, admission jobs,
+        subscription deadlines, a deactivation's controls; then the polls due and the runs to watch."""
+        core = self._core
+        core.tick(now)
+        _deactivate.progress(core)
+        core.outbox.extend(core.polls_due(now))
+        watch = [WatchTarget(run_key=r.run_key, run_id=r.temporal_run_id)
+                 for r in core.state.runs.values() if r.status == "running"]
+        if watch:
+            core.outbox.append(WatchRuns(runs=watch))
+        return self._decide(None)
+
+    def tick_schedules(self, instant: datetime) -> Decision[None]:
+        """Admit the schedule occurrences due at ``instant``, decided ahead of it (SCHED-6)."""
+        self._core.tick_schedules(instant)
+        return self._decide(None)
+
+    def rebind(self, spec: ActivationSpec, now: datetime) -> Decision[None]:
+        """Take over with a new activation; what was accepted stays as accepted (INIT-4, INIT-5)."""
+        self._core.rebind(spec, now)
+        return self._decide(None)
+
+    def record_error(self, now: datetime, kind: str, message: str, entry: str | None = None) -> Decision[None]:
+        """An initiation error the shell met (a signal it could not decode or send)."""
+        self._core.record_error(now, kind, message, entry)
+        return self._decide(None)
+
+    def block_deliveries(self, reason: str, now: datetime) -> Decision[None]:
+        """The state is too large to carry: defer new deliveries with ``reason`` until the run continues as new."""
+        if self._core.carry_blocked is None:
+            self._core.carry_blocked = reason
+            self._core.record_error(now, "carry_over_limit", reason)
+        return self._decide(None)
+
+    # ------------------------------------------------------------------ deliveries
+    def deliver(self, entry: str | None, payload: Any, now: datetime) -> Decision[DeliveryResult]:
+        """One external delivery (EXT-1..13), or its refusal while deactivated. Durable once the task ends."""
+        core = self._core
+        return self._decide(_deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now))
+
+    def undecodable(self, problem: str, now: datetime) -> Decision[DeliveryResult]:
+        """A delivery whose argument could not be decoded: ``invalid``, recorded without identity."""
+        return self._decide(_intake.undecodable(self._core, problem, now))
+
+    def subscribe(self, request: SubscribeRequest, now: datetime) -> Decision[None]:
+        """A run waits for an event of one of this activation's entries (INIT-8)."""
+        if not _deactivate.refuse_subscription(self._core, request, now):
+            _subscriptions.subscribe(self._core, request, now)
+        return self._decide(None)
+
+    def unsubscribe(self, request: UnsubscribeRequest, now: datetime) -> Decision[None]:
+        _subscriptions.unsubscribe(self._core, request, now)
+        return self._decide(None)
+
+    def refuse_lifecycle(self, event: LifecycleEvent, now: datetime) -> Decision[bool]:
+        """While deactivated, refuse a lifecycle event (``value`` True); else change nothing."""
+        return self._decide(_deactivate.refuse_lifecycle(self._core, event, now))
+
+    def route_lifecycle(self, event: LifecycleEvent, now: datetime) -> Decision[list[DeliveryResult]]:
+        """A lifecycle event of another run, to the entries watching its workflow (COMP-3)."""
+        return self._decide(_subscriptions.route_lifecycle(self._core, event, now))
+
+    def command_done(self, key: str, error: str | None, now: datetime) -> Decision[None]:
+        """The shell ran a kept command (signal, publish) with this outcome."""
+        _subscriptions.command_done(self._core, key, error, now)
+        return self._decide(None)
+
+    # ------------------------------------------------------------------ runs and polls
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> Decision[None]:
+        self._core.run_started(run_key, temporal_run_id, now)
+        return self._decide(None)
+
+    def run_start_failed(self, run_key: str, error: str, now: datetime) -> Decision[None]:
+        """A run that can never be started: a start fault of its events, its slot released."""
+        self._core.run_start_failed(run_key, error, now)
+        return self._decide(None)
+
+    def run_finished(self, run_key: str, status: str, now: datetime) -> Decision[None]:
+        """A run reached a terminal outcome (TRIG-14, EXT-5)."""
+        self._core.run_finished(run_key, status, now)
+        return self._decide(None)
+
+    def poll_succeeded(self, entry: str, seq_no: int, version: int, result: _poll.PollResultIn,
+                       now: datetime) -> Decision[None]:
+        _poll.poll_succeeded(self._core, entry, seq_no, version, result, now)
+        return self._decide(None)
+
+    def poll_failed(self, entry: str, seq_no: int, error: str, now: datetime) -> Decision[None]:
+        _poll.poll_failed(self._core, entry, seq_no, error, now)
+        return self._decide(None)
+
+    # ------------------------------------------------------------------ operators
+    def operate(self, request: operator.Request, now: datetime, *,
+                poll_now_survives_flight: bool = True) -> Decision[OperatorOutcome]:
+        """One operator action. ``poll_now_survives_flight=False`` replays a build where poll_now
+        during a poll in flight was dropped."""
+        self._core.poll_now_survives_flight = poll_now_survives_flight
+        return self._decide(operator.apply(self._core, request, now))
+
+    def deactivate(self, request: _deactivate.Request, now: datetime) -> Decision[_deactivate.Outcome]:
+        """Apply (or escalate) a deactivation (docs/lifecycle.md)."""
+        return self._decide(_deactivate.deactivate(self._core, request, now))
+
+    def finish_deactivation(self, now: datetime) -> Decision[dict[str, Any]]:
+        """Mark a settled deactivation complete; ``value`` is its record for the workflow's result."""
+        return self._decide(_deactivate.finish(self._core, now))
+

@@ -1,0 +1,221 @@
+"""Layer 3 of the engine: the acceptance pipeline of one event (external delivery, poll item, occurrence).
+
+validate payload -> dedup by identity -> cycle guard -> subscriptions -> ``when`` -> ``queue_by`` /
+``partition_by`` -> ``into`` -> batch, or overlap and admission (INIT-6). Every step's outcome is a
+:class:`Disposition`, recorded in the ledger. The sources above (schedule, poll, subscriptions)
+feed their events in here; everything below is called down to.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import jsonschema
+
+from .._expr import Evaluator, ExpressionFault
+from .. import schedule as seq
+from ..activation import ActivationSpec, EntrySpec
+from ..limits import clip, retained_id
+from ..runinput import Causation
+from . import _batch, _intake, _offer
+from ._inputs import run_input
+from ._keys import digest_and_size, event_key, identity, run_ident
+from ._runs import Runs
+from ._types import Disposition, DeliveryResult, EngineState, EventRecord, Outcome, RunRecord
+
+
+class UnknownEntry(ValueError):
+    """A delivery names no external entry of this activation (the message names the choices)."""
+
+
+class Pipeline(Runs):
+    """Runs and ledger plus the acceptance of events into them."""
+
+    def __init__(self, spec: ActivationSpec, state: EngineState):
+        super().__init__(spec, state)
+        self._eval = Evaluator()
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._schedules: dict[str, seq.ScheduleSpec] = {}
+        self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
+        self._legacy_schedules = False
+
+    def use_legacy_evaluation(self) -> None:
+        """Evaluate expressions and schedules as activations of a spec before evaluation 2
+        (``ActivationSpec.evaluation``) did, to replay their histories (``Evaluator(legacy=True)``,
+        ``ScheduleSpec.legacy``)."""
+        self._eval = Evaluator(legacy=True)
+        self._legacy_schedules = True
+        self._schedules.clear()
+
+    def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
+        parsed = self._schedules.get(name)
+        if parsed is None:
+            parsed = seq.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
+            self._schedules[name] = parsed
+        return parsed
+
+    def rebound(self, spec: ActivationSpec) -> None:
+        """A new binding: what was parsed for the previous one is parsed again."""
+        self.spec = spec
+        self._validators.clear()
+        self._schedules.clear()
+
+    def validate_payload(self, entry: EntrySpec, payload: Any) -> str | None:
+        """None when the payload satisfies the manifest's schema, else a message (EXT-2)."""
+        validator = self._validators.get(entry.name)
+        if validator is None:
+            validator = jsonschema.Draft202012Validator(entry.payload_schema, format_checker=jsonschema.FormatChecker())
+            self._validators[entry.name] = validator
+        errors = sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.absolute_path)))
+        if not errors:
+            return None
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "payload"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{where}: {first.message}{more}"
+
+    def resolve_entry(self, name: str | None) -> EntrySpec:
+        """The external entry a delivery targets; :class:`UnknownEntry` names the choices."""
+        candidates = [e for e in self.spec.entries if e.kind == "external"]
+        names = ", ".join(e.name for e in candidates) or "none"
+        if name is None:
+            if len(candidates) == 1:
+                return candidates[0]
+            raise UnknownEntry(f"name the trigger entry: this activation's external entries are {names}")
+        found = self.spec.entry(name)
+        if found is None or found.kind != "external":
+            raise UnknownEntry(f"no external trigger entry {name!r}; this activation's external entries are {names}")
+        return found
+
+    # ------------------------------------------------------------------ deliveries
+    def deliver(self, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult:
+        """One external delivery (EXT-1..13). The result is durable once the workflow task ends."""
+        self.count("deliveries")
+        try:
+            entry = self.resolve_entry(entry_name)
+        except UnknownEntry as exc:
+            self.count("refused_unknown_entry")
+            return DeliveryResult(entry=entry_name, delivery_id=None, disposition=Disposition.INVALID,
+                                  message=str(exc), activation_id=self.spec.activation_id)
+        return self.deliver_event(entry, payload, now)
+
+    def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime) -> DeliveryResult:
+        """One event of any entry: validated, deduplicated, then accepted (or not)."""
+        delivery_id = identity(entry, payload)
+        problem = _intake.payload_problem(self, payload, delivery_id) or self.validate_payload(entry, payload)
+        if problem is not None:
+            return self.invalid(entry, delivery_id, problem, now)
+        assert delivery_id is not None  # the schema requires it (manifest contract)
+        key = event_key(entry.name, delivery_id)
+        digest, size = digest_and_size(payload)
+        too_large = _intake.size_problem(self, size)
+        if too_large is not None:
+            return self.invalid(entry, delivery_id, too_large, now)
+        existing = self.lookup(key)
+        if existing is not None:
+            return self._repeat(entry, existing, delivery_id, digest, now)
+        deferred = _intake.defer_reason(self, size)
+        if deferred is not None:
+            return _intake.deferred(self, entry, delivery_id, deferred, now)
+        outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
+                              run_key=outcome.run_key, message=outcome.detail, activation_id=self.spec.activation_id)
+
+    def invalid(self, entry: EntrySpec, delivery_id: str | None, problem: str, now: datetime) -> DeliveryResult:
+        """EXT-9/10: no run, not suppression, identity left unconsumed; recorded when identifiable.
+        What is kept and returned is bounded: an over-long id as its digest, the message cut."""
+        self.count("invalid")
+        kept = retained_id(delivery_id)
+        ident = f"delivery {kept!r}" if kept else "a delivery without a usable delivery id"
+        self.record_error(now, "invalid", f"{ident} failed validation: {problem}", entry.name, kept)
+        return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.INVALID,
+                              message=clip(problem), activation_id=self.spec.activation_id)
+
+    def _repeat(self, entry: EntrySpec, existing: EventRecord, delivery_id: str, digest: str, now: datetime) -> DeliveryResult:
+        if existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest)):
+            self.count("duplicates")
+            return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
+                                  run_key=existing.run_key, retained=existing.disposition,
+                                  activation_id=self.spec.activation_id)
+        self.count("conflicts")
+        message = (f"delivery {delivery_id!r} was accepted with a different payload at "
+                   f"{existing.accepted_at.isoformat()}; the first payload stands (EXT-3, EXT-4)")
+        self.record_error(now, "conflict", message, entry.name, delivery_id)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.CONFLICT,
+                              run_key=existing.run_key, retained=existing.disposition, message=message,
+                              activation_id=self.spec.activation_id)
+
+    # ------------------------------------------------------------------ acceptance
+    def accept(
+        self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
+        delivery_id: str | None = None, scheduled_at: str | None = None, ident: str | None = None,
+        size: int = 0, offer: bool = True,
+    ) -> Outcome:
+        """Admit a validated, new event: guard, key, projection, overlap, batch/queue (INIT-6).
+
+        ``offer=False``: not to subscriptions (an event released after its subscriber was gone)."""
+        retain = _Retain(self, entry, key, digest, delivery_id, now)
+        causation, refused = self._causation(entry, payload)
+        if refused:
+            return retain(Disposition.REFUSED, refused, kind="refused")
+        delivered = _offer.offer(self, entry, payload, key, digest, delivery_id, now) if offer else None
+        if delivered is not None:
+            return delivered
+        scope = {entry.name: payload, "inputs": self.spec.inputs}
+        try:
+            if entry.when and not self._eval.guard(entry.when, scope):
+                self.count("suppressed")
+                return retain(Disposition.SUPPRESSED, None)
+        except ExpressionFault as exc:
+            return retain(Disposition.GUARD_FAULT, str(exc), kind="guard_fault")
+        try:
+            queue_key = self._eval.key(entry.queue_by, scope) if entry.queue_by else None
+            partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
+        except ExpressionFault as exc:
+            return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
+        try:
+            into = self._eval.render_tree(entry.into, scope) if entry.into else {}
+        except ExpressionFault as exc:
+            return retain(Disposition.PROJECTION_FAULT, str(exc), kind="projection_fault")
+        if entry.batch:
+            return _batch.add(self, entry, payload, key, digest, now, partition=partition or "",
+                              into=into, delivery_id=delivery_id, scheduled_at=scheduled_at, size=size)
+        if self.overlap_skips():
+            self.count("skipped")
+            return retain(Disposition.SKIPPED, None)
+        run_key = f"{self.spec.activation_id}/{entry.name}/{run_ident(ident or delivery_id or key)}"
+        made = run_input(self.spec, entry, payload, into, run_key, [delivery_id] if delivery_id else [], scheduled_at,
+                         now, causation)
+        run = RunRecord(run_key=run_key, entry=entry.name, queue_key=queue_key, input=made, event_keys=[key],
+                        accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at,
+                        input_bytes=size)
+        return retain(self.admit(run, now), None, run_key=run_key)
+
+    def _causation(self, entry: EntrySpec, payload: Any) -> tuple[Causation, str | None]:
+        if not entry.connector.startswith("workflow."):
+            return Causation(), None
+        upstream = payload.get("causation", {}) if isinstance(payload, dict) else {}
+        depth = int(upstream.get("depth", 0)) + 1
+        chain = [*upstream.get("chain", []), str(payload.get("workflow_id", "?"))]
+        bound = self.spec.policies.max_causation_depth
+        if depth > bound:
+            return Causation(depth=depth, chain=chain), (
+                f"cycle guard: causation depth {depth} exceeds the bound {bound} (COMP-6); chain: {' -> '.join(chain)}"
+            )
+        return Causation(depth=depth, chain=chain), None
+
+
+class _Retain:
+    """Records one event's disposition in the ledger and answers it as an :class:`Outcome`."""
+
+    __slots__ = ("ledger", "entry", "key", "digest", "delivery_id", "now")
+
+    def __init__(self, ledger: Runs, entry: EntrySpec, key: str, digest: str, delivery_id: str | None, now: datetime):
+        self.ledger, self.entry, self.key, self.digest, self.delivery_id, self.now = ledger, entry, key, digest, delivery_id, now
+
+    def __call__(self, disposition: Disposition, detail: str | None, *, run_key: str | None = None,
+                 kind: str | None = None) -> Outcome:
+        self.ledger.retain(self.entry, self.key, self.digest, self.delivery_id, disposition, self.now, detail,
+                           run_key=run_key, kind=kind)
+        return Outcome(disposition, run_key, detail)

@@ -1,0 +1,183 @@
+"""Layer 2 of the engine: runs (admission, overlap, queues, concurrency, outcomes).
+
+Owns every run record from its admission to its terminal outcome: a run waits behind its
+``queue_by`` key (TRIG-11) and behind the overlap policy or the concurrency cap (decided by the pure
+:mod:`._overlap`), starts (a ``StartRun`` command), and when terminal releases its events'
+retention (TRIG-14, EXT-5), its queue key and its slot, which may start the next waiting run.
+Calls down only: the ledger, the lifecycle events of ``_lifecycle``, the overlap rules.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import datetime
+
+from ..activation import ActivationSpec
+from ..limits import clip
+from . import _lifecycle, _overlap
+from ._ledger import Ledger
+from ._types import TERMINAL, ControlRun, Disposition, EngineState, OperatorRefused, RunRecord, StartRun
+
+MAX_RECENT_RUNS = 100
+IN_FLIGHT = frozenset({"starting", "running"})
+
+
+class Runs(Ledger):
+    """The ledger plus the runs it admitted."""
+
+    def __init__(self, spec: ActivationSpec, state: EngineState):
+        super().__init__(spec, state)
+        self.recent_runs: deque[RunRecord] = deque(maxlen=MAX_RECENT_RUNS)
+        self._in_flight: dict[str, RunRecord] = {k: r for k, r in state.runs.items() if r.status in IN_FLIGHT}
+        # Payload bytes of pending runs (see _intake.held_bytes), kept up to date by admission and start.
+        self.pending_bytes = sum(r.input_bytes for r in state.runs.values() if r.status == "pending")
+        self.batch_bytes = sum(b.bytes for b in state.batches.values())  # open batches' payloads (_batch)
+
+    def in_flight(self) -> list[RunRecord]:
+        return list(self._in_flight.values())
+
+    def overlap_skips(self) -> bool:
+        """Whether the overlap policy disposes of a new event as ``skipped`` now (EXT-13)."""
+        return _overlap.skips_on_arrival(self.spec.policies.overlap, len(self.state.runs), len(self.state.waiting))
+
+    def admit(self, run: RunRecord, now: datetime) -> Disposition:
+        """Place a new run: behind its queue key, behind the overlap policy, or start it."""
+        self.state.runs[run.run_key] = run
+        self.pending_bytes += run.input_bytes
+        if run.queue_key is not None:
+            queue = self.state.queues.setdefault(run.queue_key, [])
+            queue.append(run.run_key)
+            if len(queue) > 1:
+                run.waiting_for = "queue_by key held by an earlier run (TRIG-11)"
+                return Disposition.QUEUED
+        return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
+
+    def _try_start(self, run: RunRecord, now: datetime) -> bool:
+        """Start ``run`` unless the overlap policy or the concurrency cap holds it (see _overlap)."""
+        policies, waiting = self.spec.policies, self.state.waiting
+        decided = _overlap.admit(policies.overlap, policies.max_concurrent_runs, run.run_key, self._in_flight.values(),
+                                 waiting, waiting[0] if waiting else None)
+        if decided.targets:
+            self._control(decided, f"overlap {policies.overlap}: superseded by {run.run_key}")
+        if not decided.start:
+            if decided.enqueue:
+                waiting.append(run.run_key)
+            run.waiting_for = decided.reason
+            return False
+        if decided.dequeue:
+            waiting.remove(run.run_key)
+        self._start(run, now)
+        return True
+
+    def _control(self, decided: _overlap.Admission, reason: str) -> None:
+        for key in decided.targets:
+            self._in_flight[key].cancel_requested = True
+            self.outbox.append(ControlRun(run_key=key, action=decided.control, reason=reason))  # type: ignore[arg-type]
+
+    def _start(self, run: RunRecord, now: datetime) -> None:
+        if run.status == "pending":
+            self.pending_bytes -= run.input_bytes
+        run.status = "starting"
+        self._in_flight[run.run_key] = run
+        run.waiting_for = None
+        assert run.input is not None
+        self.outbox.append(StartRun(run_key=run.run_key, input=run.input))
+        self.count("runs_started")
+
+    def pending_starts(self) -> list[StartRun]:
+        """Runs admitted but not confirmed started: re-issue after continue-as-new (idempotent)."""
+        return [StartRun(run_key=r.run_key, input=r.input) for r in self.state.runs.values()
+                if r.status == "starting" and r.input is not None]
+
+    # ------------------------------------------------------------------ outcomes
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> None:
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "starting":
+            return
+        run.status = "running"
+        run.started_at = now
+        run.temporal_run_id = temporal_run_id
+        _lifecycle.on_run_started(self, run, now)
+        run.input = None  # the run has its input now; the state need not carry it
+
+    def run_start_failed(self, run_key: str, error: str, now: datetime) -> None:
+        """A run that cannot be started (its input is over the payload limit, or the start request
+        cannot be decoded): a start fault on its events, never a block on the other runs. The run is
+        terminal: its events' retention starts, its queue key and concurrency slot are released."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "starting":
+            return
+        message = clip(f"run {run_key} could not be started: {error}") or ""
+        for key in run.event_keys:
+            record = self.state.events.get(key)
+            if record is not None:
+                record.disposition, record.detail = Disposition.START_FAULT, message
+        first = self.state.events.get(run.event_keys[0]) if run.event_keys else None
+        self.record_error(now, "start_fault", message, run.entry, first.delivery_id if first else None)
+        self.count("start_faults")
+        self.run_finished(run_key, "start_failed", now)
+
+    def run_finished(self, run_key: str, status: str, now: datetime) -> None:
+        """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status in TERMINAL:
+            return
+        if run.status == "pending":
+            self.pending_bytes -= run.input_bytes
+        run.status = status  # type: ignore[assignment]
+        self._in_flight.pop(run_key, None)
+        run.ended_at = now
+        run.input = None
+        _lifecycle.on_run_finished(self, run, now)
+        self.count(f"runs_{status}")
+        for key in run.event_keys:
+            self.release(key, now)
+        del self.state.runs[run_key]
+        self.recent_runs.append(run)
+        if run_key in self.state.waiting:
+            self.state.waiting.remove(run_key)
+        self._advance_queue(run, now)
+        self._drain_waiting(now)
+
+    def _advance_queue(self, run: RunRecord, now: datetime) -> None:
+        if run.queue_key is None:
+            return
+        queue = self.state.queues.get(run.queue_key, [])
+        if run.run_key in queue:
+            queue.remove(run.run_key)
+        if not queue:
+            self.state.queues.pop(run.queue_key, None)
+            return
+        head = self.state.runs[queue[0]]
+        if head.status == "pending" and head.run_key not in self.state.waiting:
+            self._try_start(head, now)
+
+    def _drain_waiting(self, now: datetime) -> None:
+        while self.state.waiting:
+            head = self.state.runs[self.state.waiting[0]]
+            if not self._try_start(head, now):
+                return
+
+    # ------------------------------------------------------------------ operators
+    def drop_pending(self, run_key: str, now: datetime, note: str | None) -> str:
+        """Operator disposition of a pending run or closed batch (BATCH-5)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "pending":
+            raise OperatorRefused(f"no pending run {run_key!r}")
+        self.run_finished(run_key, "dropped", now)
+        for key in run.event_keys:
+            if key in self.state.events:
+                self.state.events[key].disposition = Disposition.DROPPED
+        return "dropped"
+
+    def admit_pending(self, run_key: str, now: datetime) -> str:
+        """Operator: start a pending run now, bypassing overlap and concurrency (not queue keys)."""
+        run = self.state.runs.get(run_key)
+        if run is None or run.status != "pending":
+            raise OperatorRefused(f"no pending run {run_key!r}")
+        if run.queue_key is not None and self.state.queues.get(run.queue_key, [run_key])[0] != run_key:
+            raise OperatorRefused(f"run {run_key!r} waits behind its queue key; admitting it would break TRIG-11")
+        if run_key in self.state.waiting:
+            self.state.waiting.remove(run_key)
+        self._start(run, now)
+        return "admitted"
