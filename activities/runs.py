@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY, START_RUNS_ACTIVITY, WATCH_RUNS_ACTIVITY, WFI_ACTIVATION, WFI_WORKFLOW, ControlRequest, RunOutcome,
-    StartedRun, StartRunsRequest, WatchRequest,
+    RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest,
 )
 
 if TYPE_CHECKING:

@@ -32,7 +32,8 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows.activation import ActivationWorkflow
+from wf_initiation.wire import workflow_id_for
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 WAIT = timedelta(hours=1)

@@ -20,7 +20,7 @@ from tests.support.cli import MAIL_WORKFILE, WFI, Pair, mail, wfi
 from tests.support.cli import cli_env as _env
 from tests.support.worker_proc import free_port
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -24,7 +24,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import DeactivatedResult, DeactivateRequest, OperatorRequest
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 
 WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")

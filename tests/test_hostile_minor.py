@@ -24,7 +24,7 @@ from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_tra
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 MIXED = """
 name: {name}

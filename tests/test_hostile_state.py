@@ -20,7 +20,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.core import limits
 from wf_initiation.core.limits import MAX_MESSAGE_CHARS, json_size
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.ingress import IngressConfigError, build
 from wf_initiation.ingress._auth import verify
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 FIVE_MIN = timedelta(minutes=5)

@@ -19,7 +19,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
 from wf_initiation.core.engine import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 UPSTREAM = """
 name: {name}

@@ -30,7 +30,8 @@ from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin, WfiSetupError, compose_data_converter
-from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows.activation import ActivationWorkflow
+from wf_initiation.wire import workflow_id_for
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
 

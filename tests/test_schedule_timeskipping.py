@@ -53,7 +53,8 @@ from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.wire import OperatorRequest
-from wf_initiation.workflows.activation import ActivationWorkflow, workflow_id_for
+from wf_initiation.workflows.activation import ActivationWorkflow
+from wf_initiation.wire import workflow_id_for
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

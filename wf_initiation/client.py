@@ -20,16 +20,19 @@ instead of the server answering with the first update's result.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import pathlib
 import random
 import uuid
 from datetime import timedelta
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowHandle,
     RPCError,
     RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
@@ -55,6 +58,8 @@ from wf_initiation.wire import (
     workflow_id_for,
 )
 from wf_initiation.workflows.activation import ActivationWorkflow
+
+_T = TypeVar("_T")
 
 _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
               RPCStatusCode.ABORTED}
@@ -180,7 +185,7 @@ class WfiClient:
         # retry with the same update id (TEMPORAL-NOTES, "Acknowledgement").
         self.update_timeout = update_timeout
 
-    def handle(self, workflow: str):
+    def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
 
     async def activate(self, spec: ActivationSpec) -> ActivateResult:
@@ -208,8 +213,10 @@ class WfiClient:
         _check_size(payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         handle = self.handle(workflow)
+        # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
+        # method's parameter type is RawValue while a client sends the request model.
         return await self._retry(lambda: handle.execute_update(
-            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,
+            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,  # type: ignore[arg-type]
             rpc_timeout=self.update_timeout))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
@@ -220,14 +227,16 @@ class WfiClient:
         handle = self.handle(workflow)
         for chunk in bulk_chunks(deliveries):
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-            out.extend(await self._retry(lambda: handle.execute_update(
-                ActivationWorkflow.deliver_many, chunk, id=uid, rpc_timeout=self.update_timeout)))
+            send = functools.partial(handle.execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
+                                     rpc_timeout=self.update_timeout)
+            out.extend(await self._retry(send))
         return out
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Fire-and-forget delivery; durable when this returns; disposition via :meth:`delivery`."""
         _check_size(payload)
-        await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, DeliveryRequest(entry=entry, payload=payload)))
+        request = DeliveryRequest(entry=entry, payload=payload)
+        await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action: ``OperatorRequest(action="pause")``, or one action's model (``Pause()``,
@@ -290,11 +299,12 @@ class WfiClient:
         state["events"] = events
         return state
 
-    async def events(self, workflow: str, *, page: int = 500):
+    async def events(self, workflow: str, *, page: int = 500) -> AsyncIterator[dict[str, Any]]:
         """Every dedup entry in acceptance order, fetched in pages."""
         after = 0
         while True:
-            chunk = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.events, args=[after, page]))
+            fetch = functools.partial(self.handle(workflow).query, ActivationWorkflow.events, args=[after, page])
+            chunk = await self._retry(fetch)
             for event in chunk:
                 yield event
             if len(chunk) < page:
@@ -307,7 +317,7 @@ class WfiClient:
     async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
         return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
 
-    async def _retry(self, call):
+    async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
         delay = 0.05
         for attempt in range(self.max_attempts):
             try:

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ControlRequest,
         DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorRequest, OperatorResult,
         PollRequest, PollResponse, PublishRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest, WatchedRun,
-        WatchRequest, workflow_id_for,
+        WatchRequest,
     )
     from wf_initiation.wire import poll_activity_name as activity_name_for
     # Activities by reference: a renamed or re-typed activity fails here, not in a running activation.

@@ -12,7 +12,7 @@ from tests.conftest import assert_eventually
 from tests.support.restart import listed, ride_out
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 
 HOOK = """
 name: {name}

@@ -35,7 +35,7 @@ from tests.support.browser import Browser, find_chromium, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
-from wf_initiation.workflows.activation import workflow_id_for
+from wf_initiation.wire import workflow_id_for
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 SECRET_TOKEN = "tok-9f8e7d6c5b4a"

@@ -96,7 +96,7 @@ def _operate(args: argparse.Namespace) -> int:
     model = next(m for m in ACTIONS if _name(m) == args.action)
     fields = {name: getattr(args, name, None) for name in model.model_fields if name != "action"}
     try:
-        operator_request = OperatorRequest(action=args.action, **{k: v for k, v in fields.items() if v is not None})
+        operator_request = OperatorRequest.model_validate({"action": args.action, **{k: v for k, v in fields.items() if v is not None}})
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(p) for p in problem["loc"][1:]) or args.action

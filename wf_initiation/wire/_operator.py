@@ -12,7 +12,8 @@ as before and its content digest (a reused action id must mean the same action) 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator
 
@@ -176,14 +177,14 @@ class OperatorRequest(RootModel[OperatorAction]):
     def action_id(self) -> str | None:
         return self.root.action_id
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> OperatorRequest:
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy; ``update`` changes the action's fields (``update={"action_id": ...}``), as on a flat model."""
         if update:
-            return OperatorRequest(self.root.model_copy(update=update, deep=deep))
+            return type(self)(self.root.model_copy(update=dict(update), deep=deep))
         return super().model_copy(deep=deep)
 
 
-def as_action(request: OperatorRequest | _Action) -> _Action:
+def as_action(request: OperatorRequest | OperatorAction) -> OperatorAction:
     """The action's model of a request, whichever way it was given."""
     return request.root if isinstance(request, OperatorRequest) else request
 

@@ -258,7 +258,7 @@ class Engine:
         return self._decide(None)
 
     # ------------------------------------------------------------------ operators
-    def operate(self, request: operator.Request, now: datetime, *,
+    def operate(self, request: operator.AnyRequest, now: datetime, *,
                 poll_now_survives_flight: bool = True) -> Decision[OperatorOutcome]:
         """One operator action. ``poll_now_survives_flight=False`` replays a build where poll_now
         during a poll in flight was dropped."""

@@ -63,6 +63,17 @@ class Request(Protocol):
     def end(self) -> str | None: ...
 
 
+class Wrapped(Protocol):
+    """A request wrapping one action's model (the wire's ``OperatorRequest``, a root model)."""
+
+    @property
+    def root(self) -> Any: ...
+
+
+AnyRequest = Request | Wrapped
+"""What the operator functions take: a flat request or the wire's wrapper of one action."""
+
+
 # Every field any action has: checks and the content digest cover them all (absent = None), as they
 # did when one flat model carried every field, so digests recorded then still match.
 FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
@@ -85,7 +96,7 @@ def _fields(req: Any) -> dict[str, Any]:
 _TEXT_LIMITS = {"action_id": MAX_ACTION_ID_CHARS, "cursor": MAX_CURSOR_CHARS}
 
 
-def request_problem(req: Request) -> str | None:
+def request_problem(req: AnyRequest) -> str | None:
     """Why this action cannot be taken as sent (an over-long or invalid field), or None."""
     values = _fields(req)
     for name in ("action_id", *FIELDS):
@@ -103,17 +114,20 @@ def request_problem(req: Request) -> str | None:
     return None
 
 
-def content_digest(req: Request) -> str:
+def content_digest(req: AnyRequest) -> str:
     """Digest of what the action does (every field but its id): a reused id must mean the same action."""
     values = _fields(req)
     content = {name: values[name] for name in FIELDS}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def apply(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
+def apply(engine: Pipeline, req: AnyRequest, now: datetime) -> OperatorOutcome:
     """Apply one action. A repeated ``action_id`` changes nothing; the same id with different content
     is refused (the first action stands)."""
-    req = _action(req)
+    return _apply(engine, _action(req), now)
+
+
+def _apply(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
     problem = request_problem(req) if engine.bounded else None
     if problem is not None:
         return OperatorOutcome(False, f"refused: {problem}")
