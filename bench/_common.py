@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
 import pathlib
 import random
 import shutil
@@ -82,25 +81,13 @@ async def dev_server(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _output_to(log_file: pathlib.Path | None):
+def _output_to(log_file: pathlib.Path | None) -> contextlib.AbstractContextManager[None]:
     if log_file is None:
-        yield
-        return
+        return contextlib.nullcontext()
+    from wf_initiation._temporal import _stdio_to  # here, not at the top: this module defines workflows
+
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with log_file.open("ab") as sink:
-        os.dup2(sink.fileno(), 1)
-        os.dup2(sink.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        os.close(saved[0])
-        os.close(saved[1])
+    return _stdio_to(log_file)  # the product's own: the server's log to a file while it is spawned
 
 
 def results_dir() -> pathlib.Path:

@@ -76,9 +76,9 @@ async def _errors(target: Target, pair: WorkfilePair, kind: str) -> list[dict[st
     return [e for e in (await target.state(pair))["errors"] if e["kind"] == kind]
 
 
-async def _still_serves(target: Target, pair: WorkfilePair) -> None:
+async def _still_serves(target: Target, pair: WorkfilePair, **body: Any) -> None:
     ident = target.unique("normal")
-    result = await _cli_deliver(target, pair, json.dumps(_hook(ident, ok=True)))
+    result = await _cli_deliver(target, pair, json.dumps(_hook(ident, **(body or {"ok": True}))))
     check(result.code == 0 and result.json()["disposition"] == "accepted",
           f"after the hostile input a normal delivery must be accepted:\n{result.describe()}")
     run_key = result.json()["run_key"]
@@ -169,13 +169,7 @@ async def payload_controlled_expression_cost_ends_as_a_guard_fault_and_later_run
         result = await _cli_deliver(target, pair, json.dumps(_hook(f"cost-{i}", **body)))
         check(result.json().get("disposition") == "guard_fault" and result.json().get("message"),
               f"an over-budget expression is a guard fault with its reason:\n{result.describe()}")
-    ident = target.unique("normal")
-    result = await _cli_deliver(target, pair, json.dumps(_hook(ident, base=2, exp=3, label="x", qty=2)))
-    check(result.code == 0 and result.json()["disposition"] == "accepted",
-          f"after the hostile input a normal delivery must be accepted:\n{result.describe()}")
-    run_key = result.json()["run_key"]
-    await eventually(lambda: target.run_started(run_key), lambda found: found is not None,
-                     f"the normal delivery's run {run_key} to start", timeout=WAIT_S)
+    await _still_serves(target, pair, base=2, exp=3, label="x", qty=2)
 
 
 TICKS = """name: {name}
