@@ -20,7 +20,7 @@ from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect, listed, meets_restart, ride_out
 from tests.support.runs import describe_or_none
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
-from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_transport_error
+from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_call_timeout, is_transport_error
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
@@ -211,3 +211,31 @@ async def test_wfi_client_rides_out_a_server_restart_with_the_same_update_id(tmp
     finally:
         worker.stop()
         server.stop()
+
+
+async def test_a_call_whose_own_deadline_passed_is_asked_again() -> None:
+    # A query to a worker busy replaying (CI load, no cache) can outlast the call's deadline; the SDK
+    # reports it as CANCELLED "Timeout expired". Reads and calls by id are asked again, other
+    # CANCELLED errors are not.
+    timeout = RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+    assert is_call_timeout(timeout)
+    assert not is_call_timeout(RPCError("operation cancelled", RPCStatusCode.CANCELLED, b""))
+    calls: list[int] = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise timeout
+        return "answer"
+
+    wfi = WfiClient(None, max_attempts=5)  # type: ignore[arg-type]  # _retry never uses the client
+    assert await wfi._retry(flaky) == "answer" and len(calls) == 3
+
+    async def refused() -> str:
+        calls.append(1)
+        raise RPCError("operation cancelled", RPCStatusCode.CANCELLED, b"")
+
+    calls.clear()
+    with pytest.raises(RPCError):
+        await wfi._retry(refused)
+    assert len(calls) == 1

@@ -146,7 +146,10 @@ async def test_users_own_workflows_and_activities_modules_run_beside_the_plugin(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run([str(python), "run_worker.py", address, task_queue], cwd=project, env=env,
                           capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # A short-lived script may be aborted by the SDK after its work, while the interpreter finalizes
+    # (sdk-python#300, open; docs/plugin.md): that abort, and only that one, is not this test's subject.
+    sdk_exit_abort = done.returncode in (-6, 134) and "PyGILState_Release" in done.stderr and "finalizing" in done.stderr
+    assert done.returncode == 0 or sdk_exit_abort, done.stderr[-3000:]
     lines = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert lines.get("disposition") == "accepted"
     assert lines.get("result") == "HELLO!"

@@ -74,7 +74,7 @@ def _retryable(exc: RPCError) -> bool:
     # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
     if exc.status in _RETRYABLE:
         return True
-    if is_transport_error(exc):
+    if is_transport_error(exc) or is_call_timeout(exc):
         return True
     return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
 
@@ -84,6 +84,13 @@ def is_transport_error(exc: RPCError) -> bool:
     text = str(exc.message).lower()
     return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
                           RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
+
+
+def is_call_timeout(exc: RPCError) -> bool:
+    """The call's own deadline passed before the server answered (the SDK reports it as CANCELLED,
+    "Timeout expired"): a query to a busy worker, for one. Every call retried on it is idempotent
+    (reads, updates and signals by id)."""
+    return exc.status == RPCStatusCode.CANCELLED and "timeout expired" in str(exc.message).lower()
 
 
 def query_failure_type(exc: WorkflowQueryFailedError) -> str | None:
