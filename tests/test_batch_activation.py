@@ -205,17 +205,3 @@ async def test_an_open_batch_and_its_deadline_survive_continue_as_new(
     batch = await batch_result(ts_env.client, result.run_key)
     assert delivered_ids(batch) == ids
     assert waited(batch) >= WAIT
-
-
-@pytest.mark.slow
-async def test_the_batching_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
-    # proves: BATCH-1, BATCH-2, BATCH-3, BATCH-4, BATCH-5, BATCH-6, BATCH-7, TRIG-7, TRIG-15, TRIG-16, TRIG-17, TRIG-18, TRIG-19, TRIG-20, TRIG-21, EXT-6, EXT-11, EXT-12
-    from wf_initiation.conformance.kit import Target, collect, run_cases
-
-    address = dev_env.client.service_client.config.target_host
-    deployment = tmp_path / "deployment.yaml"
-    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
-    target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        report = await run_cases(target, collect(["wf_initiation.conformance.cases.batching"]), timeout=120)
-    assert report.failures() == [], report.failures()

@@ -238,17 +238,8 @@ def test_a_bad_deployment_file_prints_its_diagnostics_without_a_traceback(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-async def test_the_capability_cases_pass_against_this_project(dev_env: WorkflowEnvironment, tmp_path) -> None:
-    # proves: CAP-1, CAP-2, CAP-3, CAP-4, CAP-5, CAP-7, CAP-8
-    address = dev_env.client.service_client.config.target_host
-    target = Target.from_file(deployment_file(tmp_path, address), tmp_path / "work")
-    report = await run_cases(target, collect(["wf_initiation.conformance.cases.capabilities"]))
-    assert report.failures() == []
-    assert report.claims == list(CAPABILITIES)
-    assert by_capability(report)[CORE].clauses_passed == ["CAP-2", "CAP-3", "CAP-4", "CAP-5", "CAP-7", "CAP-8"]
-
-
 async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_env: WorkflowEnvironment, tmp_path) -> None:
+    # One capability (polling: the fewest cases); the whole kit runs in tests/test_conformance_full.py.
     address = dev_env.client.service_client.config.target_host
     out = tmp_path / "report"
     queue = f"conformance-{uuid.uuid4().hex[:8]}"
@@ -257,18 +248,18 @@ async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_e
     with WorkerProcess(address, queue):  # the cases drive real activations: a real worker serves them
         proc = await asyncio.to_thread(subprocess.run,
             [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(out),
-             "--capability", EXTERNAL, "--json"],
+             "--capability", POLLING, "--json"],
             capture_output=True, text=True, timeout=600,
         )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert Report.model_validate_json(proc.stdout).claims == [EXTERNAL]
-    assert json.loads((out / "claims.json").read_text())["capabilities"] == [EXTERNAL]
-    workfile = tmp_path / "hook.yaml"
-    workfile.write_text("name: hook-flow\non:\n  http.request: {path: /hooks/orders}\nsteps:\n  - id: handle\n")
+    assert Report.model_validate_json(proc.stdout).claims == [POLLING]
+    assert json.loads((out / "claims.json").read_text())["capabilities"] == [POLLING]
+    workfile = tmp_path / "feed.yaml"
+    workfile.write_text("name: feed-flow\non:\n  rss.item_published: {feed: https://x.example/feed}\nsteps:\n  - id: handle\n")
     accepted = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
                               capture_output=True, text=True, timeout=60)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-    workfile.write_text("name: feed-flow\non:\n  rss.item_published: {feed: https://x.example/feed}\nsteps:\n  - id: handle\n")
+    workfile.write_text("name: hook-flow\non:\n  http.request: {path: /hooks/orders}\nsteps:\n  - id: handle\n")
     refused = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 3, refused.stdout + refused.stderr

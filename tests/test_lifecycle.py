@@ -221,23 +221,6 @@ async def test_an_a_b_a_cycle_stops_at_the_causation_bound_with_the_chain_record
     assert record is not None and record["disposition"] == Disposition.REFUSED.value
 
 
-async def test_the_composition_conformance_cases_pass_against_this_project(dev_env, tmp_path: pathlib.Path) -> None:
-    # proves: INIT-8, INIT-9, INIT-10, COMP-3, COMP-4, COMP-5, COMP-6, COMP-7
-    from wf_initiation.conformance import Target, collect, run_cases
-
-    queue = unique("conformance-tq")
-    address = dev_env.client.service_client.config.target_host
-    deployment = tmp_path / "deployment.yaml"
-    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {queue}}}\n")
-    target = Target.from_file(deployment, tmp_path / "work")
-    cases = collect(["wf_initiation.conformance.cases.composition"])
-    async with Worker(dev_env.client, task_queue=queue, plugins=[WfiPlugin(sample_runs=True)]):
-        report = await run_cases(target, cases, timeout=90)
-    assert report.failures() == []
-    clauses = {c for r in report.capabilities for c in r.clauses_passed}
-    assert {"INIT-8", "INIT-9", "INIT-10", "COMP-3", "COMP-4", "COMP-5", "COMP-6", "COMP-7"} <= clauses
-
-
 async def test_the_composition_conformance_cases_fail_fast_without_a_worker(dev_env, tmp_path: pathlib.Path) -> None:
     from wf_initiation.conformance import Target, collect, run_cases
 

@@ -428,17 +428,3 @@ async def test_polling_continues_across_continue_as_new(
         assert seen.get("accepted") == [f"late-{i}" for i in range(5)], seen
 
     await assert_eventually(polled_after)
-
-
-async def test_the_polling_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
-    # proves: POLL-1, POLL-2, POLL-4, POLL-5, POLL-6, POLL-8, POLL-9, POLL-10, POLL-11
-    from wf_initiation.conformance.kit import Target, collect, run_cases
-
-    address = dev_env.client.service_client.config.target_host
-    deployment = tmp_path / "deployment.yaml"
-    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
-    target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        report = await run_cases(target, collect(["wf_initiation.conformance.cases.polling"]), timeout=120)
-    assert report.failures() == [], report.failures()
-    assert "wf.polling-initiation" in report.claims

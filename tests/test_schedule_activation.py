@@ -191,20 +191,6 @@ async def test_pause_resume_and_backfill_through_the_activation(dev_env, task_qu
         await wfi.operate(name, OperatorRequest(action="pause"))
 
 
-@pytest.mark.slow
-async def test_the_scheduled_conformance_cases_pass_against_this_project(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
-    # proves: SCHED-1, SCHED-2, SCHED-3, SCHED-4, SCHED-5, SCHED-6, SCHED-7, SCHED-8, SCHED-9, SCHED-10, SCHED-11, SCHED-12, SCHED-13, SCHED-14, BATCH-8
-    from wf_initiation.conformance.kit import Target, collect, run_cases
-
-    address = dev_env.client.service_client.config.target_host
-    deployment = tmp_path / "deployment.yaml"
-    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {task_queue}}}\n")
-    target = Target.from_file(deployment, tmp_path / "work")
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        report = await run_cases(target, collect(["wf_initiation.conformance.cases.scheduled"]), timeout=120)
-    assert report.failures() == [], report.failures()
-
-
 @pytest.mark.parametrize("wake_ahead", ["500ms", "0s"])
 async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_early(
     dev_env, task_queue: str, tmp_path: pathlib.Path, wake_ahead: str

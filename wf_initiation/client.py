@@ -48,7 +48,7 @@ from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core._expr import canonical_key
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
-from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
@@ -182,7 +182,7 @@ class WfiClient:
     """Thin, typed wrapper over a Temporal client for wf-initiation operations."""
 
     def __init__(
-        self, client: Client, *, task_queue: str = "wfi-activations", max_attempts: int = 60,
+        self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE, max_attempts: int = 60,
         update_timeout: timedelta = timedelta(seconds=20),
     ):
         self.client = client

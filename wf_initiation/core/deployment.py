@@ -120,11 +120,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DEFAULT_TASK_QUEUE = "wfi-activations"
+"""Where activation workflows and their activities run unless a deployment says otherwise."""
+
+
 class TemporalTarget(_Strict):
     address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
     namespace: str = "default"
     profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
-    task_queue: str = Field(default="wfi-activations", description="Task queue of activation workflows.")
+    task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of activation workflows.")
 
     _names = field_validator("namespace", "task_queue")(_temporal_name)
 

@@ -42,7 +42,6 @@ SUBSCRIBE_SIGNAL = "subscribe"
 UNSUBSCRIBE_SIGNAL = "unsubscribe"
 LIFECYCLE_SIGNAL = "lifecycle_event"
 ACTIVATION_ID_PREFIX = "wfi-activation:"
-LIFECYCLE_CONNECTORS = ("workflow.started", "workflow.completed", "workflow.failed")
 
 
 class _Wire(BaseModel):
