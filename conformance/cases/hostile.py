@@ -17,8 +17,10 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from wf_initiation.conformance.kit import EXTERNAL, SCHEDULED, Target, WorkfilePair, case, check, eventually
+from wf_initiation.conformance.kit import EXTERNAL, POLLING, SCHEDULED, Target, WorkfilePair, case, check, eventually
 from wf_initiation.wire import DELIVER_SIGNAL, DELIVER_UPDATE, ECHO_RUN_WORKFLOW, workflow_id_for
+
+from ._feed import FeedServer, rss_document
 
 WAIT_S = 90.0
 HOOK = """name: {name}
@@ -211,6 +213,76 @@ async def a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts
                      timeout=WAIT_S)
 
 
+FEED = """name: {name}
+on:
+  rss.item_published: {{feed: "{url}"}}
+  as: post
+steps:
+  - id: handle
+"""
+FEED_POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 50, "timeout": "3s"}
+
+
+def _feed_pair(target: Target, url: str, runs: str) -> WorkfilePair:
+    name = target.unique("feed")
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": runs}
+    return target.write_pair(name, FEED.format(name=name, url=url), {"run": run, "poll": FEED_POLL})
+
+
+def _posts(state: dict[str, Any]) -> list[dict[str, Any]]:
+    events = sorted(state.get("events", {}).values(), key=lambda e: e["seq"])
+    return [e for e in events if e["entry"] == "post" and e["disposition"] == "accepted"]
+
+
+def _cut_at_deadline_twice(state: dict[str, Any]) -> bool:
+    poll = state["polls"]["post"]
+    return bool(poll["failures"] >= 2 and "deadline" in (poll["last_error"] or ""))
+
+
+def _accepted_are(guids: list[str], state: dict[str, Any]) -> bool:
+    return [e["delivery_id"] for e in _posts(state)] == guids
+
+
+def _one_post(state: dict[str, Any]) -> bool:
+    return len(_posts(state)) == 1
+
+
+def _polls(state: dict[str, Any]) -> str:
+    return json.dumps(state.get("polls"), default=str)[:800]
+
+
+@case(capability=POLLING, clauses=["POLL-10", "POLL-2"])
+async def a_trickling_feed_is_cut_at_its_deadline_and_starves_no_other_poll(target: Target) -> None:
+    # The feed sends one byte every 2 s and never finishes. Three activations poll it; each poll must
+    # end at its deadline (poll.timeout 3 s) as a recorded failure, and the worker must keep polling
+    # another feed on time meanwhile. Once the feed answers, the three recover and start their runs.
+    runs = target.unique("conformance-runs")
+    with FeedServer() as slow, FeedServer() as fast:
+        slow.trickle(2.0)
+        stuck = [_feed_pair(target, slow.url, runs) for _ in range(3)]
+        other = _feed_pair(target, fast.url, runs)
+        for pair in (*stuck, other):
+            await target.activate(pair)
+        for pair in stuck:
+            await eventually(functools.partial(target.state, pair), _cut_at_deadline_twice,
+                             f"{pair.workflow}'s polls of the trickling feed to end at their deadline, twice",
+                             timeout=WAIT_S, describe=_polls)
+        for round_ in range(3):  # the other feed is polled on time, round after round
+            guids = [f"post-{i}" for i in range(round_ + 1)]
+            fast.serve(rss_document(guids))
+            await eventually(functools.partial(target.state, other, events=True), functools.partial(_accepted_are, guids),
+                             f"the other feed's items {guids} accepted while the first feed trickles", timeout=45.0,
+                             describe=_polls)
+        slow.serve(rss_document(["post-1"]))
+        for pair in stuck:
+            state = await eventually(functools.partial(target.state, pair, events=True), _one_post,
+                                     f"{pair.workflow} to recover and accept post-1 once the feed answers",
+                                     timeout=WAIT_S, describe=_polls)
+            key = _posts(state)[0]["run_key"]
+            await eventually(functools.partial(target.run_started, key), lambda found: found is not None, f"run {key} to start",
+                             timeout=WAIT_S)
+
+
 CASES = (
     a_deeply_nested_body_is_refused_as_invalid_and_later_runs_still_start,
     fifteen_concurrent_200kb_deliveries_all_start_their_runs,
@@ -218,4 +290,5 @@ CASES = (
     nan_and_infinity_are_refused_before_sending_and_invalid_when_sent,
     payload_controlled_expression_cost_ends_as_a_guard_fault_and_later_runs_still_start,
     a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run,
+    a_trickling_feed_is_cut_at_its_deadline_and_starves_no_other_poll,
 )
