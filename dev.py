@@ -95,7 +95,7 @@ def _test(args: list[str]) -> int:
     status_file.parent.mkdir(exist_ok=True)
     status_file.unlink(missing_ok=True)
     env = dict(os.environ, WFI_PYTEST_STATUS_FILE=str(status_file), PYTHONTZPATH="")
-    rc = subprocess.call([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env)
+    rc = subprocess.call([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT, env=env)  # the slowest, in every CI log
     # sdk-python#300: the interpreter can abort at exit (134) after the Temporal runtime was
     # used; the status pytest itself recorded is the truth about the tests.
     if status_file.exists():
