@@ -9,7 +9,9 @@ from temporalio import workflow
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import Worker
 
+from wf_initiation import _uncached
 from wf_initiation.client import WfiClient, query_failure_type
+from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import STALE_ACTIVATION, StaleActivationError
 from wf_initiation.workflows._fresh import is_stale
 
@@ -88,3 +90,16 @@ async def test_a_stale_activation_refusal_is_recognised_by_its_type_and_retried(
         REFUSALS["left"] = 0
         for h in (handle, lookalike):
             await h.terminate()
+
+
+async def test_the_guard_stands_down_on_a_worker_without_a_workflow_cache(dev_env) -> None:
+    # Without a cache a stale activation's commands are discarded with the run, and failing it wedged
+    # the run in the SDK (wf_initiation/_uncached.py; reproduced by docs/upstream/uncached_query_wedge.py).
+    # The plugin records each worker's choice by task queue; the guard reads it inside the sandbox.
+    cached, uncached = f"tq-{uuid.uuid4()}", f"tq-{uuid.uuid4()}"
+    async with Worker(dev_env.client, task_queue=cached, plugins=[WfiPlugin()]), \
+            Worker(dev_env.client, task_queue=uncached, plugins=[WfiPlugin()], max_cached_workflows=0):
+        assert not _uncached.uncached(cached)
+        assert _uncached.uncached(uncached)
+    async with Worker(dev_env.client, task_queue=uncached, plugins=[WfiPlugin()]):
+        assert not _uncached.uncached(uncached), "a later worker with a cache on that queue turns the guard back on"

@@ -28,6 +28,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from wf_initiation import _uncached
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
 from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
@@ -46,6 +47,7 @@ logger = logging.getLogger(__name__)
 # bridge (its context variable must be the one the worker's interceptor sets).
 PASSTHROUGH_MODULES = (
     "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation._trace_context",
+    "wf_initiation._uncached",
     "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs",
     "croniter", "dateutil", "tzdata", "ruamel", "opentelemetry",
 )
@@ -172,6 +174,7 @@ class WfiPlugin(SimplePlugin):
     # -------------------------------------------------------------- worker
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
+        _uncached.record(config["task_queue"], max_cached_workflows=config.get("max_cached_workflows"))
         client = config["client"]
         converter = compose_data_converter(client.data_converter)
         check_payload_converter(converter)

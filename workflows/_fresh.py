@@ -19,6 +19,10 @@ starts later than the one before it). Raising from it fails only that activation
 came with fails (clients retry), the worker evicts the run, and the next workflow task replays the
 history from scratch at the right time. Nothing is recorded in history. A false positive would
 cost one workflow task retry, after which the check passes (the retry's task starts later).
+
+On a worker without a workflow cache the guard stands down (``wf_initiation/_uncached.py``): there
+the run is evicted after every task and query, so a stale activation's commands are discarded, and
+failing it wedges the run in the SDK (found under load with queries racing a poll's events).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from wf_initiation._uncached import uncached
     from wf_initiation.wire import StaleActivationError  # its type is what clients recognise and retry
 
 
@@ -42,7 +47,8 @@ class FreshTimeGuard:
         length = workflow.info().get_current_history_length()
         now_ns = workflow.time_ns()
         seen, self._seen = self._seen, (length, now_ns)
-        if seen is not None and is_stale(seen, (length, now_ns), replaying=workflow.unsafe.is_replaying()):
+        if seen is not None and is_stale(seen, (length, now_ns), replaying=workflow.unsafe.is_replaying()) \
+                and not uncached(workflow.info().task_queue):  # no cache: nothing to prevent (wf_initiation/_uncached.py)
             raise StaleActivationError(
                 f"stale activation: built from a query task's trailing events at a stale time "
                 f"(history grew from {seen[0]} to {length} events but the time did not move); "
