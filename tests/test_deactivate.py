@@ -217,7 +217,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
     changed = spec_for(tmp_path, task_queue, name, **settings, inputs={"team": "red"})
     write_sheet(tmp_path, [("t1", "")])
     # The default workflow cache: with none, a query replays the run and can race its new events
-    # (README, "Found and guarded"); the chain's replay is checked at the end instead.
+    # (docs/incidents/2026-11-30-stale-query.md); the chain's replay is checked at the end instead.
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=task_queue)
         await wfi.activate(spec)

@@ -26,7 +26,7 @@ async def test_deliveries_across_several_continue_as_new_boundaries(dev_env, tas
           queue_by: "{{{{ request.body.key }}}}"
     """, task_queue=task_queue, max_history_events=200)
     # The default workflow cache: with none, a query replays the run and can race its new events
-    # (README, "Found and guarded"); the chain's replay is checked at the end instead.
+    # (docs/incidents/2026-11-30-stale-query.md); the chain's replay is checked at the end instead.
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
         await wfi.activate(spec)
