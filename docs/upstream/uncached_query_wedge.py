@@ -8,9 +8,10 @@ With `--guard-on` the stale-time guard is forced on for this queue (as before th
 picked up after the poll's events arrived replays them at a stale time, the guard fails that
 activation, the SDK sends a completion core rejects ("Workflow completion had a legacy query
 response along with other commands"), and the run is stuck: every update is refused with
-"Workflow Task in failed state" for as long as it was watched (2 of 2 runs; one watched for 10
-minutes: WEDGE_RESULT; temporalio 1.35.0, CLI 1.9.1 / server 1.32.0). Without it (the plugin's behaviour now) the guard stands down on an uncached worker and
-the delivery is accepted at once.
+"Workflow Task in failed state" for as long as it was watched (2 of 2 runs; the longer one was
+still refused after 5 minutes when stopped; temporalio 1.35.0, CLI 1.9.1 / server 1.32.0). Without
+it (the plugin's behaviour now) the guard stands down on an uncached worker and the delivery is
+accepted at once.
 """
 import asyncio, pathlib, sys, tempfile, time, collections
 sys.path.insert(0, ".")
