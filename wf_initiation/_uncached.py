@@ -7,8 +7,8 @@ never hand its commands to a later workflow task: the guard has nothing to preve
 such an activation does harm there instead: with temporalio 1.35 the worker then sends a completion
 that core rejects ("legacy query response along with other commands") and keeps the run stuck,
 refusing every update with "Workflow Task in failed state" (docs/incidents/2026-11-30-stale-query.md,
-"On a worker without a cache"). Passed through the workflow sandbox, so workflow code reads the set the plugin
-filled.
+"On a worker without a cache"). Passed through the workflow sandbox, so workflow code reads the set
+the plugin filled.
 """
 
 from __future__ import annotations
