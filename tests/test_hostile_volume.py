@@ -7,6 +7,7 @@ accepted and its run started."""
 from __future__ import annotations
 
 import asyncio
+import json
 import pathlib
 
 import pytest
@@ -22,6 +23,8 @@ from wf_initiation.core.limits import (
     DELIVERIES_PER_TASK, MAX_BATCH_BYTES, MAX_BULK, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size,
 )
 from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import WAIT_ACTIVITY, workflow_id_for
+from tests.support.replay import assert_replays
 
 KB = 1000
 BATCHED = """
@@ -141,13 +144,46 @@ async def test_ten_concurrent_bulk_updates_of_500_are_taken_in_bounded_tasks_in_
     results = await asyncio.gather(*(wfi.deliver_many(name, batch) for batch in batches))
     assert all(r.disposition.value == "suppressed" for batch in results for r in batch)
     assert await task_failures(client, name) == [], "no task ran into the deadlock timeout"
-    timers = [e for h in await histories(client, name) for e in h.events
-              if e.HasField("timer_started_event_attributes")]
-    assert len(timers) >= (10 * MAX_BULK) // DELIVERIES_PER_TASK - 1, "deliveries past a task's budget waited for the next"
+    # Past a task's budget the rest wait in the inbox; a no-op activity brings each next task.
+    yields = [e for h in await histories(client, name) for e in h.events
+              if e.HasField("activity_task_scheduled_event_attributes")
+              and e.activity_task_scheduled_event_attributes.activity_type.name == WAIT_ACTIVITY]
+    assert len(yields) >= (10 * MAX_BULK) // DELIVERIES_PER_TASK - 1, "deliveries past a task's budget waited for the next"
     events = [e async for e in wfi.events(name)]
     for b in range(10):
         seqs = [e["seq"] for e in events if e["delivery_id"].startswith(f"b{b}-")]
         order = [int(e["delivery_id"].split("-")[1]) for e in sorted(
             (e for e in events if e["delivery_id"].startswith(f"b{b}-")), key=lambda e: e["seq"])]
         assert len(seqs) == MAX_BULK and order == list(range(MAX_BULK)), "each update's deliveries in their order"
+    await assert_replays(client, workflow_id_for(name))
+    await still_serves(wfi, client, name, go=True)
+
+
+async def test_a_burst_of_signals_past_the_task_budget_is_taken_in_arrival_order(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-8, EXT-11, INIT-7
+    # Signals past a task's budget wait in the activation's inbox, and the tasks after take them in
+    # the order the server recorded them; a replay (a worker restart) takes them the same way.
+    client = dev_env.client
+    name = unique("burst")
+    await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                 task_queue=task_queue))
+    n = 3 * DELIVERIES_PER_TASK
+    await asyncio.gather(*(wfi.signal_delivery(name, hook(f"s-{i}", go=False)) for i in range(n)))
+
+    async def all_taken() -> None:
+        assert (await wfi.summary(name))["counters"].get("deliveries", 0) >= n
+
+    await assert_eventually(all_taken, timeout=120)
+    arrived = [json.loads(e.workflow_execution_signaled_event_attributes.input.payloads[0].data)["payload"]["delivery_id"]
+               for h in await histories(client, name) for e in h.events
+               if e.HasField("workflow_execution_signaled_event_attributes")]
+    taken = [e["delivery_id"] for e in sorted([e async for e in wfi.events(name)], key=lambda e: e["seq"])]
+    assert taken == arrived and len(taken) == n, "taken in the order the server recorded them"
+    # The dev server hands an updated workflow a signal stream in one task once it pauses: past the budget.
+    assert any(e.activity_task_scheduled_event_attributes.activity_type.name == WAIT_ACTIVITY
+               for h in await histories(client, name) for e in h.events), "some signals waited for a later task"
+    assert await task_failures(client, name) == []
+    await assert_replays(client, workflow_id_for(name))
     await still_serves(wfi, client, name, go=True)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import pathlib
+
+import pytest
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Worker
@@ -13,6 +16,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import WAIT_ACTIVITY
 
 HISTORIES = pathlib.Path(__file__).parent / "histories"
 
@@ -67,5 +71,27 @@ def test_a_schedule_history_recorded_before_wake_ahead_still_replays() -> None:
     history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
         "schedule-2026-11-30.json").read_text())
     assert sum(e.event_type == 18 for e in history.events) >= 5, "the fixture must hold fired schedule timers"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
+
+
+@pytest.mark.parametrize(("fixture", "marker"), [
+    # 400f7d1: handlers past a task's budget waited for the next task on 1 ms timers
+    ("budget-timers-2026-12-01.json.gz", "timer"),
+    # the delivery inbox (workflows/_inbox.py): the rest wait in arrival order; a no-op activity brings the next task
+    ("budget-inbox-2026-12-01.json.gz", WAIT_ACTIVITY),
+])
+def test_a_history_past_the_per_task_delivery_budget_replays(fixture: str, marker: str) -> None:
+    # proves: INIT-7, EXT-11
+    # Recorded with tests/histories/record_budget.py (four bulk updates of 500 and 600 signals at
+    # once, so tasks went past DELIVERIES_PER_TASK), once by each build: a run begun before the inbox
+    # keeps its timers after an upgrade, a run begun with it keeps its activities.
+    history = WorkflowHistory.from_json("wfi-activation:recorded-budget",
+                                        gzip.decompress(HISTORIES.joinpath(fixture).read_bytes()).decode())
+    if marker == "timer":
+        assert any(e.HasField("timer_started_event_attributes") for e in history.events), "the fixture must hold its timers"
+    else:
+        assert any(e.activity_task_scheduled_event_attributes.activity_type.name == marker for e in history.events)
+    assert sum(e.event_type == 26 for e in history.events) == 600, "the fixture must hold the signal burst"
     failure = asyncio.run(replay_failure(history))
     assert failure is None, failure

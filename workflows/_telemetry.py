@@ -22,7 +22,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine import NOT_RETAINED, DeliveryResult, Disposition, Engine
-    from wf_initiation._trace_context import EXTERN, current_carrier
+    from wf_initiation._trace_context import EXTERN
 
 MAX_CARRIERS = 10_000
 _ADMITTED = frozenset({Disposition.ACCEPTED, Disposition.QUEUED, Disposition.BATCHED})
@@ -60,9 +60,9 @@ class ActivationTelemetry:
     def _live(self) -> bool:
         return self._send is not None and not workflow.unsafe.is_replaying()
 
-    def delivered(self, engine: Engine, results: list[DeliveryResult]) -> None:
-        """In a delivery handler, after the engine decided: keep the trace for the admitted runs."""
-        carrier = current_carrier()
+    def delivered(self, engine: Engine, results: list[DeliveryResult], carrier: dict[str, str] | None) -> None:
+        """After the engine decided: keep the trace of the delivering handler (``carrier``, read in the
+        handler with :func:`current_carrier`: a queued delivery is taken in another task) for the admitted runs."""
         if carrier:
             for r in results:
                 if r.run_key and r.disposition in _ADMITTED:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from ._fresh import FreshTimeGuard
+    from ._inbox import Inbox
     from ._intake import Undecodable, decode
     from ._telemetry import ActivationTelemetry
     from wf_initiation.wire import search_attributes as sa
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     # Activities by reference: a renamed or re-typed activity fails here, not in a running activation.
     # Poll connectors stay by name (third-party ones are registered by manifest name at run time).
     from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation._trace_context import current_carrier
     from wf_initiation.activities.lifecycle import LifecycleActivities
     from wf_initiation.activities.runs import RunActivities
 
@@ -71,6 +73,7 @@ PUBLISH_BATCH = 200
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 BOUNDED_PATCH = "wfi-hostile-input-budgets"
+INBOX_PATCH = "wfi-delivery-inbox"  # deliveries past a task's budget wait in workflows/_inbox.py, not on 1 ms timers
 START_ATTEMPTS = 8  # then the chunk's runs are started one by one; one that still fails is a start fault
 ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
@@ -94,6 +97,11 @@ class ActivationWorkflow:
         restored = decode_state(state) if state else initial_state(spec, now, legacy=legacy)
         # Budgets of core.limits for runs begun with them; a run recorded before keeps its behaviour.
         self._engine = Engine(spec, restored, bounded=workflow.patched(BOUNDED_PATCH), legacy=legacy)
+        # Deliveries in arrival order, DELIVERIES_PER_TASK per workflow task; a run begun before the
+        # inbox keeps the per-handler admission tickets below (its history has their timers).
+        self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke,
+                            task_marker=lambda: workflow.info().get_current_history_length()) \
+            if self._engine.bounded and workflow.patched(INBOX_PATCH) else None
         self._commands: list[Command] = []  # the engine's decisions, executed by _dispatch in order
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
@@ -478,7 +486,8 @@ class ActivationWorkflow:
         await workflow.wait_condition(lambda: self._start_tasks == 0)
         if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
             await workflow.wait_condition(lambda: self._controls == 0)
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Queued deliveries live in memory only (a replay rebuilds them): take them all first.
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
         spec = self._pending_spec or self._engine.spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
@@ -511,10 +520,10 @@ class ActivationWorkflow:
     def _deactivated(self) -> bool:
         """Settled, and nothing of ours in flight: starts, controls, notices, lifecycle publishes."""
         return (self._engine.deactivation_settled() and self._start_tasks == 0 and not self._start_backlog
-                and self._controls == 0 and not self._acking)
+                and self._controls == 0 and not self._acking and self._inbox_empty())
 
     async def _complete(self) -> DeactivatedResult:
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
         record = self._absorb(self._engine.finish_deactivation(self._now()))
         self._publish()
         return DeactivatedResult(workflow=self._engine.spec.workflow, activation_id=self._engine.spec.activation_id,
@@ -528,9 +537,13 @@ class ActivationWorkflow:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
-        await self._admission(1)
-        result = self._update_safely(DELIVER_UPDATE, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
-        self._telemetry.delivered(self._engine, [result])
+        take = lambda: self._update_safely(DELIVER_UPDATE, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))  # noqa: E731
+        if self._inbox is not None:
+            [result] = await self._inbox.wait([self._inbox.offer(take, waited=True)])
+        else:
+            await self._admission(1)
+            result = take()
+        self._telemetry.delivered(self._engine, [result], current_carrier())
         self._poke()
         return result
 
@@ -549,12 +562,16 @@ class ActivationWorkflow:
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
         results: list[DeliveryResult] = []
+        if self._inbox is not None:
+            inbox = self._inbox
+            results = await inbox.wait([inbox.offer(lambda r=r: self._update_safely(  # type: ignore[misc]
+                DELIVER_MANY_UPDATE, lambda: self._deliver_one(r.entry, r.payload, self._now())), waited=True) for r in decoded])
         while len(results) < len(decoded):  # in slices, when this task's budget of deliveries runs out
             granted = await self._admission(len(decoded) - len(results))
             now, chunk = self._now(), decoded[len(results):len(results) + granted]
             results += self._update_safely(
                 DELIVER_MANY_UPDATE, lambda now=now, chunk=chunk: [self._deliver_one(r.entry, r.payload, now) for r in chunk])
-        self._telemetry.delivered(self._engine, results)
+        self._telemetry.delivered(self._engine, results, current_carrier())
         self._poke()
         return results
 
@@ -586,11 +603,18 @@ class ActivationWorkflow:
         except Undecodable as exc:
             self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
         else:
-            await self._admission(1)
-            result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
-            if result is not None:
-                self._telemetry.delivered(self._engine, [result])
+            carrier = current_carrier()
+            if self._inbox is not None:
+                self._inbox.offer(lambda: self._take_signalled(decoded, carrier), waited=False)
+            else:
+                await self._admission(1)
+                self._take_signalled(decoded, carrier)
         self._poke()
+
+    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None) -> None:
+        result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload, self._now()))
+        if result is not None:
+            self._telemetry.delivered(self._engine, [result], carrier)
 
     @workflow.signal(name=SUBSCRIBE_SIGNAL)
     def subscribe(self, request: RawValue) -> None:
@@ -612,12 +636,28 @@ class ActivationWorkflow:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
         decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
         if decoded is not None and not self._absorb(self._engine.refuse_lifecycle(decoded, self._now())):
-            await self._admission(1)
-            self._signal_safely(LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now())))
+            take = lambda: self._signal_safely(  # noqa: E731
+                LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now())))
+            if self._inbox is not None:
+                self._inbox.offer(take, waited=False)
+            else:
+                await self._admission(1)
+                take()
         self._poke()
 
+    async def _next_task_for_inbox(self, queued: int) -> None:
+        """End this workflow task so the next takes more of the inbox (workflows/_inbox.py: why an activity)."""
+        await workflow.execute_activity(
+            wait_for_instant, 0.0, start_to_close_timeout=timedelta(seconds=10),
+            summary=f"next workflow task for {queued} queued deliveries",
+        )
+
+    def _inbox_empty(self) -> bool:
+        return self._inbox is None or self._inbox.empty
+
     async def _admission(self, wanted: int) -> int:
-        """How many of ``wanted`` deliveries this handler may take now (at least one), in arrival order.
+        """A run begun before the inbox (``INBOX_PATCH``): how many of ``wanted`` deliveries this
+        handler may take now (at least one), in arrival order.
 
         A workflow task takes at most DELIVERIES_PER_TASK deliveries: past that the worker's 2 s
         deadlock timeout comes near on a loaded machine, and a task failed as a deadlock is retried
