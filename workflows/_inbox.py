@@ -91,11 +91,12 @@ class Inbox:
         return [s.result() for s in slots]
 
     def _take(self) -> None:
-        took = False
-        while self._queue and self._room() > 0:
-            took = True
+        room = self._room()  # one read of the history length per call, not per item
+        took = bool(self._queue and room > 0)
+        while self._queue and room > 0:
             slot = self._queue.popleft()
             self._taken += 1
+            room -= 1
             try:
                 slot.value = slot.work()
             except Exception as exc:
