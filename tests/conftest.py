@@ -70,7 +70,23 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         data_converter=_converter(),
     )
     yield env
+    if os.environ.get("WFI_KEEP_HISTORIES"):
+        await _keep_histories(env, pathlib.Path(os.environ["WFI_KEEP_HISTORIES"]))
     await env.shutdown()
+
+
+async def _keep_histories(env: WorkflowEnvironment, folder: pathlib.Path) -> None:
+    """Every activation history the session wrote, for replaying with a changed build
+    (``WFI_KEEP_HISTORIES=DIR``; a refactor of the workflow must replay all of them)."""
+    import gzip
+
+    from wf_initiation.wire import ACTIVATION_WORKFLOW
+
+    folder.mkdir(parents=True, exist_ok=True)
+    async for execution in env.client.list_workflows(f"WorkflowType = '{ACTIVATION_WORKFLOW}'"):
+        history = await env.client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        name = f"{execution.id.replace(':', '_').replace('/', '_')}-{execution.run_id}.json.gz"
+        folder.joinpath(name).write_bytes(gzip.compress(history.to_json().encode()))
 
 
 @pytest_asyncio.fixture
