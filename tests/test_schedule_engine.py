@@ -20,7 +20,7 @@ from tests.support.activation import make_spec
 from wf_initiation.core import schedule as seq
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Engine, StartRun, initial_state
+from wf_initiation.core.engine import Compat, Engine, StartRun, initial_state
 from wf_initiation.core.engine import _schedule
 from wf_initiation.core.engine._types import EngineState
 from wf_initiation.core.limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK
@@ -40,7 +40,7 @@ def spec_for(tmp_path: pathlib.Path, config: str, *, extra: str = "", **settings
 
 
 def engine_for(spec: ActivationSpec, t0: datetime = T0, *, bounded: bool = True) -> Engine:
-    return drive(Engine(spec, initial_state(spec, t0), bounded=bounded))
+    return drive(Engine(spec, initial_state(spec, t0), compat=Compat(bounded=bounded)))
 
 
 def starts(engine: Engine) -> list[StartRun]:

@@ -17,14 +17,18 @@ from ._subscriptions import (
     LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, LifecycleEvent, SubscribeRequest, UnsubscribeRequest,
     activation_workflow_id,
 )
+from ._dispatch import (
+    Call, ControlCall, Dispatcher, Plan, PollCall, PublishCall, SignalCall, StartCall, StartFault, WatchCall,
+)
 from ._types import (
-    NOT_RETAINED, Command, ControlRun, Decision, DeliveryResult, Disposition, EngineState, ErrorRecord,
+    NOT_RETAINED, Command, Compat, ControlRun, Decision, DeliveryResult, Disposition, EngineState, ErrorRecord,
     OperatorOutcome, PublishEvent, RunPoll, SignalRun, StartRun, WatchRuns, WatchTarget,
 )
 
 __all__ = [
-    "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Command",
-    "ControlRun", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
+    "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
+    "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
     "ErrorRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
     "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
     "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary",

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from ..activation import ActivationSpec
 from . import _batch, _deactivate, _jobs, _poll, _schedule, _subscriptions
 from ._pipeline import Pipeline
-from ._types import EngineState, RunPoll
+from ._types import CURRENT, Compat, EngineState, RunPoll
 
 
 class Core(Pipeline):
@@ -75,11 +75,11 @@ class Core(Pipeline):
         return True
 
 
-def initial_state(spec: ActivationSpec, now: datetime, *, legacy: bool = False) -> EngineState:
+def initial_state(spec: ActivationSpec, now: datetime, *, compat: Compat = CURRENT) -> EngineState:
     """The state of a new activation: a schedule and a poll state per entry, nothing accepted."""
     state = EngineState(activation_id=spec.activation_id)
     engine = Core(spec, state)
-    if legacy:
+    if compat.legacy_evaluation:
         engine.use_legacy_evaluation()
     sync_sources(engine, now, previous=None)
     return state

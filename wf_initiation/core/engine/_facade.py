@@ -21,6 +21,8 @@ from . import summary as _views
 from ._engine import Core
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
+    CURRENT,
+    Compat,
     Decision,
     DeliveryResult,
     EngineState,
@@ -40,15 +42,15 @@ class Engine:
     Args:
         spec: the activation's binding.
         state: the carried state (``initial_state`` for a new activation).
-        bounded: whether the budgets of ``core.limits`` apply (off only to replay runs begun before them).
-        legacy: evaluate expressions and schedules as a spec before evaluation 2 did (to replay them).
+        compat: what a run begun by an earlier build keeps of it (:class:`Compat`; current by default).
     """
 
-    def __init__(self, spec: ActivationSpec, state: EngineState, *, bounded: bool = True, legacy: bool = False):
+    def __init__(self, spec: ActivationSpec, state: EngineState, *, compat: Compat = CURRENT):
         self._core = Core(spec, state)
-        self._core.bounded = bounded
-        if legacy:
+        self._core.bounded = compat.bounded
+        if compat.legacy_evaluation:
             self._core.use_legacy_evaluation()
+        self.compat = compat
 
     def _decide(self, value: R) -> Decision[R]:
         core = self._core

@@ -356,6 +356,32 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
+class Compat:
+    """What an activation run keeps of the build that began it, so that its recorded history replays.
+
+    Decided once when the run begins, from the run's patch markers and the spec's evaluation version
+    (the shell: ``workflows/_compat.py``), and passed to the :class:`Engine`; nothing else in the
+    engine asks. A new run (a new activation, or any run after continue-as-new) has every flag at
+    its current value. A flag can be retired (with its old code path) once no activation begun
+    before its change can still run or be replayed: every such activation has continued as new or
+    closed, and its closed runs are past the namespace's retention.
+    """
+
+    bounded: bool = True
+    """The budgets of ``core.limits`` (depth, id length, held bytes, batch bytes, work per task,
+    start chunks by bytes): patch ``wfi-hostile-input-budgets`` (1 Dec 2026). Off only for a run
+    recorded before it."""
+    legacy_evaluation: bool = False
+    """Expressions and schedules as a spec before evaluation 2 had them (Python-literal results,
+    the old day-of-month/day-of-week rule, no bounds): ``ActivationSpec.evaluation < 2`` (30 Nov
+    2026). Carried with the spec across continue-as-new: retired when every such activation has been
+    re-activated (a new binding has the current evaluation)."""
+
+
+CURRENT = Compat()  # a run begun by this build
+
+
+@dataclass(frozen=True, slots=True)
 class Decision(Generic[R]):
     """What one call into the engine decided: its answer (``value``) and the commands the shell executes,
     in order. Every call that changes the engine returns one."""

@@ -1,0 +1,135 @@
+"""The dispatcher: which calls a workflow task makes for the engine's commands (pure, no server)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from wf_initiation.core.engine import (
+    ControlCall, ControlRun, Dispatcher, PollCall, PublishCall, PublishEvent, RunPoll, SignalCall, SignalRun, StartCall,
+    StartRun, WatchCall, WatchRuns, WatchTarget,
+)
+from wf_initiation.core.engine._dispatch import MAX_START_ACTIVITIES, MAX_WATCHERS, PUBLISH_BATCH, START_BATCH, WATCH_BATCH
+from wf_initiation.core.limits import KIB, MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES
+from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def start(key: str, body: int = 0) -> StartRun:
+    return StartRun(run_key=key, input=RunInput(
+        trigger=TriggerInfo(name="hook", connector="http.request", kind="external"), bindings={"hook": "x" * body},
+        initiation=Initiation(activation_id="a@1", workflow="a", run_key=key, accepted_at=T0)))
+
+
+def starts(plan) -> list[StartCall]:
+    return [c for c in plan.calls if type(c) is StartCall]
+
+
+def test_starts_go_in_chunks_and_at_most_four_start_activities_at_once() -> None:
+    d = Dispatcher(bounded=True)
+    plan = d.plan([start(f"r{i}") for i in range(START_BATCH * (MAX_START_ACTIVITIES + 1) + 7)])
+    assert [len(c.runs) for c in starts(plan)] == [START_BATCH] * MAX_START_ACTIVITIES
+    assert d.starts_pending and d.start_calls == MAX_START_ACTIVITIES
+    d.start_ended(starts(plan)[0])
+    d.new_task()
+    again = starts(d.plan([]))
+    assert [len(c.runs) for c in again] == [START_BATCH], "one slot free: the next chunk, nothing more"
+    assert again[0].runs[0].run_key == f"r{START_BATCH * MAX_START_ACTIVITIES}", "in the order decided"
+
+
+def test_a_run_decided_twice_is_started_once() -> None:
+    d = Dispatcher(bounded=True)
+    assert [c.run_key for c in starts(d.plan([start("a"), start("a")]))[0].runs] == ["a"]
+    assert starts(d.plan([start("a")])) == [], "already starting"
+
+
+def test_a_task_schedules_at_most_its_byte_budget_of_run_inputs() -> None:
+    d = Dispatcher(bounded=True)
+    big = 400 * KIB
+    commands = [start(f"r{i}", body=big) for i in range(12)]
+    first = starts(d.plan(commands))
+    sent = sum(len(c.runs) for c in first)
+    assert sent * big <= MAX_TASK_BYTES and sent < 12
+    assert all(sum(len(r.input.model_dump_json()) for r in c.runs) <= MAX_START_BYTES or len(c.runs) == 1 for c in first)
+    for c in first:
+        d.start_ended(c)
+    assert starts(d.plan([])) == [], "the same task: its budget is spent"
+    d.new_task()
+    assert starts(d.plan([])), "the next task goes on"
+
+
+def test_a_run_whose_input_no_start_can_carry_is_a_start_fault_at_once() -> None:
+    d = Dispatcher(bounded=True)
+    plan = d.plan([start("huge", body=MAX_RUN_INPUT_BYTES + 1), start("fine")])
+    assert [f.run_key for f in plan.faults] == ["huge"] and "a run input may have at most" in plan.faults[0].error
+    assert [r.run_key for r in starts(plan)[0].runs] == ["fine"]
+
+
+def test_a_chunk_that_failed_for_good_is_started_again_one_run_per_activity() -> None:
+    d = Dispatcher(bounded=True)
+    (call,) = starts(d.plan([start("a"), start("b"), start("c")]))
+    d.start_ended(call)
+    assert d.start_failed(call, permanent=True, error="cannot decode") == []
+    d.new_task()
+    again = starts(d.plan([]))
+    assert [[r.run_key for r in c.runs] for c in again] == [["a"], ["b"], ["c"]]
+    d.start_ended(again[1])
+    (fault,) = d.start_failed(again[1], permanent=True, error="cannot decode")
+    assert fault.run_key == "b", "alone and failing for good: a start fault"
+
+
+def test_a_transient_failure_starts_the_chunk_again_whole() -> None:
+    d = Dispatcher(bounded=True)
+    (call,) = starts(d.plan([start("a"), start("b")]))
+    d.start_ended(call)
+    assert d.start_failed(call, permanent=False, error="unavailable") == []
+    assert [[r.run_key for r in c.runs] for c in starts(d.plan([]))] == [["a", "b"]]
+
+
+def test_calls_come_in_a_fixed_order_whatever_the_order_of_commands() -> None:
+    d = Dispatcher(bounded=True)
+    poll = RunPoll(entry="feed", connector="rss.item_published", seq=1, version=0, cursor=None, config={}, connection={}, limit=10)
+    commands = [poll, WatchRuns(runs=[WatchTarget(run_key="w", run_id="1")]),
+                PublishEvent(key="p", connector="workflow.completed", payload={}),
+                SignalRun(workflow_id="x", signal="s", payload={}, key="k"),
+                ControlRun(run_key="c", action="cancel", reason="r"), start("s")]
+    assert [type(c) for c in d.plan(commands).calls] == [StartCall, ControlCall, SignalCall, PublishCall, WatchCall, PollCall]
+
+
+def test_kept_signals_and_publishes_are_in_flight_once() -> None:
+    d = Dispatcher(bounded=True)
+    signal = SignalRun(workflow_id="x", signal="s", payload={}, key="k")
+    (call,) = d.plan([signal]).calls
+    assert d.acking == {"k"} and d.plan([signal]).calls == [], "in flight: not sent again"
+    d.signal_ended(call)
+    assert d.plan([signal]).calls, "confirmed or failed: the engine may keep it again"
+    events = [PublishEvent(key=f"p{i}", connector="workflow.completed", payload={}) for i in range(PUBLISH_BATCH + 1)]
+    assert [len(c.events) for c in d.plan(events).calls] == [PUBLISH_BATCH, 1]
+
+
+def test_signals_share_the_tasks_byte_budget() -> None:
+    d = Dispatcher(bounded=True)
+    payload = {"x": "y" * (MAX_TASK_BYTES // 3)}
+    calls = d.plan([SignalRun(workflow_id="x", signal="s", payload=payload, key=f"k{i}") for i in range(5)]).calls
+    assert 1 <= len(calls) < 5
+    d.new_task()
+    assert d.plan([]).calls, "the next task sends more"
+
+
+def test_running_runs_are_watched_by_a_bounded_number_of_activities() -> None:
+    d = Dispatcher(bounded=True)
+    running = [WatchTarget(run_key=f"r{i}", run_id=str(i)) for i in range(WATCH_BATCH * MAX_WATCHERS + 5)]
+    watches = d.plan([WatchRuns(runs=running)]).calls
+    assert [len(c.runs) for c in watches] == [WATCH_BATCH] * MAX_WATCHERS
+    assert d.plan([WatchRuns(runs=running)]).calls == [], "all watchers busy"
+    d.watch_ended(watches[0])
+    (again,) = d.plan([WatchRuns(runs=running)]).calls
+    assert again.runs[0].run_key == "r0" and len(again.runs) == WATCH_BATCH
+
+
+def test_a_run_begun_before_the_budgets_keeps_fixed_chunks_and_sends_signals_at_once() -> None:
+    d = Dispatcher(bounded=False)
+    plan = d.plan([start(f"r{i}", body=400 * KIB) for i in range(12)] +
+                  [SignalRun(workflow_id="x", signal="s", payload={"x": "y" * MAX_TASK_BYTES}, key=f"k{i}") for i in range(3)])
+    assert [len(c.runs) for c in starts(plan)] == [12] and plan.faults == []
+    assert sum(type(c) is SignalCall for c in plan.calls) == 3

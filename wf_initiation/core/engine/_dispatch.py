@@ -1,0 +1,258 @@
+"""How the engine's commands are carried out, as data: which activity calls a workflow task makes.
+
+The activation workflow hands every command the engine decided to a :class:`Dispatcher` and makes
+exactly the calls its :class:`Plan` lists, in that order (the order of a task's commands is part of
+its history, so it must not depend on anything but these inputs). The dispatcher owns what is in
+flight and the budgets of one workflow task:
+
+* runs to start go out in chunks: at most ``START_BATCH`` runs and ``MAX_START_BYTES`` of inputs per
+  start activity, at most ``MAX_START_ACTIVITIES`` activities at once, and at most
+  ``MAX_TASK_BYTES`` of inputs scheduled per workflow task (the rest waits for the next task); a run
+  whose input no start can carry is a start fault at once;
+* a chunk whose activity failed for good is started again one run per activity (``isolate``), so
+  the run that cannot start is found and becomes a start fault without holding up the others;
+* kept signals (subscription deliveries, notices) share the task's byte budget; lifecycle events
+  are published in batches; running runs are watched by a bounded number of activities.
+
+A run begun before the budgets (``bounded`` false) keeps the earlier behaviour: fixed chunks, no
+byte budget, signals sent at once (its history was recorded that way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..limits import MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size
+from ._types import Command, ControlRun, PublishEvent, RunPoll, SignalRun, StartRun, WatchRuns, WatchTarget
+
+START_BATCH = 100
+MAX_START_ACTIVITIES = 4
+LOCAL_START_MAX = 10  # an anticipated occurrence's start holds the task: only small chunks
+WATCH_BATCH = 200
+MAX_WATCHERS = 8
+PUBLISH_BATCH = 200
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StartCall:
+    """Start these runs in one activity; ``hold``: a local activity that first sleeps the task's hold."""
+
+    runs: tuple[StartRun, ...]
+    hold: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ControlCall:
+    command: ControlRun
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SignalCall:
+    command: SignalRun
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PublishCall:
+    events: tuple[PublishEvent, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WatchCall:
+    runs: tuple[WatchTarget, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PollCall:
+    command: RunPoll
+
+
+Call = StartCall | ControlCall | SignalCall | PublishCall | WatchCall | PollCall
+
+
+@dataclass(frozen=True, slots=True)
+class StartFault:
+    """A run that cannot be started: the shell reports it with ``Engine.run_start_failed``."""
+
+    run_key: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    calls: list[Call] = field(default_factory=list)
+    faults: list[StartFault] = field(default_factory=list)
+
+    @property
+    def held(self) -> bool:
+        """Whether a start holds the task until the instant (then no separate wait is needed)."""
+        return any(type(c) is StartCall and c.hold for c in self.calls)
+
+
+class Dispatcher:
+    """What is in flight for one activation run, and the current workflow task's byte budget."""
+
+    def __init__(self, *, bounded: bool) -> None:
+        self.bounded = bounded
+        self._starting: set[str] = set()  # run keys in the backlog or in a start activity
+        self._backlog: list[StartRun] = []
+        self.start_calls = 0  # start activities in flight
+        self._isolate: set[str] = set()  # run keys to start alone (their chunk failed)
+        self._input_sizes: dict[str, int] = {}
+        self._task_bytes = 0
+        self._signals: list[SignalRun] = []
+        self.acking: set[str] = set()  # keys of kept signals and publishes in flight
+        self._watched: set[str] = set()
+        self._watchers = 0
+        self.controls = 0  # control activities in flight
+
+    # ------------------------------------------------------------------ planning
+    def new_task(self) -> None:
+        """A new workflow task: its byte budget starts afresh."""
+        self._task_bytes = 0
+
+    @property
+    def starts_pending(self) -> bool:
+        return bool(self._backlog) or self.start_calls > 0
+
+    def plan(self, commands: Sequence[Command], *, hold: bool = False) -> Plan:
+        """The calls for ``commands`` (and what earlier tasks left waiting), in the order to make them."""
+        plan = Plan()
+        for c in commands:
+            if type(c) is StartRun and c.run_key not in self._starting:
+                self._starting.add(c.run_key)
+                self._backlog.append(c)
+        while self._backlog and self.start_calls < MAX_START_ACTIVITIES:
+            chunk = self._next_start_chunk(plan.faults)
+            if not chunk:
+                break  # this task's byte budget is spent: the rest goes with the next task
+            self.start_calls += 1
+            plan.calls.append(StartCall(runs=tuple(chunk), hold=hold and len(chunk) <= LOCAL_START_MAX))
+        for c in commands:
+            if type(c) is ControlRun:
+                plan.calls.append(ControlCall(c))  # counted once its call begins (control_began)
+            elif type(c) is SignalRun and c.key not in self.acking:
+                if self.bounded:
+                    self._signals.append(c)
+                else:
+                    if c.key:
+                        self.acking.add(c.key)
+                    plan.calls.append(SignalCall(c))
+        self._issue_signals(plan)
+        publishes = [c for c in commands if type(c) is PublishEvent and c.key not in self.acking]
+        for i in range(0, len(publishes), PUBLISH_BATCH):
+            batch = tuple(publishes[i : i + PUBLISH_BATCH])
+            self.acking.update(c.key for c in batch)
+            plan.calls.append(PublishCall(batch))
+        watch = [c for c in commands if type(c) is WatchRuns]
+        if watch:
+            self._watch(watch[-1].runs, plan)
+        plan.calls.extend(PollCall(c) for c in commands if type(c) is RunPoll)
+        return plan
+
+    def _next_start_chunk(self, faults: list[StartFault]) -> list[StartRun]:
+        """The next start activity's runs: at most START_BATCH, and (with the budgets) at most
+        MAX_START_BYTES of inputs, within what this task may still schedule; a run whose chunk
+        failed goes alone; a run whose input no start can carry is a start fault at once."""
+        if not self.bounded:
+            head, self._backlog = self._backlog[:START_BATCH], self._backlog[START_BATCH:]
+            return head
+        chunk: list[StartRun] = []
+        size = 0
+        while self._backlog and len(chunk) < START_BATCH:
+            command = self._backlog[0]
+            n = self._input_size(command)
+            if n > MAX_RUN_INPUT_BYTES:
+                self._backlog.pop(0)
+                faults.append(self._fault(command.run_key, f"its input is {n} bytes; a run input may have at most "
+                                                            f"{MAX_RUN_INPUT_BYTES} (Temporal's payload limit is 2 MiB)"))
+                continue
+            alone = command.run_key in self._isolate
+            if chunk and (alone or size + n > MAX_START_BYTES):
+                break
+            if self._task_bytes + n > MAX_TASK_BYTES and self._task_bytes > 0:
+                break
+            self._backlog.pop(0)
+            chunk.append(command)
+            size += n
+            self._task_bytes += n
+            if alone:
+                break
+        return chunk
+
+    def _input_size(self, command: StartRun) -> int:
+        size = self._input_sizes.get(command.run_key)
+        if size is None:
+            size = self._input_sizes[command.run_key] = len(command.input.model_dump_json())
+        return size
+
+    def _fault(self, run_key: str, error: str) -> StartFault:
+        self._starting.discard(run_key)
+        self._isolate.discard(run_key)
+        self._input_sizes.pop(run_key, None)
+        return StartFault(run_key, error)
+
+    def _issue_signals(self, plan: Plan) -> None:
+        """The kept subscription deliveries and notices, within this task's byte budget."""
+        while self._signals:
+            command = self._signals[0]
+            size = json_size(command.payload)
+            if self._task_bytes + size > MAX_TASK_BYTES and self._task_bytes > 0:
+                return  # the next task sends the rest (something sent in this one brings that task)
+            self._signals.pop(0)
+            if command.key in self.acking:
+                continue
+            self._task_bytes += size
+            if command.key:
+                self.acking.add(command.key)
+            plan.calls.append(SignalCall(command))
+
+    def _watch(self, running: list[WatchTarget], plan: Plan) -> None:
+        """Watch the running runs no watcher holds yet: at most MAX_WATCHERS activities of WATCH_BATCH runs."""
+        unwatched = [r for r in running if r.run_key not in self._watched]
+        while unwatched and self._watchers < MAX_WATCHERS:
+            chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
+            self._watched.update(r.run_key for r in chunk)
+            self._watchers += 1
+            plan.calls.append(WatchCall(tuple(chunk)))
+
+    # ------------------------------------------------------------------ what came back
+    def start_ended(self, call: StartCall) -> None:
+        """The start activity returned or failed: its runs are no longer starting."""
+        self.start_calls -= 1
+        self._starting.difference_update(c.run_key for c in call.runs)
+
+    def started(self, run_key: str) -> None:
+        """A run of a start activity was reported (started, closed or faulted)."""
+        self._isolate.discard(run_key)
+        self._input_sizes.pop(run_key, None)
+
+    def start_failed(self, call: StartCall, *, permanent: bool, error: str) -> list[StartFault]:
+        """A start activity failed for good: start its runs again, one per activity when the cause
+        cannot pass (its input cannot be decoded); a run that fails alone that way is a start fault.
+        A transient cause (the server unreachable for minutes) only starts the chunk again."""
+        chunk = list(call.runs)
+        if permanent and len(chunk) == 1:
+            return [self._fault(chunk[0].run_key, error)]
+        if permanent:
+            self._isolate.update(c.run_key for c in chunk)
+        self._starting.update(c.run_key for c in chunk)
+        self._backlog[:0] = chunk
+        return []
+
+    def control_began(self) -> None:
+        self.controls += 1
+
+    def control_ended(self) -> None:
+        self.controls -= 1
+
+    def signal_ended(self, call: SignalCall) -> None:
+        if call.command.key is not None:
+            self.acking.discard(call.command.key)
+
+    def publish_ended(self, call: PublishCall) -> None:
+        self.acking.difference_update(c.key for c in call.events)
+
+    def watch_ended(self, call: WatchCall) -> None:
+        self._watchers -= 1
+        self._watched.difference_update(r.run_key for r in call.runs)

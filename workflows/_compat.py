@@ -1,0 +1,60 @@
+"""Every behaviour an activation run keeps of an earlier build, decided in one place.
+
+A change to what the activation decides or emits for an existing history goes behind a patch
+(``workflow.patched``): a run that recorded its history without the patch's marker replays with the
+earlier behaviour; every new run (and every run after continue-as-new) has the current one.
+
+| flag | source | since | the earlier behaviour |
+|---|---|---|---|
+| ``engine.legacy_evaluation`` | ``spec.evaluation < 2`` | 30 Nov 2026 | Python-literal expression results, the old cron day rule |
+| ``engine.bounded`` | patch ``wfi-hostile-input-budgets`` | 1 Dec 2026 | no budgets of ``core.limits`` |
+| ``inbox`` | patch ``wfi-delivery-inbox`` | 1 Dec 2026 | handlers past the task's budget waited on 1 ms timers |
+| ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
+| ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
+
+When to retire a flag (and its old code path): once no activation begun before its change can
+still run or be replayed, i.e. every such activation has continued as new or closed and its closed
+runs are past the namespace's retention (``legacy_evaluation``: once every such activation was
+re-activated, since the spec travels across continue-as-new).
+
+The first three are read when the run begins, in this order (the order of their markers is part of
+the history). The last two are asked lazily, where the behaviour first differs, and then kept:
+a patch marker is only found where the run first asked for it, so asking earlier would give
+histories recorded by the builds before this module a different answer.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec
+    from wf_initiation.core.engine import Compat
+
+BOUNDED_PATCH = "wfi-hostile-input-budgets"
+INBOX_PATCH = "wfi-delivery-inbox"
+WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
+POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
+
+
+class RunCompat:
+    """The compatibility decisions of one activation run (see the module docstring)."""
+
+    def __init__(self, spec: ActivationSpec) -> None:
+        self.engine = Compat(bounded=workflow.patched(BOUNDED_PATCH), legacy_evaluation=spec.evaluation < EVALUATION_VERSION)
+        self.inbox = self.engine.bounded and workflow.patched(INBOX_PATCH)
+        self._wake_ahead: bool | None = None
+        self._poll_now: bool | None = None
+
+    def wake_ahead(self) -> bool:
+        """Whether anticipated occurrences are held by a wait activity (asked only for a schedule
+        with ``schedule_wake_ahead`` and an occurrence ahead)."""
+        if self._wake_ahead is None:
+            self._wake_ahead = workflow.patched(WAKE_AHEAD_PATCH)
+        return self._wake_ahead
+
+    def poll_now_survives_flight(self) -> bool:
+        """Whether ``poll_now`` during a poll in flight polls again when it ends (asked only for poll_now)."""
+        if self._poll_now is None:
+            self._poll_now = workflow.patched(POLL_NOW_PATCH)
+        return self._poll_now

@@ -1,0 +1,206 @@
+"""The activation's handlers for what outsiders send: deliveries (updates and signals), lifecycle
+events of other runs, and subscriptions of waiting runs (a mixin of ``ActivationWorkflow``).
+
+Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_intake``): an
+undecodable one is recorded (``invalid``) or refused, never a dropped signal or a failed workflow
+task. Deliveries share the workflow task's budget through the inbox (``_inbox``; the tickets of
+``_admission`` for runs begun before it) and are taken in arrival order. With the budgets
+(``Compat.bounded``) a failure the input caused fails only its update, or is recorded for a signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from wf_initiation._trace_context import current_carrier
+    from wf_initiation.core.engine import Decision, DeliveryResult, Engine, LifecycleEvent, SubscribeRequest, UnsubscribeRequest
+    from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
+    from wf_initiation.wire import (
+        DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE, HANDLER_FAILED, INVALID_ARGUMENT, LIFECYCLE_SIGNAL, MAX_BULK,
+        REBINDING, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, DeliveryRequest,
+    )
+
+    from ._admission import TicketAdmission
+    from ._inbox import Inbox
+    from ._intake import Undecodable, decode
+    from ._telemetry import ActivationTelemetry
+
+R = TypeVar("R")
+ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
+SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
+
+
+class DeliveryHandlers:
+    """Handlers of ``ActivationWorkflow``; the state they use is the workflow's."""
+
+    _engine: Engine
+    _inbox: Inbox | None  # None: a run begun before the inbox (its handlers take tickets)
+    _tickets: TicketAdmission
+    _telemetry: ActivationTelemetry
+    _pending_spec: Any
+    _absorb: Callable[[Decision[Any]], Any]
+    _poke: Callable[[], None]
+    _now: Callable[[], datetime]
+
+    @workflow.update(name=DELIVER_UPDATE)
+    async def deliver(self, request: RawValue) -> DeliveryResult:
+        try:
+            decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
+        except Undecodable as exc:
+            return self._absorb(self._engine.undecodable(str(exc), self._now()))
+        take = lambda: self._update_safely(DELIVER_UPDATE, lambda: self._deliver_one(decoded.entry, decoded.payload))  # noqa: E731
+        if self._inbox is not None:
+            [result] = await self._inbox.wait([self._inbox.offer(take, waited=True)])
+        else:
+            await self._tickets.admit(1)
+            result = take()
+        self._telemetry.delivered(self._engine, [result], current_carrier())
+        self._poke()
+        return result
+
+    @deliver.validator
+    def _validate_deliver(self, request: RawValue) -> None:
+        self._refuse_while_rebinding()
+        limit = self._max_bytes(MAX_DELIVERY_BYTES)
+        if isinstance(request, RawValue) and len(request.payload.data) > limit:
+            raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
+                             "reference (URL, object key) instead of the content")
+
+    @workflow.update(name=DELIVER_MANY_UPDATE)
+    async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
+        try:
+            decoded = self._decode_many(requests)
+        except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
+            raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
+        results: list[DeliveryResult] = []
+        if self._inbox is not None:
+            inbox = self._inbox
+            results = await inbox.wait([inbox.offer(self._bulk_item(r), waited=True) for r in decoded])
+        while len(results) < len(decoded):  # tickets: in slices, when this task's budget of deliveries runs out
+            granted = await self._tickets.admit(len(decoded) - len(results))
+            results += self._update_safely(DELIVER_MANY_UPDATE, self._slice(decoded[len(results):len(results) + granted]))
+        self._telemetry.delivered(self._engine, results, current_carrier())
+        self._poke()
+        return results
+
+    @deliver_many.validator
+    def _validate_deliver_many(self, requests: RawValue) -> None:
+        self._refuse_while_rebinding()
+        try:
+            decoded = self._decode_many(requests)
+        except Undecodable as exc:
+            raise ValueError(str(exc)) from None
+        if len(decoded) > MAX_BULK:
+            raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
+
+    @workflow.signal(name=DELIVER_SIGNAL)
+    async def deliver_signal(self, request: RawValue) -> None:
+        try:
+            decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
+        except Undecodable as exc:
+            self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
+        else:
+            carrier = current_carrier()
+            if self._inbox is not None:
+                self._inbox.offer(lambda: self._take_signalled(decoded, carrier), waited=False)
+            else:
+                await self._tickets.admit(1)
+                self._take_signalled(decoded, carrier)
+        self._poke()
+
+    @workflow.signal(name=SUBSCRIBE_SIGNAL)
+    def subscribe(self, request: RawValue) -> None:
+        """A run waits for an event of one of this activation's entries (INIT-8)."""
+        decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
+        if decoded is not None:
+            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now())))
+        self._poke()
+
+    @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
+    def unsubscribe(self, request: RawValue) -> None:
+        decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
+        if decoded is not None:
+            self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
+        self._poke()
+
+    @workflow.signal(name=LIFECYCLE_SIGNAL)
+    async def lifecycle_event(self, event: RawValue) -> None:
+        """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
+        decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
+        if decoded is not None and not self._absorb(self._engine.refuse_lifecycle(decoded, self._now())):
+            take = lambda: self._signal_safely(  # noqa: E731
+                LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now())))
+            if self._inbox is not None:
+                self._inbox.offer(take, waited=False)
+            else:
+                await self._tickets.admit(1)
+                take()
+        self._poke()
+
+    # ------------------------------------------------------------------ helpers
+    def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None) -> DeliveryResult:
+        """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
+        return self._absorb(self._engine.deliver(entry, payload, now or self._now()))
+
+    def _slice(self, chunk: list[DeliveryRequest]) -> Callable[[], list[DeliveryResult]]:
+        now = self._now()
+        return lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk]
+
+    def _bulk_item(self, r: DeliveryRequest) -> Callable[[], DeliveryResult]:
+        return lambda: self._update_safely(DELIVER_MANY_UPDATE, lambda: self._deliver_one(r.entry, r.payload))
+
+    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None) -> None:
+        result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload))
+        if result is not None:
+            self._telemetry.delivered(self._engine, [result], carrier)
+
+    def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
+        return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),
+                      what="the deliver_many argument")
+
+    def _max_bytes(self, limit: int) -> int:
+        return limit + ENVELOPE if self._engine.bounded else 64 * MIB
+
+    def _decode_signal(self, raw: Any, kind: type[R], name: str) -> R | None:
+        try:
+            return decode(raw, kind, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what=f"the {name} signal")
+        except Undecodable as exc:
+            self._absorb(self._engine.record_error(self._now(), "signal_refused", str(exc)))
+            return None
+
+    def _update_safely(self, name: str, handle: Callable[[], R]) -> R:
+        """An update's work; with the budgets, a failure the input caused fails this update (its caller
+        gets the reason), never the workflow task, which would be retried with the same update forever."""
+        if not self._engine.bounded:
+            return handle()
+        try:
+            return handle()
+        except SIGNAL_ERRORS as exc:
+            raise ApplicationError(f"the {name} update could not be handled: {type(exc).__name__}: {exc}",
+                                   type=HANDLER_FAILED, non_retryable=True) from None
+
+    def _signal_safely(self, name: str, handle: Callable[[], R]) -> R | None:
+        """Run a signal's work and return its result; with the budgets, a failure the input caused is
+        recorded (result None), not a failed task retried forever (a signal cannot be refused: its
+        sender already had it acknowledged)."""
+        if not self._engine.bounded:
+            return handle()
+        try:
+            return handle()
+        except SIGNAL_ERRORS as exc:
+            self._absorb(self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be "
+                                                   f"handled: {type(exc).__name__}: {exc}"))
+            return None
+
+    def _refuse_while_rebinding(self) -> None:
+        # While the state is too large to carry, the engine defers deliveries itself: refusing them
+        # here would only make callers give up.
+        if self._pending_spec is not None and self._engine.carry_blocked is None:
+            raise ApplicationError("activation is being replaced; retry the delivery", type=REBINDING)
