@@ -287,9 +287,14 @@ class _OneLineApplicationErrors(logging.Filter):
 
 
 def configure_logging(level: int = logging.INFO) -> None:
-    """Timestamped log lines for the worker process; expected activity failures on one line."""
+    """Timestamped log lines for the worker process; expected activity failures on one line, a failing
+    poll source once (wf_initiation._poll_log)."""
+    from wf_initiation._poll_log import PollFailuresOncePerSource
+
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    polls = PollFailuresOncePerSource()
     for name in ("temporalio.activity", "temporalio.worker._activity"):
+        logging.getLogger(name).addFilter(polls)
         logging.getLogger(name).addFilter(_OneLineApplicationErrors())
 
 
