@@ -163,7 +163,11 @@ class ActivationUnderTest:
 
     async def __aenter__(self) -> ActivationUnderTest:
         self._running = [asyncio.create_task(w.run()) for w in self._workers]
-        await self.client.activate(self.spec)
+        try:
+            await self.client.activate(self.spec)
+        except BaseException:
+            await self._stop_workers()
+            raise
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -171,8 +175,11 @@ class ActivationUnderTest:
         try:
             await self._terminate()
         finally:
-            for worker, running in zip(self._workers, self._running):
-                await shutdown_within(worker, running, _SHUTDOWN_LIMIT)
+            await self._stop_workers()
+
+    async def _stop_workers(self) -> None:
+        for worker, running in zip(self._workers, self._running):
+            await shutdown_within(worker, running, _SHUTDOWN_LIMIT)
 
     async def deliver(self, payload: Any, *, entry: str | None = None) -> DeliveryResult:
         """Deliver one event as ``wfi deliver`` does; its result (``.disposition``, ``.run_key``) once durable.
