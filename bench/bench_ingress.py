@@ -47,7 +47,7 @@ from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
 CONCURRENCY = (1, 16, 64)
 # By default both sides run on a server that admits 100 updates in flight per workflow, and the
 # ingress may use 64 of them: at the server's default (10), WfiClient's 16 and 64 direct callers
-# collapse into refusals and retries (TEMPORAL-NOTES: "a few per second"), while the ingress queues
+# collapse into refusals and retries (a few updates per second get through), while the ingress queues
 # its callers below the limit; the comparison would measure that, not the ingress's own cost.
 RAISED_LIMIT = "history.maxInFlightUpdates=100"
 TOKEN = "bench-" + uuid.uuid4().hex

@@ -3,7 +3,7 @@
 A conformance case is a black-box check of a live deployment. It may touch only the deployment's
 public interfaces, all reached through :class:`Target`: the ``wfi`` command line as a subprocess,
 the Temporal client API against the deployment's Temporal target, and files in a scratch
-directory. Each case names the clauses of ``spec/clauses.md`` it proves and the capability it
+directory. Each case names the rules of ``docs/specification.md`` it proves and the capability it
 belongs to, so one case serves both the project's own test suite and ``wfi conformance run``.
 
 A case module declares its cases with :func:`case` and lists them, explicitly, in a module-level
@@ -76,7 +76,7 @@ def case(*, capability: str, clauses: Sequence[str], title: str | None = None) -
 
     Args:
         capability: One of :data:`CAPABILITIES`, or :data:`CORE` for cross-cutting cases.
-        clauses: Clause ids of ``spec/clauses.md`` the case proves, e.g. ``["EXT-3", "EXT-13"]``.
+        clauses: Rule ids of ``docs/specification.md`` the case proves, e.g. ``["EXT-3", "EXT-13"]``.
         title: A sentence for the report; defaults to the function name with spaces.
 
     Returns:

@@ -70,6 +70,7 @@ def by_capability(report: Report) -> dict[str, conformance.CapabilityReport]:
 
 
 async def test_a_capability_is_claimed_only_when_every_one_of_its_cases_passes(target: Target) -> None:
+    # proves: INIT-1 (the claims are the subset whose every case passed)
     cases = [
         passing(EXTERNAL, "EXT-1"), passing(EXTERNAL, "EXT-2"),
         passing(SCHEDULED, "SCHED-1"), failing(SCHEDULED, "SCHED-6", "the run began 2s before its instant"),
@@ -88,6 +89,7 @@ async def test_a_capability_is_claimed_only_when_every_one_of_its_cases_passes(t
 
 
 async def test_a_capability_with_no_cases_is_reported_but_never_claimed(target: Target) -> None:
+    # proves: INIT-1
     report = await run_cases(target, [passing(EXTERNAL, "EXT-1")])
     caps = by_capability(report)
     assert (caps[POLLING].passed, caps[POLLING].failed, caps[POLLING].claimed) == (0, 0, False)

@@ -1,7 +1,7 @@
 """One invalid Workfile per trigger-syntax rule: each is rejected with its code, entry and line.
 
 Every Workfile text starts with `name:` on line 1, so the expected line numbers can be read off
-the text. Clauses are those of ../shared/spec/clauses.md.
+the text. Clauses are the rules of docs/specification.md.
 """
 
 from __future__ import annotations

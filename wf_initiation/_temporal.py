@@ -228,7 +228,8 @@ async def run_worker(
 
     from wf_initiation.plugin import WfiPlugin
 
-    # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
+    # zoneinfo prefers the host's zone files to the tzdata package; with the search path empty the
+    # pinned tzdata is the one used, and its version is the one recorded (SCHED-2).
     zoneinfo.reset_tzpath(to=[])
     worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)],
                     graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
@@ -286,9 +287,14 @@ class _OneLineApplicationErrors(logging.Filter):
 
 
 def configure_logging(level: int = logging.INFO) -> None:
-    """Timestamped log lines for the worker process; expected activity failures on one line."""
+    """Timestamped log lines for the worker process; expected activity failures on one line, a failing
+    poll source once (wf_initiation._poll_log)."""
+    from wf_initiation._poll_log import PollFailuresOncePerSource
+
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    polls = PollFailuresOncePerSource()
     for name in ("temporalio.activity", "temporalio.worker._activity"):
+        logging.getLogger(name).addFilter(polls)
         logging.getLogger(name).addFilter(_OneLineApplicationErrors())
 
 

@@ -188,8 +188,8 @@ class WfiClient:
         self.client = client
         self.task_queue = task_queue
         self.max_attempts = max_attempts
-        # An update only admitted when the server restarted is lost: the caller must time out and
-        # retry with the same update id (TEMPORAL-NOTES, "Acknowledgement").
+        # An update only admitted (not yet accepted) when the server restarts is lost: the caller
+        # must time out and retry with the same update id, which the server deduplicates.
         self.update_timeout = update_timeout
 
     def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 from wf_initiation import _temporal
 from wf_initiation.cli import serve as _serve_ingress
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
+from wf_initiation.cli._example_sources import prepare_example_sources
 from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, port, print_diagnostics, within
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
@@ -140,6 +141,7 @@ def _up(args: argparse.Namespace) -> int:
     path = _deployment_path(args.deployment)
     deployment = load(str(path))
     specs, problems = _specs_to_activate(deployment) if args.activate else ([], 0)
+    prepare_example_sources(path, deployment)  # only a deployment with sources/ beside it: examples/README.md
     external = args.address or os.environ.get("TEMPORAL_ADDRESS")
     if external:
         print(f"using the Temporal at {external} (--address or TEMPORAL_ADDRESS); no embedded server", flush=True)
