@@ -8,7 +8,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 |---|---|---|---|
 | ``engine.legacy_evaluation`` | ``spec.evaluation < 2`` | 30 Nov 2026 | Python-literal expression results, the old cron day rule |
 | ``engine.bounded`` | patch ``wfi-hostile-input-budgets`` | 1 Dec 2026 | no budgets of ``core.limits`` |
-| ``inbox`` | patch ``wfi-delivery-inbox`` | 1 Dec 2026 | handlers past the task's budget waited on 1 ms timers |
+| ``inbox``, ``engine.signals_kept`` | patch ``wfi-delivery-inbox`` | 1 Dec 2026 | handlers past the task's budget waited on 1 ms timers; a signalled delivery was deferred like an update |
 | ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 
@@ -41,8 +41,9 @@ class RunCompat:
     """The compatibility decisions of one activation run (see the module docstring)."""
 
     def __init__(self, spec: ActivationSpec) -> None:
-        self.engine = Compat(bounded=workflow.patched(BOUNDED_PATCH), legacy_evaluation=spec.evaluation < EVALUATION_VERSION)
-        self.inbox = self.engine.bounded and workflow.patched(INBOX_PATCH)
+        bounded = workflow.patched(BOUNDED_PATCH)
+        self.inbox = bounded and workflow.patched(INBOX_PATCH)
+        self.engine = Compat(bounded=bounded, legacy_evaluation=spec.evaluation < EVALUATION_VERSION, signals_kept=self.inbox)
         self._wake_ahead: bool | None = None
         self._poll_now: bool | None = None
 

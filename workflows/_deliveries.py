@@ -28,11 +28,16 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from ._admission import TicketAdmission
-    from ._inbox import Inbox
+    from ._inbox import Inbox, Turn
     from ._intake import Undecodable, decode
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
+NO_PRESSURE = Turn(signals_waiting=False, may_wait=False)  # runs begun before the inbox
+WAIT = object()
+TAKEN = object()
+SIGNALS_AHEAD = ("signalled deliveries are waiting ahead of it for room in the activation's held-bytes budget; "
+                 "deliver it again later")
 ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
@@ -55,12 +60,12 @@ class DeliveryHandlers:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
-        take = lambda: self._update_safely(DELIVER_UPDATE, lambda: self._deliver_one(decoded.entry, decoded.payload))  # noqa: E731
+        take = self._bulk_item(decoded, DELIVER_UPDATE)
         if self._inbox is not None:
             [result] = await self._inbox.wait([self._inbox.offer(take, waited=True)])
         else:
             await self._tickets.admit(1)
-            result = take()
+            result = take(NO_PRESSURE)
         self._telemetry.delivered(self._engine, [result], current_carrier())
         self._poke()
         return result
@@ -82,7 +87,7 @@ class DeliveryHandlers:
         results: list[DeliveryResult] = []
         if self._inbox is not None:
             inbox = self._inbox
-            results = await inbox.wait([inbox.offer(self._bulk_item(r), waited=True) for r in decoded])
+            results = await inbox.wait([inbox.offer(self._bulk_item(r, DELIVER_MANY_UPDATE), waited=True) for r in decoded])
         while len(results) < len(decoded):  # tickets: in slices, when this task's budget of deliveries runs out
             granted = await self._tickets.admit(len(decoded) - len(results))
             results += self._update_safely(DELIVER_MANY_UPDATE, self._slice(decoded[len(results):len(results) + granted]))
@@ -109,10 +114,11 @@ class DeliveryHandlers:
         else:
             carrier = current_carrier()
             if self._inbox is not None:
-                self._inbox.offer(lambda: self._take_signalled(decoded, carrier), waited=False)
+                size = len(request.payload.data) if isinstance(request, RawValue) else 0
+                self._inbox.offer(lambda turn: self._take_signalled(decoded, carrier, turn), waited=False, size=size)
             else:
                 await self._tickets.admit(1)
-                self._take_signalled(decoded, carrier)
+                self._take_signalled(decoded, carrier, NO_PRESSURE)
         self._poke()
 
     @workflow.signal(name=SUBSCRIBE_SIGNAL)
@@ -135,31 +141,39 @@ class DeliveryHandlers:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
         decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
         if decoded is not None and not self._absorb(self._engine.refuse_lifecycle(decoded, self._now())):
-            take = lambda: self._signal_safely(  # noqa: E731
-                LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now())))
+            take = lambda turn: self._signal_safely(  # noqa: E731
+                LIFECYCLE_SIGNAL, lambda: self._absorb(self._engine.route_lifecycle(decoded, self._now()))) or TAKEN
             if self._inbox is not None:
                 self._inbox.offer(take, waited=False)
             else:
                 await self._tickets.admit(1)
-                take()
+                take(NO_PRESSURE)
         self._poke()
 
     # ------------------------------------------------------------------ helpers
-    def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None) -> DeliveryResult:
+    def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None, *,
+                     defer_new: str | None = None) -> DeliveryResult:
         """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
-        return self._absorb(self._engine.deliver(entry, payload, now or self._now()))
+        return self._absorb(self._engine.deliver(entry, payload, now or self._now(), defer_new=defer_new))
 
     def _slice(self, chunk: list[DeliveryRequest]) -> Callable[[], list[DeliveryResult]]:
         now = self._now()
         return lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk]
 
-    def _bulk_item(self, r: DeliveryRequest) -> Callable[[], DeliveryResult]:
-        return lambda: self._update_safely(DELIVER_MANY_UPDATE, lambda: self._deliver_one(r.entry, r.payload))
+    def _bulk_item(self, r: DeliveryRequest, name: str) -> Callable[[Turn], DeliveryResult]:
+        """An update's delivery, taken when the inbox gets to it (a new id deferred while signals wait ahead)."""
+        return lambda turn: self._update_safely(name, lambda: self._deliver_one(
+            r.entry, r.payload, defer_new=SIGNALS_AHEAD if turn.signals_waiting else None))
 
-    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None) -> None:
-        result = self._signal_safely(DELIVER_SIGNAL, lambda: self._deliver_one(decoded.entry, decoded.payload))
-        if result is not None:
-            self._telemetry.delivered(self._engine, [result], carrier)
+    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None, turn: Turn) -> object | None:
+        """A signalled delivery to the engine: TAKEN, or None to keep it waiting (no room yet)."""
+        outcome = self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.take_signal(
+            decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait)) or WAIT)
+        if outcome is WAIT:
+            return None
+        if isinstance(outcome, DeliveryResult):
+            self._telemetry.delivered(self._engine, [outcome], carrier)
+        return TAKEN
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
         return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),

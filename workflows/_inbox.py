@@ -10,35 +10,56 @@ task has room for is taken at once, in the handler, exactly as if there were no 
 budget, items wait here in arrival order; a no-op activity ends the task and its completion brings
 the next one, which takes the next slice. An activity, not a timer: the server fires a timer up to
 ``history.timerProcessorMaxTimeShift`` late (1 s by default), which cost a backlog of 2,000 signals
-five seconds (bench/README.md, "the no-run drop of 1 Dec"). Not a local activity either: that keeps
-the workflow task open across slices, and a task open long under a signal stream is failed by the
-server once 100 events are buffered behind it.
+five seconds (the no-run drop of 1 Dec). Not a local activity either: that keeps the workflow task
+open across slices, and a task open long under a signal stream is failed by the server once 100
+events are buffered behind it.
 
-Update handlers wait for their own slots (one condition each, on their last slot: slots are taken
-in order); a signal's slot is not waited for. Queued items are in memory only: a replay rebuilds
-them from the history (the signals and updates are there), so the activation must not continue as
-new or complete while any is queued (:attr:`Inbox.empty`).
+Signalled deliveries are never dropped silently (their senders were told they are durable): one
+that the held-bytes budget would defer stays here, and the signals behind it stay behind it, until
+the activation has room (each new task and each turn of the main loop tries again); updates that
+arrive meanwhile are answered at once, a new id ``deferred`` so it cannot pass them. The inbox keeps
+at most ``MAX_WAITING_SIGNALS`` / ``MAX_WAITING_BYTES`` of them, and none across continue-as-new
+(:meth:`Inbox.flush`): past that a signalled delivery is recorded as ``deferred_signal``, shown to
+the operator.
+
+Update handlers wait for their own slots (one condition each, on their last slot: an update's
+slots are taken in order); a signal's slot is not waited for. Queued items are in memory only: a
+replay rebuilds them from the history (the signals and updates are there), so the activation must
+not continue as new or complete while any is queued (:attr:`Inbox.empty`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from wf_initiation.core.limits import MAX_WAITING_BYTES, MAX_WAITING_SIGNALS
+
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What the inbox tells a piece of work when it takes it."""
+
+    signals_waiting: bool  # signalled deliveries wait ahead of it (a new id must not pass them)
+    may_wait: bool  # a signal may wait again (false: the inbox keeps it no longer)
 
 
 @dataclass(eq=False)
 class Slot(Generic[T]):
-    """One queued piece of work and, once taken, its result or the error it raised."""
+    """One queued piece of work and, once taken, its result or the error it raised.
 
-    work: Callable[[], T]
+    An update's work (``waited``) always gives a result; a signal's gives None to wait."""
+
+    work: Callable[[Turn], T | None]
     waited: bool  # an update waits for it: an error goes to that update, not to the workflow task
+    size: int = 0  # payload bytes held while it waits
     done: bool = False
     value: Any = None
     error: BaseException | None = None
@@ -56,12 +77,16 @@ class Inbox:
                  after_take: Callable[[], None]) -> None:
         self._budget = budget
         self._after_take = after_take  # something was taken: the shell's loop has commands to issue
-        self._queue: deque[Slot[Any]] = deque()
+        self._queue: list[Slot[Any]] = []
         self._next_task = next_task  # ends this task (an activity) so the next one takes a slice
         self._task_marker = task_marker  # history length: it changes exactly when a new workflow task begins
         self._marker = -1
         self._taken = 0  # in the workflow task of ``_marker``
         self._waiting_for_task = False
+        self._flushing = False
+        self._signals = 0  # signal slots queued, and their payload bytes
+        self._signal_bytes = 0
+        self.waiting_signals = 0  # signals kept because the activation had no room for them
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -70,16 +95,13 @@ class Inbox:
     def empty(self) -> bool:
         return not self._queue
 
-    def _room(self) -> int:
-        marker = self._task_marker()
-        if marker != self._marker:
-            self._marker, self._taken = marker, 0
-        return self._budget - self._taken
-
-    def offer(self, work: Callable[[], T], *, waited: bool) -> Slot[T]:
+    def offer(self, work: Callable[[Turn], T | None], *, waited: bool, size: int = 0) -> Slot[T]:
         """Queue ``work`` behind what is queued and take what this task has room for."""
-        slot: Slot[T] = Slot(work, waited)
+        slot: Slot[T] = Slot(work, waited, size)
         self._queue.append(slot)
+        if not waited:
+            self._signals += 1
+            self._signal_bytes += size
         self._take()
         return slot
 
@@ -90,23 +112,74 @@ class Inbox:
             await workflow.wait_condition(lambda: last.done)
         return [s.result() for s in slots]
 
+    def retry(self) -> None:
+        """Offer signals kept waiting again (the activation may have room now); nothing otherwise."""
+        if self.waiting_signals:
+            self._take()
+
+    def flush(self) -> None:
+        """Keep nothing waiting from now on (before continue-as-new or completing): a signal that
+        still has no room is recorded as deferred."""
+        self._flushing = True
+        if self._queue:
+            self._take()
+
+    def _room(self) -> int:
+        marker = self._task_marker()  # one read of the history length per call, not per item
+        if marker != self._marker:
+            self._marker, self._taken = marker, 0
+        return self._budget - self._taken
+
+    def _must_take(self) -> int:
+        """How many of the oldest waiting signals the inbox can keep no longer (its bounds)."""
+        if self._flushing:
+            return self._signals
+        excess = max(0, self._signals - MAX_WAITING_SIGNALS)
+        if self._signal_bytes <= MAX_WAITING_BYTES:
+            return excess
+        held, n = self._signal_bytes, 0
+        for slot in self._queue:  # the oldest first, until what stays is within the byte bound
+            if held <= MAX_WAITING_BYTES and n >= excess:
+                break
+            if not slot.waited:
+                held -= slot.size
+                n += 1
+        return n
+
     def _take(self) -> None:
-        room = self._room()  # one read of the history length per call, not per item
-        took = bool(self._queue and room > 0)
-        while self._queue and room > 0:
-            slot = self._queue.popleft()
-            self._taken += 1
+        room = self._room()
+        force = self._must_take()
+        blocked = False  # a signal waits: later signals stay behind it
+        took = False
+        i = 0
+        while i < len(self._queue) and room > 0:
+            slot = self._queue[i]
+            if blocked and not slot.waited:
+                i += 1
+                continue
             room -= 1
+            self._taken += 1
+            forced = not slot.waited and force > 0
             try:
-                slot.value = slot.work()
+                value = slot.work(Turn(signals_waiting=blocked, may_wait=not forced))
             except Exception as exc:
                 if not slot.waited:
                     raise  # a signal's work records its own failures; anything else is a bug: fail the task
-                slot.error = exc
-            slot.done = True
+                value, slot.error = None, exc
+            if not slot.waited:
+                force -= 1
+                if value is None:
+                    blocked = True
+                    i += 1
+                    continue
+                self._signals -= 1
+                self._signal_bytes -= slot.size
+            del self._queue[i]
+            slot.value, slot.done, took = value, True, True
+        self.waiting_signals = self._signals if blocked else 0
         if took:
             self._after_take()
-        if self._queue and not self._waiting_for_task:
+        if self._queue and room <= 0 and not self._waiting_for_task:
             self._waiting_for_task = True
             asyncio.create_task(self._bring_next_task(), name="next task for queued deliveries")
 

@@ -88,6 +88,8 @@ class ActivationWorkflow(DeliveryHandlers):
             now = workflow.now()
             self._new_task()
             self._absorb(self._engine.tick(now))
+            if self._inbox is not None:
+                self._inbox.retry()  # signalled deliveries kept waiting: the tick may have made room
             hold = self._anticipate(now)
             if not self._dispatch(hold) and hold is not None:
                 await self._wait(hold)  # nothing started: still record nothing before the instant
@@ -202,7 +204,10 @@ class ActivationWorkflow(DeliveryHandlers):
         await workflow.wait_condition(lambda: self._dispatcher.start_calls == 0)
         if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
             await workflow.wait_condition(lambda: self._dispatcher.controls == 0)
-        # Queued deliveries live in memory only (a replay rebuilds them): take them all first.
+        # Queued deliveries live in memory only (a replay rebuilds them): take them all first; a
+        # signal still waiting for room is recorded as deferred (none is carried).
+        if self._inbox is not None:
+            self._inbox.flush()
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
         spec = self._pending_spec or self._engine.spec
         state = encode_state(self._engine)
@@ -290,7 +295,10 @@ class ActivationWorkflow(DeliveryHandlers):
 
     @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
-        return fit_to_bytes(self._engine.summary())
+        summary = self._engine.summary()
+        if self._inbox is not None:  # deliveries the workflow holds in memory, not yet taken
+            summary["inbox"] = {"queued": len(self._inbox), "waiting_signals": self._inbox.waiting_signals}
+        return fit_to_bytes(summary)
 
     @workflow.query(name=EVENTS_QUERY)
     def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:

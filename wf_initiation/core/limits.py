@@ -75,6 +75,12 @@ DELIVERIES_PER_TASK = 300
 """Deliveries (updates, ``deliver_many`` items, signals, lifecycle events) one workflow task takes:
 the rest wait in the activation's inbox, in arrival order, for the next task (workflows/_inbox.py;
 ~0.15-2 ms a delivery in the sandbox, quiet to loaded 2-core machine)."""
+MAX_WAITING_SIGNALS = 1000
+"""Signalled deliveries one activation keeps waiting (in its workflow's memory, rebuilt from history
+on replay) while its held-bytes budget has no room; past it the oldest is recorded as
+``deferred_signal``. None is kept across continue-as-new."""
+MAX_WAITING_BYTES = 8 * MIB
+"""Payload bytes of the signalled deliveries kept waiting (see ``MAX_WAITING_SIGNALS``)."""
 ENUMERATE_PER_TASK = 1000
 """Schedule occurrences enumerated in one workflow task (a long outage under ``skip``, counting a
 backfill's range)."""

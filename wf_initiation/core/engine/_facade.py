@@ -23,6 +23,7 @@ from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
     CURRENT,
     Compat,
+    Intake,
     Decision,
     DeliveryResult,
     EngineState,
@@ -48,6 +49,7 @@ class Engine:
     def __init__(self, spec: ActivationSpec, state: EngineState, *, compat: Compat = CURRENT):
         self._core = Core(spec, state)
         self._core.bounded = compat.bounded
+        self._core.signals_kept = compat.signals_kept
         if compat.legacy_evaluation:
             self._core.use_legacy_evaluation()
         self.compat = compat
@@ -203,10 +205,28 @@ class Engine:
         return self._decide(None)
 
     # ------------------------------------------------------------------ deliveries
-    def deliver(self, entry: str | None, payload: Any, now: datetime) -> Decision[DeliveryResult]:
-        """One external delivery (EXT-1..13), or its refusal while deactivated. Durable once the task ends."""
+    def deliver(self, entry: str | None, payload: Any, now: datetime, *, defer_new: str | None = None) -> Decision[DeliveryResult]:
+        """One external delivery (EXT-1..13), or its refusal while deactivated. Durable once the task ends.
+
+        ``defer_new``: signalled deliveries are waiting ahead of this one (:meth:`take_signal`): a new
+        id is deferred with this reason, so it cannot pass them; a known id is answered as usual."""
         core = self._core
-        return self._decide(_deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now))
+        result = _deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now, intake=Intake(defer_new=defer_new))
+        assert result is not None  # only a delivery that may wait is not taken
+        return self._decide(result)
+
+    def take_signal(self, entry: str | None, payload: Any, now: datetime, *, may_wait: bool) -> Decision[DeliveryResult | None]:
+        """A delivery by signal: like :meth:`deliver`, but nobody hears its disposition, so it is never
+        dropped silently. ``may_wait``: when only the held-bytes budget would defer it, nothing is
+        recorded and the value is None: the shell keeps it and offers it again, in arrival order.
+        Deferred anyway (the state is over what it can carry, or the shell cannot keep it), it is
+        recorded as ``deferred_signal``, shown to the operator."""
+        core = self._core
+        refused = _deactivate.refuse(core, entry, payload, now)
+        if refused is not None:
+            return self._decide(refused)
+        kept = self.compat.signals_kept
+        return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait)))
 
     def undecodable(self, problem: str, now: datetime) -> Decision[DeliveryResult]:
         """A delivery whose argument could not be decoded: ``invalid``, recorded without identity."""

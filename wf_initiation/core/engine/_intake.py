@@ -79,11 +79,22 @@ def defer_reason(engine: "Runs", size: int) -> str | None:
     return None
 
 
-def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any) -> DeliveryResult:
-    """Record a deferred event: nothing consumed, no run; the sender delivers it again later."""
+def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any, *,
+             signalled: bool = False) -> DeliveryResult:
+    """Record a deferred event: nothing consumed, no run; the sender delivers it again later.
+
+    A signalled one is recorded apart (``deferred_signal``): its sender was told it is durable and
+    hears nothing, so the operator is shown it, with what redelivering it needs (entry, id)."""
     engine.count("deferred")
     kept = retained_id(delivery_id)
-    engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
+    if signalled:
+        engine.count("deferred_signals")
+        engine.record_error(now, "deferred_signal", f"signalled delivery {kept!r} of entry {entry.name!r} was deferred "
+                            f"and not run ({reason}); its sender was told it is durable: deliver it again "
+                            "(by update or HTTP, which answer deferred while the activation is under pressure)",
+                            entry.name, kept)
+    else:
+        engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
     return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
                           message=clip(reason), activation_id=engine.spec.activation_id)
 

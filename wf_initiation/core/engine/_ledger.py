@@ -37,6 +37,7 @@ class Ledger:
         # per task). Off for runs begun before them (the shell's BOUNDED_PATCH): their recorded
         # decisions must replay. Checks for input that always failed apply regardless.
         self.bounded = True
+        self.signals_kept = True  # Compat.signals_kept
         self.task_budget = ADMIT_PER_TASK  # occurrence admissions left in this workflow task
         # Set while the carried state is over its limit: new deliveries are deferred.
         self.carry_blocked: str | None = None

@@ -22,7 +22,7 @@ from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
-from ._types import Disposition, DeliveryResult, EngineState, EventRecord, Outcome, RunRecord
+from ._types import NO_INTAKE, Disposition, DeliveryResult, EngineState, EventRecord, Intake, Outcome, RunRecord
 
 
 class UnknownEntry(ValueError):
@@ -89,19 +89,30 @@ class Pipeline(Runs):
         return found
 
     # ------------------------------------------------------------------ deliveries
-    def deliver(self, entry_name: str | None, payload: Any, now: datetime) -> DeliveryResult:
-        """One external delivery (EXT-1..13). The result is durable once the workflow task ends."""
-        self.count("deliveries")
+    def deliver(self, entry_name: str | None, payload: Any, now: datetime, *, intake: Intake = NO_INTAKE) -> DeliveryResult | None:
+        """One external delivery (EXT-1..13). The result is durable once the workflow task ends; None
+        only for a delivery that may wait (:meth:`offer_event`), which is then not counted yet."""
         try:
             entry = self.resolve_entry(entry_name)
         except UnknownEntry as exc:
+            self.count("deliveries")
             self.count("refused_unknown_entry")
             return DeliveryResult(entry=entry_name, delivery_id=None, disposition=Disposition.INVALID,
                                   message=str(exc), activation_id=self.spec.activation_id)
-        return self.deliver_event(entry, payload, now)
+        result = self.offer_event(entry, payload, now, intake=intake)
+        if result is not None:
+            self.count("deliveries")
+        return result
 
-    def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime) -> DeliveryResult:
+    def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime, *, intake: Intake = NO_INTAKE) -> DeliveryResult:
         """One event of any entry: validated, deduplicated, then accepted (or not)."""
+        result = self.offer_event(entry, payload, now, intake=intake)
+        assert result is not None  # only an event that may wait is not taken
+        return result
+
+    def offer_event(self, entry: EntrySpec, payload: Any, now: datetime, *, intake: Intake = NO_INTAKE) -> DeliveryResult | None:
+        """:meth:`deliver_event`, or None when ``intake.may_wait`` and only the held-bytes budget would
+        defer the event: then nothing is recorded and the event is offered again later."""
         delivery_id = identity(entry, payload)
         problem = _intake.payload_problem(self, payload, delivery_id) or self.validate_payload(entry, payload)
         if problem is not None:
@@ -115,9 +126,11 @@ class Pipeline(Runs):
         existing = self.lookup(key)
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
-        deferred = _intake.defer_reason(self, size)
+        deferred = intake.defer_new or _intake.defer_reason(self, size)
         if deferred is not None:
-            return _intake.deferred(self, entry, delivery_id, deferred, now)
+            if intake.may_wait and intake.defer_new is None and self.carry_blocked is None:
+                return None
+            return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled)
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
                               run_key=outcome.run_key, message=outcome.detail, activation_id=self.spec.activation_id)

@@ -36,7 +36,7 @@ from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS
 from ._keys import digest_and_size, event_key
 from ._offer import SUBSCRIBABLE_KINDS, SubscriptionEvent, delivery_key, is_active, notify
 from ._pipeline import Pipeline
-from ._types import DeliveryResult, Disposition, SignalRun, Subscription
+from ._types import DeliveryResult, Disposition, Intake, SignalRun, Subscription
 
 SUBSCRIBE_SIGNAL = "subscribe"
 UNSUBSCRIBE_SIGNAL = "unsubscribe"
@@ -200,4 +200,6 @@ def route_lifecycle(engine: Pipeline, event: LifecycleEvent, now: datetime) -> l
     entries = [e for e in engine.spec.entries if e.connector == event.connector and e.config.get("workflow") == upstream]
     if not entries:
         engine.count("lifecycle_unrouted")
-    return [engine.deliver_event(entry, event.payload, now) for entry in entries]
+    # Its publisher was told it is durable: a deferral is recorded for the operator (deferred_signal).
+    intake = Intake(signalled=engine.signals_kept)
+    return [engine.deliver_event(entry, event.payload, now, intake=intake) for entry in entries]

@@ -376,9 +376,31 @@ class Compat:
     the old day-of-month/day-of-week rule, no bounds): ``ActivationSpec.evaluation < 2`` (30 Nov
     2026). Carried with the spec across continue-as-new: retired when every such activation has been
     re-activated (a new binding has the current evaluation)."""
+    signals_kept: bool = True
+    """A signalled delivery the held-bytes budget would defer waits in the shell and is taken later
+    in arrival order, and one deferred anyway is recorded as ``deferred_signal`` for the operator:
+    patch ``wfi-delivery-inbox`` (1 Dec 2026). Off: signalled deliveries were deferred like updates."""
 
 
 CURRENT = Compat()  # a run begun by this build
+
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """How a delivery reached the activation, for what it may do while the activation is under pressure."""
+
+    signalled: bool = False
+    """By signal: its sender was told it is durable and hears no disposition; a deferral is
+    recorded as ``deferred_signal`` (for the operator) rather than ``deferred``."""
+    may_wait: bool = False
+    """The shell can keep it and offer it again: when only the held-bytes budget would defer it,
+    nothing is recorded (``Engine.take_signal`` answers None)."""
+    defer_new: str | None = None
+    """Defer it with this reason if its id is new (signalled deliveries wait ahead of it, and a new
+    event must not pass them); a known id is still answered (duplicate, conflict)."""
+
+
+NO_INTAKE = Intake()
 
 
 @dataclass(frozen=True, slots=True)
