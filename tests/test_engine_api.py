@@ -16,11 +16,13 @@ from wf_initiation.core.engine import (
 from wf_initiation.wire import OperatorRequest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHELL = [ROOT / "workflows" / "activation.py", ROOT / "workflows" / "_telemetry.py"]
+SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
+                                                "_admission.py", "_compat.py", "_telemetry.py")]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "acceptance_seq", "in_flight", "lookup",
          "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
-         "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state"}
+         "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state",
+         "capacity"}
 SOURCES = """
 name: mixed
 on:

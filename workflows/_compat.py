@@ -9,6 +9,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``engine.legacy_evaluation`` | ``spec.evaluation < 2`` | 30 Nov 2026 | Python-literal expression results, the old cron day rule |
 | ``engine.bounded`` | patch ``wfi-hostile-input-budgets`` | 1 Dec 2026 | no budgets of ``core.limits`` |
 | ``inbox``, ``engine.signals_kept`` | patch ``wfi-delivery-inbox`` | 1 Dec 2026 | handlers past the task's budget waited on 1 ms timers; a signalled delivery was deferred like an update |
+| ``engine.capacity`` | patch ``wfi-capacity`` | 2 Dec 2026 | no capacity: the state grew until continue-as-new failed; no signal count |
 | ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 
@@ -33,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
 
 BOUNDED_PATCH = "wfi-hostile-input-budgets"
 INBOX_PATCH = "wfi-delivery-inbox"
+CAPACITY_PATCH = "wfi-capacity"
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 
@@ -43,7 +45,9 @@ class RunCompat:
     def __init__(self, spec: ActivationSpec) -> None:
         bounded = workflow.patched(BOUNDED_PATCH)
         self.inbox = bounded and workflow.patched(INBOX_PATCH)
-        self.engine = Compat(bounded=bounded, legacy_evaluation=spec.evaluation < EVALUATION_VERSION, signals_kept=self.inbox)
+        capacity = self.inbox and workflow.patched(CAPACITY_PATCH)
+        self.engine = Compat(bounded=bounded, legacy_evaluation=spec.evaluation < EVALUATION_VERSION,
+                             signals_kept=self.inbox, capacity=capacity)
         self._wake_ahead: bool | None = None
         self._poll_now: bool | None = None
 

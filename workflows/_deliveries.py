@@ -50,6 +50,7 @@ class DeliveryHandlers:
     _tickets: TicketAdmission
     _telemetry: ActivationTelemetry
     _pending_spec: Any
+    _signals: int
     _absorb: Callable[[Decision[Any]], Any]
     _poke: Callable[[], None]
     _now: Callable[[], datetime]
@@ -107,6 +108,7 @@ class DeliveryHandlers:
 
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
+        self._signals += 1
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
@@ -124,6 +126,7 @@ class DeliveryHandlers:
     @workflow.signal(name=SUBSCRIBE_SIGNAL)
     def subscribe(self, request: RawValue) -> None:
         """A run waits for an event of one of this activation's entries (INIT-8)."""
+        self._signals += 1
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
         if decoded is not None:
             self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now())))
@@ -131,6 +134,7 @@ class DeliveryHandlers:
 
     @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
     def unsubscribe(self, request: RawValue) -> None:
+        self._signals += 1
         decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
         if decoded is not None:
             self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
@@ -139,6 +143,7 @@ class DeliveryHandlers:
     @workflow.signal(name=LIFECYCLE_SIGNAL)
     async def lifecycle_event(self, event: RawValue) -> None:
         """A lifecycle event of another run, routed to the entries watching its workflow (COMP-3)."""
+        self._signals += 1
         decoded = self._decode_signal(event, LifecycleEvent, LIFECYCLE_SIGNAL)
         if decoded is not None and not self._absorb(self._engine.refuse_lifecycle(decoded, self._now())):
             take = lambda turn: self._signal_safely(  # noqa: E731

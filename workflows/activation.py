@@ -27,7 +27,9 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
-    from wf_initiation.core.limits import CARRY_RETRY_EVENTS, DELIVERIES_PER_TASK, MAX_CARRIED_STATE_BYTES, fit_to_bytes
+    from wf_initiation.core.limits import (
+        CARRY_RETRY_EVENTS, DELIVERIES_PER_TASK, MAX_CARRIED_STATE_BYTES, MAX_SIGNALS_PER_RUN, fit_to_bytes,
+    )
     from wf_initiation.wire import search_attributes as sa
     from wf_initiation.wire import (
         ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE, STATE_QUERY,
@@ -72,6 +74,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._admitted_until = datetime.min.replace(tzinfo=now.tzinfo)  # see _anticipate
         self._task_marker = -1  # history length at the current workflow task: a new one resets its budgets
         self._carry_retry_at = 0
+        self._signals = 0  # signals this run took (the server refuses a run's 10,001st)
         # Re-issues what the previous run left unfinished; activates a deactivated activation again.
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
@@ -196,7 +199,9 @@ class ActivationWorkflow(DeliveryHandlers):
         if self._engine.carry_blocked is not None and info.get_current_history_length() < self._carry_retry_at:
             return False
         budget = self._engine.spec.policies.max_history_events
-        return self._pending_spec is not None or info.is_continue_as_new_suggested() or info.get_current_history_length() > budget
+        signals = self._compat.engine.capacity and self._signals >= MAX_SIGNALS_PER_RUN  # the server's cap is 10,000
+        return (self._pending_spec is not None or info.is_continue_as_new_suggested()
+                or info.get_current_history_length() > budget or signals)
 
     async def _continue_as_new(self) -> None:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
@@ -212,6 +217,12 @@ class ActivationWorkflow(DeliveryHandlers):
         spec = self._pending_spec or self._engine.spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
+        if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
+            # Capacity keeps the state within what fits; should the estimate fall short, the oldest
+            # released ids go rather than the activation growing one history until the server stops it.
+            while size > MAX_CARRIED_STATE_BYTES and self._absorb(self._engine.shed_to_carry(size - MAX_CARRIED_STATE_BYTES, self._now())):
+                state = encode_state(self._engine)
+                size = len(state) + len(spec.model_dump_json())
         if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES:
             self._carry_over_limit(size)
             return

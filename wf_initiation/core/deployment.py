@@ -182,7 +182,7 @@ class PollSettings(_Strict):
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
 # Policies added after the first release: left out of the binding hash while at their default, so
 # that upgrading does not change the activation id of an unchanged deployment (wf_initiation.core.activation).
-ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT}
+ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT, "at_capacity": "refuse"}
 
 
 class Policies(_Strict):
@@ -210,6 +210,13 @@ class Policies(_Strict):
     )
     max_history_events: int = Field(
         default=8000, ge=200, description="Continue-as-new once the activation's history passes this many events."
+    )
+    at_capacity: Literal["refuse", "shed_oldest"] = Field(
+        default="refuse",
+        description="What the activation does when what it carries reaches its capacity (docs/limits.md): 'refuse' "
+        "defers deliveries of new ids until retained ids expire (every retention is kept); 'shed_oldest' drops the "
+        "dedup entries released longest ago before their retention ends (a redelivery of one of them is then taken as "
+        "new; the first instant not covered is recorded).",
     )
 
     _d = field_validator("dedup_retention", "late_after", "schedule_wake_ahead", mode="before")(_duration)

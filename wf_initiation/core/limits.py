@@ -57,6 +57,26 @@ MAX_CARRIED_STATE_BYTES = 1536 * KIB
 records a ``carry_over_limit`` error, defers deliveries until the state fits and tries again."""
 CARRY_RETRY_EVENTS = 200
 """History events between two attempts to continue-as-new while the state is over its limit."""
+CAPACITY_BYTES = 1344 * KIB
+"""What the activation lets its carried state grow to (7/8 of ``MAX_CARRIED_STATE_BYTES``, the rest
+a margin for the estimate): its *capacity*. The state is estimated from what it holds (retained
+delivery ids, their records, payloads held for runs not started yet) with the constants below, which
+bound the measured encoding from above. At capacity a new delivery id is deferred, or the oldest
+released ids are shed (the deployment's ``at_capacity`` policy), so continue-as-new always fits."""
+BYTES_PER_RETIRED_ID = 16
+"""A released dedup entry in the compact form (measured 14-15 bytes at 10k-100k ids)."""
+BYTES_PER_LIVE_RECORD = 32
+"""A dedup entry kept as a full record (a run not ended, or among the 2,000 most recent released):
+measured 21-25 bytes compressed with 36-character ids. Longer ids compress less: should the estimate
+fall short, continue-as-new sheds the oldest released ids until the state fits (recorded)."""
+STATE_BASE_BYTES = 24 * KIB
+"""Everything else the state carries (schedules, polls, errors, operator log), at most."""
+CAPACITY_WARNING = 0.8
+"""Fill level (estimated state / capacity) past which the activation warns: an error record
+``capacity_warning``, a line on the operator page, the ``wfi.capacity.fill`` gauge (again after it fell below 0.7)."""
+MAX_SIGNALS_PER_RUN = 9000
+"""Signals one activation run takes before it continues as new (Temporal refuses a run's 10,001st
+signal, ``history.maximumSignalsPerExecution``)."""
 
 # ---------------------------------------------------------------------------- one workflow task
 MAX_START_BYTES = 1 * MIB

@@ -16,6 +16,7 @@ The human-readable delivery id of a retired entry is not kept; lookups by id sti
 from __future__ import annotations
 
 import hashlib
+import itertools
 import struct
 import zlib
 from datetime import datetime, timezone
@@ -57,6 +58,14 @@ class Retired:
         for h in expired:
             del self.by_hash[h]
         return len(expired)
+
+    def pop_oldest(self, n: int) -> tuple[int, datetime | None]:
+        """Remove up to ``n`` entries released longest ago: (how many, the latest release among them)."""
+        taken = list(itertools.islice(self.by_hash.items(), n))  # insertion order is release order
+        for h, _ in taken:
+            del self.by_hash[h]
+        latest = datetime.fromtimestamp(taken[-1][1][2], tz=timezone.utc) if taken else None
+        return len(taken), latest
 
     def oldest(self) -> datetime | None:
         if not self.by_hash:

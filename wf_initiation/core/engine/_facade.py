@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from ..activation import ActivationSpec
+from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from . import _codec, _deactivate, _intake, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
@@ -50,6 +51,7 @@ class Engine:
         self._core = Core(spec, state)
         self._core.bounded = compat.bounded
         self._core.signals_kept = compat.signals_kept
+        self._core.capacity_checked = compat.capacity
         if compat.legacy_evaluation:
             self._core.use_legacy_evaluation()
         self.compat = compat
@@ -138,9 +140,14 @@ class Engine:
             counts[(record.entry, record.disposition.value)] += 1
         return counts
 
+    def capacity(self) -> dict[str, Any]:
+        """How full the activation is: its estimated carried state against its capacity (docs/limits.md)."""
+        return _intake.capacity(self._core)
+
     def gauges(self) -> dict[str, int]:
         st, in_flight = self._core.state, len(self._core.in_flight())
         return {
+            "wfi.capacity.fill_percent": int(100 * _intake.capacity_fill(self._core)),
             "wfi.dedup.size": len(st.events) + len(self._core.retired),
             "wfi.runs.pending": len(st.runs) - in_flight,
             "wfi.runs.in_flight": in_flight,
@@ -196,6 +203,20 @@ class Engine:
         """An initiation error the shell met (a signal it could not decode or send)."""
         self._core.record_error(now, kind, message, entry)
         return self._decide(None)
+
+    def shed_to_carry(self, excess: int, now: datetime) -> Decision[int]:
+        """The state is ``excess`` bytes over what continue-as-new can carry although capacity was kept
+        (the estimate was short): drop that many bytes of the oldest released dedup entries, recorded
+        as ``capacity_shed``. ``value``: how many were dropped (0: nothing left to drop)."""
+        core = self._core
+        before = len(core.state.events) + len(core.retired)
+        shed_through = core.shed_oldest(excess // BYTES_PER_RETIRED_ID + 1 + CAPACITY_BYTES // 100 // BYTES_PER_RETIRED_ID)
+        if shed_through is not None:
+            core.state.shed_through = max(core.state.shed_through or shed_through, shed_through)
+            core.record_error(now, "capacity_shed", f"the state was {excess} bytes over what continue-as-new carries: "
+                              f"dedup entries released up to {shed_through.isoformat()} were dropped before their "
+                              "retention ended; a redelivery of one of them is taken as new")
+        return self._decide(before - len(core.state.events) - len(core.retired))
 
     def block_deliveries(self, reason: str, now: datetime) -> Decision[None]:
         """The state is too large to carry: defer new deliveries with ``reason`` until the run continues as new."""

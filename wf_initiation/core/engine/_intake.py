@@ -7,7 +7,8 @@ with the reason, so nothing downstream (digest, expressions, the data converter,
 state) ever meets it. Then :func:`defer_reason`: while the activation holds its budget of payload
 bytes for runs not started yet, or cannot carry its state across continue-as-new, a new event is
 ``deferred`` (not consumed; deliver it again later) instead of growing the state past what
-Temporal accepts.
+Temporal accepts. And :func:`capacity_reason`: what the activation carries (retained delivery
+ids, payloads held) is kept within its capacity, so continue-as-new always fits.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..activation import EntrySpec
 from ..limits import (
+    BYTES_PER_LIVE_RECORD,
+    BYTES_PER_RETIRED_ID,
+    CAPACITY_BYTES,
+    CAPACITY_WARNING,
     LEGACY_INT_DIGITS,
     MAX_DELIVERY_BYTES,
     MAX_DELIVERY_ID_CHARS,
     MAX_HELD_BYTES,
+    STATE_BASE_BYTES,
     clip,
     json_problem,
     json_size,
@@ -106,3 +112,64 @@ def undecodable(engine: "Runs", problem: str, now: Any) -> DeliveryResult:
     engine.record_error(now, "invalid", f"a delivery was refused before validation: {problem}")
     return DeliveryResult(entry=None, delivery_id=None, disposition=Disposition.INVALID, message=clip(problem),
                           activation_id=engine.spec.activation_id)
+
+
+# ---------------------------------------------------------------------------- capacity
+def estimated_state_bytes(engine: "Runs") -> int:
+    """The carried state's size, estimated from above from what it holds (see core.limits)."""
+    return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID
+            + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine))
+
+
+def capacity_fill(engine: "Runs") -> float:
+    """Estimated carried state / capacity: 1.0 is full."""
+    return estimated_state_bytes(engine) / CAPACITY_BYTES
+
+
+def capacity(engine: "Runs") -> dict[str, Any]:
+    """The fill level and its parts, for operators (summary, page, gauge)."""
+    estimate = estimated_state_bytes(engine)
+    return {"fill": round(estimate / CAPACITY_BYTES, 3), "estimated_state_bytes": estimate, "capacity_bytes": CAPACITY_BYTES,
+            "retained_ids": len(engine.state.events) + len(engine.retired), "held_bytes": held_bytes(engine),
+            "policy": engine.spec.policies.at_capacity, "shed_through": engine.state.shed_through}
+
+
+def capacity_reason(engine: "Runs", size: int, now: Any) -> str | None:
+    """Why a new event of ``size`` payload bytes cannot be retained (the activation is at capacity),
+    or None; under ``shed_oldest`` the oldest released ids are dropped to make room first."""
+    if not engine.capacity_checked:
+        return None
+    estimate = estimated_state_bytes(engine)
+    _warn(engine, estimate, now)
+    needed = estimate + BYTES_PER_LIVE_RECORD + size
+    if needed <= CAPACITY_BYTES:
+        return None
+    if engine.spec.policies.at_capacity == "shed_oldest":
+        # Make room for this event and 1% of capacity more, so shedding happens in steps, not per event.
+        ids = (needed - CAPACITY_BYTES + CAPACITY_BYTES // 100) // BYTES_PER_RETIRED_ID + 1
+        shed_through = engine.shed_oldest(ids)
+        if shed_through is not None:
+            engine.state.shed_through = max(engine.state.shed_through or shed_through, shed_through)
+            engine.record_error(now, "capacity_shed", f"at capacity: dedup entries released up to "
+                                f"{shed_through.isoformat()} were dropped before their retention ended (at_capacity: "
+                                "shed_oldest); a redelivery of one of them is taken as new")
+            if estimated_state_bytes(engine) + BYTES_PER_LIVE_RECORD + size <= CAPACITY_BYTES:
+                return None
+    ids = len(engine.state.events) + len(engine.retired)
+    expiry = engine.next_expiry()
+    when = f", the next at {expiry.isoformat()}" if expiry else ""
+    return (f"the activation is at capacity: it carries {ids} delivery ids kept for deduplication and "
+            f"{held_bytes(engine)} bytes of payloads held for runs not started ({estimate} of {CAPACITY_BYTES} bytes); "
+            f"ids are let go as their retention ({engine.spec.policies.dedup_retention}) ends{when}: deliver it again "
+            "later, or give the workflow a shorter dedup_retention, at_capacity: shed_oldest or more shards")
+
+
+def _warn(engine: "Runs", estimate: int, now: Any) -> None:
+    fill = estimate / CAPACITY_BYTES
+    if fill >= CAPACITY_WARNING and not engine.state.capacity_warned:
+        engine.state.capacity_warned = True
+        engine.record_error(now, "capacity_warning", f"the activation's carried state is at {fill:.0%} of its capacity "
+                            f"({estimate} of {CAPACITY_BYTES} bytes); at 100% new delivery ids are "
+                            f"{'shed oldest first' if engine.spec.policies.at_capacity == 'shed_oldest' else 'deferred'}")
+    elif fill < CAPACITY_WARNING - 0.1 and engine.state.capacity_warned:
+        engine.state.capacity_warned = False

@@ -38,6 +38,7 @@ class Ledger:
         # decisions must replay. Checks for input that always failed apply regardless.
         self.bounded = True
         self.signals_kept = True  # Compat.signals_kept
+        self.capacity_checked = True  # Compat.capacity
         self.task_budget = ADMIT_PER_TASK  # occurrence admissions left in this workflow task
         # Set while the carried state is over its limit: new deliveries are deferred.
         self.carry_blocked: str | None = None
@@ -118,6 +119,21 @@ class Ledger:
                 self.retired.add(key, record.digest, record.disposition, record.released_at)
                 moved += 1
         return moved
+
+    def shed_oldest(self, n: int) -> datetime | None:
+        """Drop the ``n`` dedup entries released longest ago, before their retention ends (the
+        ``shed_oldest`` capacity policy); return the latest release instant dropped, or None."""
+        shed, latest = self.retired.pop_oldest(n)  # retired before the live ones: released earlier
+        while shed < n and self._release_queue:
+            released, key = self._release_queue.popleft()
+            record = self.state.events.get(key)
+            if record is not None and record.released_at is not None:
+                del self.state.events[key]
+                latest = max(latest, released) if latest else released
+                shed += 1
+        if shed:
+            self.count("dedup_shed", shed)
+        return latest
 
     def expire(self, now: datetime) -> int:
         """Drop dedup entries whose retention elapsed (EXT-5, EXT-7); later deliveries count as new."""

@@ -126,10 +126,12 @@ class Pipeline(Runs):
         existing = self.lookup(key)
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
-        deferred = intake.defer_new or _intake.defer_reason(self, size)
+        deferred = intake.defer_new or _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours
+        if deferred is None:
+            deferred = _intake.defer_reason(self, size)
+            if deferred is not None and intake.may_wait and self.carry_blocked is None:
+                return None  # held payloads: room comes as runs start; the shell keeps the event waiting
         if deferred is not None:
-            if intake.may_wait and intake.defer_new is None and self.carry_blocked is None:
-                return None
             return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled)
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,

@@ -292,6 +292,10 @@ class EngineState(_M):
     )
     compact_events: bytes = Field(default=b"", description="Released dedup entries, packed (see _codec).")
     deactivation: Deactivation | None = Field(default=None, description="Set by `deactivate`; cleared by a re-activation.")
+    capacity_warned: bool = Field(default=False, description="Past the capacity warning level (core.limits.CAPACITY_WARNING).")
+    shed_through: datetime | None = Field(
+        default=None, description="Dedup entries released up to this instant were shed early (at_capacity: shed_oldest): "
+        "a redelivery of one of them was taken as new.")
 
 
 class StartRun(_M):
@@ -376,6 +380,11 @@ class Compat:
     the old day-of-month/day-of-week rule, no bounds): ``ActivationSpec.evaluation < 2`` (30 Nov
     2026). Carried with the spec across continue-as-new: retired when every such activation has been
     re-activated (a new binding has the current evaluation)."""
+    capacity: bool = True
+    """The carried state is kept within its capacity (``core.limits.CAPACITY_BYTES``): at capacity new
+    ids are deferred or the oldest released ones shed, with a warning at 80%; a state over the carry
+    limit anyway sheds released ids until it fits: patch ``wfi-capacity`` (2 Dec 2026). Off: the
+    state grew until continue-as-new failed and deliveries were deferred on the same history."""
     signals_kept: bool = True
     """A signalled delivery the held-bytes budget would defer waits in the shell and is taken later
     in arrival order, and one deferred anyway is recorded as ``deferred_signal`` for the operator:

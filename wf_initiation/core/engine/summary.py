@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _batch, _deactivate, _view
+from . import _batch, _deactivate, _intake, _view
 from ._engine import Core
 from ._keys import event_key
 
@@ -40,6 +40,7 @@ def short(engine: Core) -> dict[str, Any]:
         "entries": [{"name": e.name, "connector": e.connector, "kind": e.kind} for e in engine.spec.entries],
         "counters": dict(st.counters),
         "error_counts": dict(st.error_counts),
+        "capacity": _intake.capacity(engine),
         "dedup_entries": len(st.events) + len(engine.retired),
         "dedup_retired": len(engine.retired),
         "runs_pending": len(st.runs) - len(in_flight),
