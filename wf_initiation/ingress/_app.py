@@ -41,18 +41,34 @@ from .config import IngressConfig
 
 log = logging.getLogger("wf_initiation.ingress")
 
-STATUS = {
+# Every disposition has its status here; one missing is a KeyError (a 500, never a 2xx), and
+# tests/test_ingress_status.py fails on it. A 2xx tells GitHub, Stripe and Standard Webhooks senders
+# that the event was delivered: they never send it again. So only what the activation kept (or had
+# kept before: ``duplicate``) is a 2xx; what it did not keep is a 4xx (fix and resend) or a 503
+# (send it again later).
+STATUS: dict[Disposition, int] = {
+    # Kept: the delivery id is consumed and a retry is answered ``duplicate``.
     Disposition.ACCEPTED: 202, Disposition.QUEUED: 202, Disposition.BATCHED: 202, Disposition.DELIVERED: 202,
-    Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202, Disposition.GUARD_FAULT: 202,
-    Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202, Disposition.QUARANTINED: 202,
-    Disposition.DROPPED: 202, Disposition.DUPLICATE: 200, Disposition.CONFLICT: 409, Disposition.REFUSED: 409,
-    Disposition.INVALID: 422, Disposition.DEACTIVATED: 503,
+    Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202,
+    Disposition.GUARD_FAULT: 202, Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202,
+    Disposition.REFUSED: 409,  # recorded (the cycle guard, COMP-6); the sender's chain is at fault
+    # Dispositions of a retained record, never the answer to a new delivery (``retained`` of a
+    # duplicate): were one returned, the event was kept all the same.
+    Disposition.QUARANTINED: 202, Disposition.DROPPED: 202, Disposition.START_FAULT: 202,
+    Disposition.DUPLICATE: 200,  # kept before, with the same payload
+    # Not kept: the delivery id is not consumed.
+    Disposition.CONFLICT: 409,  # the first payload stands (EXT-4)
+    Disposition.INVALID: 422,  # the payload fails the entry's manifest: fix it
+    Disposition.DEACTIVATED: 503,  # deliver it again once the workflow is activated again
+    Disposition.DEFERRED: 503,  # the activation is under pressure: deliver it again later (Retry-After)
 }
 REASONS = {
     Disposition.SUPPRESSED: "the trigger's `when` guard was false",
     Disposition.SKIPPED: "overlap: skip, and a run of this workflow is in flight",
     Disposition.UNMATCHED: "no active subscription matched",
     Disposition.REFUSED: "the cycle guard refused it (causation depth beyond max_causation_depth)",
+    Disposition.DEFERRED: "the activation holds as much as it may for runs not started yet: nothing was kept; "
+    "deliver it again after Retry-After",
 }
 RECEIVED_AT_MEMORY = 10_000
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -266,7 +282,7 @@ class Ingress:
         if isinstance(result, Response):
             return result
         self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
-        return disposition_response(route, result, self.config.retry_after)
+        return disposition_response(route, result, self.config.retry_after, self.config.deferred_retry_after)
 
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
         retry = self.config.retry_after
@@ -345,7 +361,7 @@ def request_update_id() -> str:
     return f"http-{uuid.uuid4().hex}"
 
 
-def disposition_response(route: Route, result: DeliveryResult, retry_after: int) -> JSONResponse:
+def disposition_response(route: Route, result: DeliveryResult, retry_after: int, deferred_retry_after: int) -> JSONResponse:
     body: dict[str, Any] = {
         "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
         "delivery_id": result.delivery_id, "run_key": result.run_key, "activation_id": result.activation_id,
@@ -355,8 +371,9 @@ def disposition_response(route: Route, result: DeliveryResult, retry_after: int)
     reason = result.message or REASONS.get(result.disposition)
     if reason:
         body["reason"] = reason
-    status = STATUS.get(result.disposition, 202)
-    headers = {"Retry-After": str(retry_after)} if status == 503 else None
+    status = STATUS[result.disposition]
+    wait = deferred_retry_after if result.disposition == Disposition.DEFERRED else retry_after
+    headers = {"Retry-After": str(wait)} if status == 503 else None
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -30,6 +30,7 @@ from .limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, MAX_UPDATES_IN_FLIGHT
 
 Scheme = Literal["standard", "github", "stripe", "token", "none"]
 DEFAULT_PORT = 8780
+DEFERRED_RETRY_AFTER = 30
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
 
@@ -148,5 +149,11 @@ class IngressConfig(_Strict):
         default=timedelta(seconds=30), description="Longest wait for the durable disposition; then 503 (retry is safe).",
     )
     retry_after: int = Field(default=2, ge=0, description="Seconds, sent as Retry-After with 429 and 503.")
+    deferred_retry_after: int = Field(
+        default=DEFERRED_RETRY_AFTER, ge=0,
+        description="Seconds, sent as Retry-After with the 503 of a `deferred` delivery: the activation holds "
+        "its budget of payloads for runs not started yet, which frees as those runs start (or as a carried "
+        "state over its limit shrinks), in seconds to minutes rather than at once.",
+    )
 
     _d = field_validator("queue_timeout", "delivery_timeout", mode="before")(_duration)

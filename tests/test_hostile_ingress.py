@@ -1,0 +1,81 @@
+"""Hostile HTTP input to the webhook ingress (issue 18), one test per item, each against a real
+activation behind a real ingress, each ending with a normal webhook accepted and its run started.
+The flood of slow connections (item 2) is in tests/test_hostile_connections.py."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+from temporalio.worker import Worker
+
+from tests.conftest import assert_eventually
+from tests.support.activation import unique
+from tests.support.hostile import run_started
+from tests.support.ingress import Served, activate_all, deployment_with, served
+from wf_initiation.client import WfiClient
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL
+
+QUEUED = """
+name: {name}
+on:
+  http.request: {{}}
+  queue_by: "{{{{ request.body.key }}}}"
+"""
+OPEN = {"default_auth": {"scheme": "none"}}
+
+
+@pytest.fixture
+async def wfi(dev_env, task_queue):
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        yield WfiClient(dev_env.client, task_queue=task_queue)
+
+
+async def post(s: Served, path: str, body: Any, key: str, **headers: str) -> Any:
+    return await s.http.post(path, json=body, headers={"Idempotency-Key": f'"{key}"', **headers})
+
+
+async def still_takes_webhooks(s: Served, client: Any, path: str, key: str = "normal-after") -> None:
+    """The ending of every test here: a normal webhook is accepted and its run starts."""
+    answer = await post(s, path, {"key": f"fresh-{key}", "n": 1}, key)
+    assert answer.status_code == 202 and answer.json()["disposition"] == "accepted", answer.text
+    await run_started(client, answer.json()["run_key"])
+
+
+async def test_a_deferred_delivery_is_503_with_retry_after_and_its_retry_is_kept_once_the_pressure_is_gone(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-8, EXT-11
+    # Item 1: under pressure (payloads held for runs not started yet) the activation defers a
+    # delivery; a 2xx would make a webhook sender drop it for good.
+    name = unique("deferred")
+    deployment = deployment_with(tmp_path, {name: QUEUED.format(name=name)}, task_queue=task_queue, ingress=OPEN)
+    await activate_all(wfi, deployment)
+    async with served(deployment, dev_env.client) as s:
+        path = f"/hooks/{name}"
+        held = await post(s, path, {"key": "k", "hold": True}, "held")
+        assert held.status_code == 202 and held.json()["disposition"] == "accepted", held.text
+        pad = "x" * (200 * 1024)
+        answers = [await post(s, path, {"key": "k", "n": n, "pad": pad}, f"big-{n}") for n in range(8)]
+        dispositions = [a.json()["disposition"] for a in answers]
+        assert "queued" in dispositions and "deferred" in dispositions, dispositions
+        first = dispositions.index("deferred")
+        deferred = answers[first]
+        assert deferred.status_code == 503 and deferred.headers["retry-after"] == "30", deferred.text
+        assert "again" in deferred.json()["reason"]
+        state = await wfi.state(name, include_events=True)
+        assert f"big-{first}" not in {e["delivery_id"] for e in state["events"].values()}, "nothing was kept"
+
+        await dev_env.client.get_workflow_handle(held.json()["run_key"]).signal(ECHO_RUN_RELEASE_SIGNAL)
+
+        async def taken_on_retry() -> Any:
+            again = await post(s, path, {"key": "k", "n": first, "pad": pad}, f"big-{first}")
+            assert again.status_code == 202, again.text
+            return again
+
+        retried = await assert_eventually(taken_on_retry, timeout=60, interval=1.0)
+        assert retried.json()["disposition"] in ("accepted", "queued")
+        await run_started(dev_env.client, retried.json()["run_key"])
+        await still_takes_webhooks(s, dev_env.client, path)
