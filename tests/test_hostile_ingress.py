@@ -12,7 +12,7 @@ from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import unique
-from tests.support.hostile import run_started
+from tests.support.hostile import nested, run_started
 from tests.support.ingress import Served, activate_all, deployment_with, served
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -78,4 +78,39 @@ async def test_a_deferred_delivery_is_503_with_retry_after_and_its_retry_is_kept
         retried = await assert_eventually(taken_on_retry, timeout=60, interval=1.0)
         assert retried.json()["disposition"] in ("accepted", "queued")
         await run_started(dev_env.client, retried.json()["run_key"])
+        await still_takes_webhooks(s, dev_env.client, path)
+
+
+async def test_what_a_sender_controls_is_refused_400_with_the_reason_never_500(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-9
+    # Item 5: a refusal that is the same on every retry is a 4xx naming it, not "500 retrying is safe".
+    name = unique("refusals")
+    deployment = deployment_with(tmp_path, {name: QUEUED.format(name=name)}, task_queue=task_queue, ingress=OPEN)
+    await activate_all(wfi, deployment)
+    async with served(deployment, dev_env.client) as s:
+        path = f"/hooks/{name}"
+        # An http.request payload holds the body one level down: a body nested 64 deep makes a
+        # payload 65 deep, past the payload limit of 64; 63 is the body's limit.
+        too_deep = await post(s, path, {"key": "d", "deep": nested(63)}, "deep-64")
+        assert too_deep.status_code == 400 and too_deep.json()["error"] == "json_too_deep", too_deep.text
+        assert "63" in too_deep.json()["message"]
+        at_limit = await post(s, path, {"key": "d", "deep": nested(62)}, "deep-63")
+        assert at_limit.status_code == 202 and at_limit.json()["disposition"] == "accepted", at_limit.text
+
+        for raw in (b'{"key": "s", "text": "\\ud800"}', b'{"key": "s", "\\udfff": 1}', b'{"key": "s", "t": "a\\ud83d"}'):
+            surrogate = await s.http.post(path, content=raw, headers={"content-type": "application/json",
+                                                                      "Idempotency-Key": '"surrogate"'})
+            assert surrogate.status_code == 400, surrogate.text
+            assert "lone surrogate" in surrogate.json()["message"], surrogate.text
+        paired = await s.http.post(path, content=b'{"key": "s", "t": "\\ud83d\\ude00"}',
+                                   headers={"content-type": "application/json", "Idempotency-Key": '"paired"'})
+        assert paired.status_code == 202, "a surrogate pair is one character: accepted"
+
+        bad_host = await s.http.post(path, json={"key": "h"}, headers={"Idempotency-Key": '"h-1"', "Host": "["})
+        assert bad_host.status_code == 202, "the Host header is the sender's: it never fails the request"
+        state = await wfi.state(name, include_events=True)
+        ids = {e["delivery_id"] for e in state["events"].values()}
+        assert {"deep-64", "surrogate"}.isdisjoint(ids), "refused at the edge: nothing reaches the activation"
         await still_takes_webhooks(s, dev_env.client, path)

@@ -29,7 +29,7 @@ from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedEr
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
-from wf_initiation.client import DeliveryTooLarge, WfiClient
+from wf_initiation.client import DeliveryRefused, DeliveryTooLarge, WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 
@@ -38,6 +38,7 @@ from ._metrics import CONTENT_TYPE, IngressMetrics
 from ._routes import Route, RouteTable
 from ._secrets import SecretUnavailable
 from .config import IngressConfig
+from .limits import MAX_JSON_DEPTH
 
 log = logging.getLogger("wf_initiation.ingress")
 
@@ -155,7 +156,7 @@ class Ingress:
         request.state.route_label = "/hooks/{workflow}/{entry}" if "entry" in request.path_params else "/hooks/{workflow}"
         route = self.table.find(request.path_params["workflow"], request.path_params.get("entry"))
         if route is None or not self.config.generic_routes:
-            return error(404, "unknown_route", f"no external trigger entry is served at {request.url.path}")
+            return error(404, "unknown_route", f"no external trigger entry is served at {path_of(request)}")
         return await self.handle(request, route)
 
     def declared(self, route: Route, path: str) -> Callable[[Request], Awaitable[Response]]:
@@ -205,26 +206,26 @@ class Ingress:
         if route.auth is None:
             log.warning("refused %s %s (%s) from %s: no authentication is configured for this entry; add an "
                         "ingress.endpoints item with auth: (or ingress.default_auth)", request.method,
-                        request.url.path, route.label, peer)
+                        path_of(request), route.label, peer)
             self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
             return error(401, "unauthenticated", "this endpoint has no authentication configured")
         try:
             secrets = [s.value() for s in route.secrets]
         except SecretUnavailable as exc:
-            log.error("cannot authenticate %s (%s): secret unavailable: %s", request.url.path, route.label, exc)
+            log.error("cannot authenticate %s (%s): secret unavailable: %s", path_of(request), route.label, exc)
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
         result = _auth.verify(route.auth.scheme, headers, body, datetime.now(timezone.utc), secrets,
                               tolerance=route.auth.tolerance, token_header=route.auth.header)
         if result.ok:
             return None
-        log.warning("refused %s %s (%s) from %s: %s", request.method, request.url.path, route.label, peer, result.reason)
+        log.warning("refused %s %s (%s) from %s: %s", request.method, path_of(request), route.label, peer, result.reason)
         self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
         return error(401, "unauthenticated", result.reason)
 
     def _payload(self, route: Route, request: Request, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
         github = route.auth is not None and route.auth.scheme == "github"
-        parsed = _payload.parse_body(body, headers.get("content-type"), self.config.max_json_depth, form_payload=github)
+        parsed = _payload.parse_body(body, headers.get("content-type"), self._body_depth(route), form_payload=github)
         if not route.envelope:
             if parsed is None:
                 raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
@@ -239,6 +240,11 @@ class Ingress:
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
         return payload, request_update_id()
+
+    def _body_depth(self, route: Route) -> int:
+        """An http.request payload holds the body one level down, under ``body``: the payload's
+        depth limit leaves the body one level less."""
+        return min(self.config.max_json_depth, MAX_JSON_DEPTH - 1) if route.envelope else self.config.max_json_depth
 
     def _delivery_id(self, route: Route, headers: dict[str, str], parsed: Any) -> str:
         source = route.delivery_id
@@ -293,6 +299,8 @@ class Ingress:
                 return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id)
         except DeliveryTooLarge as exc:
             return error(413, "payload_too_large", str(exc))
+        except DeliveryRefused as exc:  # what the sender sent cannot be a payload: the same on every retry
+            return error(400, "payload_refused", str(exc))
         except _temporal.TemporalUnavailable as exc:
             log.error("delivery to %s failed: %s", route.label, exc)
             return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
@@ -354,6 +362,13 @@ class Ingress:
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
+def path_of(request: Request) -> str:
+    """The request's path as parsed by the server, cut for logs and messages (``request.url`` would
+    parse the sender's Host header, and fail on one that is not a host)."""
+    path = str(request.scope.get("path", ""))
+    return path if len(path) <= 200 else path[:200] + "..."
+
+
 def request_update_id() -> str:
     """One update id per HTTP request (WfiClient reuses it for its own retries of the call). A
     sender's retry is a new update, so the activation answers it ``duplicate`` with the retained
@@ -407,9 +422,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     # Registered for 404 and 405 only, which Starlette raises as HTTPException.
     status, detail = (exc.status_code, exc.detail) if isinstance(exc, HTTPException) else (404, "")
     if status == 405:
-        return error(405, "method_not_allowed", f"{request.method} is not accepted at {request.url.path}")
+        return error(405, "method_not_allowed", f"{request.method} is not accepted at {path_of(request)}")
     return error(status, "unknown_route" if status == 404 else "http_error",
-                 f"nothing is served at {request.url.path}" if status == 404 else str(detail))
+                 f"nothing is served at {path_of(request)}" if status == 404 else str(detail))
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

@@ -20,6 +20,8 @@ import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from wf_initiation.core.limits import json_problem
+
 from ._auth import AUTH_HEADERS
 from .limits import MAX_INT_DIGITS
 
@@ -103,7 +105,11 @@ def _json(body: bytes, max_depth: int) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadRequest(400, "bad_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
     if depth_exceeds(value, max_depth):
-        raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels")
+        raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels (the limit): "
+                         "flatten it")
+    problem = json_problem(value, max_depth=max_depth)  # JSON escapes can spell lone surrogates
+    if problem is not None:
+        raise BadRequest(400, "bad_json", f"the body is not plain JSON text: {problem}")
     return value
 
 
