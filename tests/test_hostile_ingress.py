@@ -24,6 +24,11 @@ on:
   http.request: {{}}
   queue_by: "{{{{ request.body.key }}}}"
 """
+PLAIN = """
+name: {name}
+on:
+  http.request: {{}}
+"""
 OPEN = {"default_auth": {"scheme": "none"}}
 
 
@@ -113,4 +118,46 @@ async def test_what_a_sender_controls_is_refused_400_with_the_reason_never_500(
         state = await wfi.state(name, include_events=True)
         ids = {e["delivery_id"] for e in state["events"].values()}
         assert {"deep-64", "surrogate"}.isdisjoint(ids), "refused at the edge: nothing reaches the activation"
+        await still_takes_webhooks(s, dev_env.client, path)
+
+
+async def test_invalid_text_is_refused_and_a_declared_charset_is_honoured(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-9
+    # Item 8: a form field %FF became U+FFFD, and a declared charset was ignored.
+    name = unique("charsets")
+    deployment = deployment_with(tmp_path, {name: PLAIN.format(name=name)}, task_queue=task_queue, ingress=OPEN)
+    await activate_all(wfi, deployment)
+    form = "application/x-www-form-urlencoded"
+    async with served(deployment, dev_env.client) as s:
+        path = f"/hooks/{name}"
+
+        async def send(body: bytes, content_type: str, key: str, query: str = "") -> Any:
+            return await s.http.post(path + query, content=body, headers={"content-type": content_type,
+                                                                           "Idempotency-Key": f'"{key}"'})
+
+        for body, content_type, query, status in (
+            (b"key=f&name=%FF", form, "", 400),
+            (b"key=f&name=ok", form, "?tag=%FF", 400),
+            (b"caf\xe9", "text/plain", "", 400),
+            (b"key=f", f"{form}; charset=utf-16", "", 415),
+            (b'{"key": "f"}', "application/json; charset=iso-8859-1", "", 415),
+        ):
+            refused = await send(body, content_type, "refused", query)
+            assert refused.status_code == status, (body, content_type, query, refused.text)
+            assert "\ufffd" not in refused.text
+        latin = await send(b"key=l&name=%E9t%E9", f"{form}; charset=iso-8859-1", "latin", "?tag=%C3%A9")
+        assert latin.status_code == 202, latin.text
+        text = await send("ça coûte 5 €".encode("cp1252"), "text/plain; charset=windows-1252", "cp1252")
+        assert text.status_code == 202, text.text
+        for answer in (latin, text):
+            await run_started(dev_env.client, answer.json()["run_key"])
+        latin_input = await dev_env.client.get_workflow_handle(latin.json()["run_key"]).result()
+        request = latin_input["input"]["bindings"]["request"]
+        assert request["body"] == {"key": "l", "name": "été"} and request["query"] == {"tag": "é"}
+        text_input = await dev_env.client.get_workflow_handle(text.json()["run_key"]).result()
+        assert text_input["input"]["bindings"]["request"]["body"] == "ça coûte 5 €"
+        state = await wfi.state(name, include_events=True)
+        assert "refused" not in {e["delivery_id"] for e in state["events"].values()}
         await still_takes_webhooks(s, dev_env.client, path)

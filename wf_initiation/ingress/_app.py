@@ -235,7 +235,8 @@ class Ingress:
         payload = _payload.request_payload(
             delivery_id=delivery_id, method=request.method, path=route.canonical_path,
             headers=_payload.kept_headers(request.headers.items(), route.headers, [token_header] if token_header else []),
-            query=request.query_params.multi_items(), body=_payload.without_paths(parsed, route.ignore_body),
+            query=_payload.fields(request.scope["query_string"].decode("iso8859-1"), "utf-8", what="query parameter"),
+            body=_payload.without_paths(parsed, route.ignore_body),
         )
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))

@@ -14,6 +14,8 @@ transport and proxy headers, tracing headers, and the body paths listed in ``ign
 
 from __future__ import annotations
 
+import codecs
+import email.message
 import json
 import math
 import urllib.parse
@@ -47,37 +49,94 @@ class BadRequest(ValueError):
 def parse_body(body: bytes, content_type: str | None, max_depth: int, *, form_payload: bool = False) -> Any:
     """The body as a JSON value: JSON, a form (fields to strings or lists), text, or None when empty.
 
+    A declared ``charset`` is honoured (UTF-8, US-ASCII, ISO-8859-1, windows-1252; JSON only in
+    UTF-8 or US-ASCII, RFC 8259); another is 415. Text that does not decode in its charset, a form
+    field whose percent-encoded bytes do not, and JSON strings holding a lone surrogate are 400: a
+    payload never carries U+FFFD where the sender sent something else.
+
     ``form_payload``: a form whose only field is ``payload`` holds JSON there (GitHub's form encoding).
     """
     if not body:
         return None
     media = (content_type or "").split(";", 1)[0].strip().lower()
+    charset = _charset(content_type)
     if media == "application/json" or media.endswith("+json"):
-        return _json(body, max_depth)
+        return _json(_text(body, _json_charset(charset)), max_depth)
     if media == "application/x-www-form-urlencoded":
-        form = _multi(urllib.parse.parse_qsl(_text(body), keep_blank_values=True))
+        form = _multi(fields(_text(body, charset or "utf-8", what="the form"), charset or "utf-8", what="form field"))
         if form_payload and set(form) == {"payload"} and isinstance(form["payload"], str):
-            return _json(form["payload"].encode(), max_depth)
+            return _json(form["payload"], max_depth)
         return form
     if media.startswith("text/"):
-        return _text(body)
+        return _text(body, charset or "utf-8")
     if not media:
+        text = _text(body, "utf-8")
         try:
-            return _json(body, max_depth)
+            return _json(text, max_depth)
         except BadRequest as exc:
             if exc.code == "json_too_deep":
                 raise
-            return _text(body)
+            return text
     raise BadRequest(415, "unsupported_media_type",
                      f"content type {media!r} is not supported: send application/json, "
                      "application/x-www-form-urlencoded or text/*")
 
 
-def _text(body: bytes) -> str:
+# Charsets a body may declare, by Python codec name: ASCII-compatible ones, so that a form's
+# percent-encoded bytes mean what they say. JSON is UTF-8 (RFC 8259 8.1; ASCII is a subset).
+CHARSETS = {"utf-8": "UTF-8", "ascii": "US-ASCII", "iso8859-1": "ISO-8859-1", "cp1252": "windows-1252"}
+JSON_CHARSETS = ("utf-8", "ascii")
+
+
+def _charset(content_type: str | None) -> str | None:
+    """The declared charset as a Python codec name, or None; 415 for one the ingress does not decode."""
+    if not content_type or "charset" not in content_type.lower():
+        return None
+    header = email.message.Message()
+    header["content-type"] = content_type
+    declared = header.get_content_charset()
+    if declared is None:
+        return None
     try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest(400, "bad_encoding", "the body is not UTF-8 text") from None
+        codec = codecs.lookup(declared).name
+    except LookupError:
+        codec = ""
+    if codec not in CHARSETS:
+        raise BadRequest(415, "unsupported_charset", f"charset {declared[:40]!r} is not supported: send "
+                         f"{', '.join(CHARSETS.values())} (UTF-8 is the default)")
+    return codec
+
+
+def _json_charset(charset: str | None) -> str:
+    if charset is not None and charset not in JSON_CHARSETS:
+        raise BadRequest(415, "unsupported_charset", f"JSON is UTF-8 (RFC 8259), not {CHARSETS[charset]}: send "
+                         "it in UTF-8, with charset=utf-8 or no charset")
+    return charset or "utf-8"
+
+
+def _text(body: bytes, charset: str, *, what: str = "the body") -> str:
+    try:
+        return body.decode(charset)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(400, "bad_encoding", f"{what} is not {CHARSETS.get(charset, charset)} text (byte "
+                         f"{exc.start}); send it in its declared charset (UTF-8 when none is declared)") from None
+
+
+def fields(text: str, charset: str, *, what: str) -> list[tuple[str, str]]:
+    """Form or query fields, in order; a field whose percent-encoded bytes are not ``charset`` text is 400.
+
+    Percent-decoding in ISO-8859-1 maps each byte to one character, so the bytes come back
+    unchanged and are then decoded strictly, rather than turning invalid UTF-8 into U+FFFD."""
+    try:
+        pairs = urllib.parse.parse_qsl(text, keep_blank_values=True, encoding="iso8859-1", errors="strict")
+        return [(_field(name, charset), _field(value, charset)) for name, value in pairs]
+    except UnicodeError:
+        raise BadRequest(400, "bad_encoding", f"a {what} is not percent-encoded {CHARSETS.get(charset, charset)} "
+                         "text: percent-encode the bytes of its UTF-8 form") from None
+
+
+def _field(octets: str, charset: str) -> str:
+    return octets if octets.isascii() else octets.encode("iso8859-1").decode(charset)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -97,12 +156,12 @@ def _finite(text: str) -> float:
     return value
 
 
-def _json(body: bytes, max_depth: int) -> Any:
+def _json(text: str, max_depth: int) -> Any:
     try:
-        value = json.loads(body, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite)
     except RecursionError:
         raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise BadRequest(400, "bad_json", f"the body is not valid JSON: {str(exc)[:200]}") from None
     if depth_exceeds(value, max_depth):
         raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels (the limit): "
