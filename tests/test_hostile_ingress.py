@@ -161,3 +161,59 @@ async def test_invalid_text_is_refused_and_a_declared_charset_is_honoured(
         state = await wfi.state(name, include_events=True)
         assert "refused" not in {e["delivery_id"] for e in state["events"].values()}
         await still_takes_webhooks(s, dev_env.client, path)
+
+
+async def test_compressed_bodies_are_decoded_within_the_limit_and_unknown_codings_are_415(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: EXT-2, EXT-3
+    # Item 7: Content-Encoding was ignored (gzip answered "bad JSON", br with a plain body accepted).
+    import gzip
+    import hashlib
+    import hmac
+    import json
+    import zlib
+
+    secret = "gh-" + "s3cr3t" * 4
+    monkeypatch.setenv("WFI_TEST_GZIP_SECRET", secret)
+    name = unique("gzip")
+    deployment = deployment_with(tmp_path, {name: PLAIN.format(name=name)}, task_queue=task_queue, ingress={
+        "endpoints": [{"workflow": name, "auth": {"scheme": "github", "secrets": ["env:WFI_TEST_GZIP_SECRET"]}}]})
+    await activate_all(wfi, deployment)
+    limit = deployment.ingress.max_body_bytes
+
+    def github(body: bytes, ident: str, signed: bytes | None = None, **headers: str) -> dict[str, Any]:
+        signature = hmac.new(secret.encode(), body if signed is None else signed, hashlib.sha256).hexdigest()
+        return {"content": body, "headers": {"content-type": "application/json", "X-GitHub-Delivery": ident,
+                                             "X-Hub-Signature-256": f"sha256={signature}", **headers}}
+
+    async with served(deployment, dev_env.client) as s:
+        path = f"/hooks/{name}"
+        plain = json.dumps({"ref": "refs/heads/main", "pad": "z" * 2000}).encode()
+        zipped = gzip.compress(plain)
+        signed_plain = await s.http.post(path, **github(zipped, "g-1", signed=plain, **{"Content-Encoding": "gzip"}))
+        assert signed_plain.status_code == 202 and signed_plain.json()["disposition"] == "accepted", signed_plain.text
+        signed_zipped = await s.http.post(path, **github(zipped, "g-1", **{"Content-Encoding": "gzip"}))
+        assert signed_zipped.status_code == 200 and signed_zipped.json()["disposition"] == "duplicate"
+        uncompressed_retry = await s.http.post(path, **github(plain, "g-1"))
+        assert uncompressed_retry.json()["disposition"] == "duplicate", "the coding is transport: the same event"
+        deflated = await s.http.post(path, **github(zlib.compress(plain), "g-2", signed=plain, **{"Content-Encoding": "deflate"}))
+        assert deflated.status_code == 202, deflated.text
+
+        bomb = gzip.compress(b" " * (64 * 1024 * 1024), compresslevel=9)  # 64 MiB of JSON whitespace
+        assert len(bomb) < limit, "the bomb itself is within the body limit"
+        refused_bomb = await s.http.post(path, **github(bomb, "g-5", **{"Content-Encoding": "gzip"}))
+        assert refused_bomb.status_code == 413 and "decoded" in refused_bomb.json()["message"], refused_bomb.text
+        brotli = await s.http.post(path, **github(plain, "g-6", **{"Content-Encoding": "br"}))
+        assert brotli.status_code == 415 and brotli.headers["accept-encoding"] == "gzip, deflate"
+        broken = await s.http.post(path, **github(zipped[:-9], "g-7", **{"Content-Encoding": "gzip"}))
+        assert broken.status_code == 400 and broken.json()["error"] == "bad_encoding"
+
+        run = await dev_env.client.get_workflow_handle(signed_plain.json()["run_key"]).result()
+        assert run["input"]["bindings"]["request"]["body"]["ref"] == "refs/heads/main"
+        assert "content-encoding" not in run["input"]["bindings"]["request"]["headers"]
+        state = await wfi.state(name, include_events=True)
+        assert {e["delivery_id"] for e in state["events"].values()} == {"g-1", "g-2"}
+        normal = await s.http.post(path, **github(plain, "g-normal"))
+        assert normal.status_code == 202 and normal.json()["disposition"] == "accepted"
+        await run_started(dev_env.client, normal.json()["run_key"])

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wf_initiation.ingress._payload import (
-    BadRequest, body_delivery_id, depth_exceeds, fields, header_delivery_id, kept_headers, parse_body, request_payload,
+    BadRequest, body_delivery_id, decode_content, depth_exceeds, fields, header_delivery_id, kept_headers, parse_body, request_payload,
     without_paths,
 )
 from wf_initiation.ingress.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH
@@ -150,3 +150,35 @@ def test_query_and_form_fields_keep_their_order_and_refuse_invalid_utf8() -> Non
     with pytest.raises(BadRequest) as refused:
         fields("a=%FF", "utf-8", what="query parameter")
     assert refused.value.status == 400 and "query parameter" in str(refused.value)
+
+
+def test_content_codings_are_undone_within_the_limit_and_others_are_415() -> None:
+    import gzip
+    import zlib
+
+    text = b'{"a": "' + b"x" * 1000 + b'"}'
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    assert decode_content(gzip.compress(text), "gzip", 4096) == text
+    assert decode_content(gzip.compress(text), "x-gzip", 4096) == text
+    assert decode_content(zlib.compress(text), "deflate", 4096) == text  # RFC 9110: the zlib format
+    assert decode_content(raw_deflate.compress(text) + raw_deflate.flush(), "Deflate", 4096) == text  # raw, as some send
+    assert decode_content(gzip.compress(text[:500]) + gzip.compress(text[500:]), "gzip", 4096) == text  # two members
+    assert decode_content(gzip.compress(zlib.compress(text)), "deflate, gzip", 4096) == text  # undone in reverse
+    assert decode_content(text, "identity", 4096) == text
+    assert decode_content(text, None, 4096) == text and decode_content(b"", "gzip", 4096) == b""
+    exact = b"y" * 4096
+    assert decode_content(gzip.compress(exact), "gzip", 4096) == exact
+    for body, coding, code, status in (
+        (gzip.compress(exact + b"y"), "gzip", "body_too_large", 413),
+        (gzip.compress(b"\0" * (64 * 1024 * 1024)), "gzip", "body_too_large", 413),  # a 64 MiB bomb in 64 KiB
+        (gzip.compress(text)[:-12], "gzip", "bad_encoding", 400),
+        (gzip.compress(text) + b"junk", "gzip", "bad_encoding", 400),
+        (b"not gzip at all", "gzip", "bad_encoding", 400),
+        (text, "br", "unsupported_content_encoding", 415),
+        (text, "gzip, zstd", "unsupported_content_encoding", 415),
+    ):
+        with pytest.raises(BadRequest) as refused:
+            decode_content(body, coding, 4096)
+        assert (refused.value.code, refused.value.status) == (code, status), coding
+        if status == 415:
+            assert refused.value.headers == {"Accept-Encoding": "gzip, deflate"}

@@ -112,9 +112,10 @@ class Gate:
         self._sem.release()
 
 
-def error(status: int, code: str, message: str, retry_after: int | None = None, **extra: Any) -> JSONResponse:
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return JSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
+def error(status: int, code: str, message: str, retry_after: int | None = None, *,
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = {**(headers or {}), **({"Retry-After": str(retry_after)} if retry_after is not None else {})}
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers or None)
 
 
 class Ingress:
@@ -171,19 +172,18 @@ class Ingress:
                                  f"{', '.join(sorted(route.methods))}"}, status_code=405,
                                 headers={"Allow": ", ".join(sorted(route.methods))})
         try:
-            body = await self._read_body(request)
-        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
-            return error(400, "client_disconnected", "the request body was not received in full")
-        except _payload.BadRequest as exc:
-            return error(exc.status, exc.code, str(exc))
-        try:
+            raw = await self._read_body(request)
+            body = _payload.decode_content(raw, ", ".join(request.headers.getlist("content-encoding")),
+                                           self.config.max_body_bytes)
             headers = {k.lower(): v for k, v in request.headers.items()}
-            refused = self._authenticate(route, headers, body, request)
+            refused = self._authenticate(route, headers, body, request, raw=raw)
             if refused is not None:
                 return refused
             payload, update_id = self._payload(route, request, headers, body)
+        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
+            return error(400, "client_disconnected", "the request body was not received in full")
         except _payload.BadRequest as exc:
-            return error(exc.status, exc.code, str(exc))
+            return error(exc.status, exc.code, str(exc), headers=exc.headers)
         return await self._deliver(route, payload, update_id)
 
     async def _read_body(self, request: Request) -> bytes:
@@ -201,7 +201,9 @@ class Ingress:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: Request) -> Response | None:
+    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: Request, *,
+                      raw: bytes) -> Response | None:
+        """Verify the sender; a compressed body's signature may be over either form of it."""
         peer = request.client.host if request.client else "?"
         if route.auth is None:
             log.warning("refused %s %s (%s) from %s: no authentication is configured for this entry; add an "
@@ -215,8 +217,13 @@ class Ingress:
             log.error("cannot authenticate %s (%s): secret unavailable: %s", path_of(request), route.label, exc)
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
-        result = _auth.verify(route.auth.scheme, headers, body, datetime.now(timezone.utc), secrets,
+        now = datetime.now(timezone.utc)
+        result = _auth.verify(route.auth.scheme, headers, body, now, secrets,
                               tolerance=route.auth.tolerance, token_header=route.auth.header)
+        if not result.ok and raw is not body:
+            over_raw = _auth.verify(route.auth.scheme, headers, raw, now, secrets,
+                                    tolerance=route.auth.tolerance, token_header=route.auth.header)
+            result = over_raw if over_raw.ok else result
         if result.ok:
             return None
         log.warning("refused %s %s (%s) from %s: %s", request.method, path_of(request), route.label, peer, result.reason)

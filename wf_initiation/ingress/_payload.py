@@ -19,6 +19,7 @@ import email.message
 import json
 import math
 import urllib.parse
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ from .limits import MAX_INT_DIGITS
 # Added or rewritten by clients, proxies and load balancers; different between two attempts.
 TRANSPORT_HEADERS = frozenset({
     "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
-    "content-length", "host", "accept-encoding", "forwarded", "via", "x-forwarded-for", "x-forwarded-host",
+    "content-length", "content-encoding", "host", "accept-encoding", "forwarded", "via", "x-forwarded-for", "x-forwarded-host",
     "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "true-client-ip", "cf-connecting-ip", "cf-ray",
     "traceparent", "tracestate", "baggage", "x-request-id", "x-amzn-trace-id", "x-cloud-trace-context",
     "sentry-trace",
@@ -39,11 +40,61 @@ IDEMPOTENCY_KEY = "idempotency-key"
 
 
 class BadRequest(ValueError):
-    """The request cannot become a payload; ``status`` and ``code`` say how to answer."""
+    """The request cannot become a payload; ``status``, ``code`` and ``headers`` say how to answer."""
 
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status, self.code = status, code
+        self.status, self.code, self.headers = status, code, headers
+
+
+# Content codings the ingress undoes (RFC 9110 8.4), with zlib: brotli and zstd would need
+# libraries the project does not depend on, so they are refused (415) like any other.
+CODINGS = ("gzip", "x-gzip", "deflate", "identity")
+
+
+def decode_content(body: bytes, content_encoding: str | None, limit: int) -> bytes:
+    """The body with its content codings undone, in reverse order of application; the decoded
+    body may be at most ``limit`` bytes too (413: a few KiB of gzip can hold gigabytes)."""
+    codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
+    if not body:
+        return body
+    unknown = [c for c in codings if c not in CODINGS]
+    if unknown:
+        raise BadRequest(415, "unsupported_content_encoding", f"Content-Encoding {unknown[0][:40]!r} is not "
+                         "supported: send the body uncompressed, gzip or deflate",
+                         headers={"Accept-Encoding": "gzip, deflate"})
+    for coding in reversed(codings):
+        if coding != "identity":
+            body = _inflate(body, coding, limit)
+    return body
+
+
+def _inflate(data: bytes, coding: str, limit: int) -> bytes:
+    gzip = coding in ("gzip", "x-gzip")
+    # HTTP's deflate is the zlib format (RFC 9110 8.4.1.2); some senders send raw deflate.
+    for wbits in ((16 + zlib.MAX_WBITS,) if gzip else (zlib.MAX_WBITS, -zlib.MAX_WBITS)):
+        try:
+            return _inflate_members(data, wbits, limit, coding)
+        except zlib.error:
+            continue
+    raise BadRequest(400, "bad_encoding", f"the body is not valid {coding} data (Content-Encoding: {coding})")
+
+
+def _inflate_members(data: bytes, wbits: int, limit: int, coding: str) -> bytes:
+    out = b""
+    while True:  # a gzip body may be several members, one after the other (RFC 1952)
+        inflater = zlib.decompressobj(wbits)
+        out += inflater.decompress(data, limit + 1 - len(out))
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise BadRequest(413, "body_too_large", f"the body decoded from {coding} is over the limit of {limit} "
+                             "bytes: send a reference (URL, object key) instead of the content")
+        if not inflater.eof:
+            raise BadRequest(400, "bad_encoding", f"the {coding} body is cut short")
+        data = inflater.unused_data
+        if not data or wbits != 16 + zlib.MAX_WBITS:
+            if data:
+                raise BadRequest(400, "bad_encoding", f"the {coding} body has bytes after its end")
+            return out
 
 
 def parse_body(body: bytes, content_type: str | None, max_depth: int, *, form_payload: bool = False) -> Any:
