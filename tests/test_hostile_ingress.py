@@ -217,3 +217,67 @@ async def test_compressed_bodies_are_decoded_within_the_limit_and_unknown_coding
         normal = await s.http.post(path, **github(plain, "g-normal"))
         assert normal.status_code == 202 and normal.json()["disposition"] == "accepted"
         await run_started(dev_env.client, normal.json()["run_key"])
+
+
+async def test_the_documented_body_limit_is_reached_exactly_and_one_byte_more_is_413(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-2
+    # Item 9: the documented limit could not be reached (the payload's envelope took ~166 bytes of it).
+    import gzip
+    import json
+
+    from wf_initiation.ingress.limits import ENVELOPE_BYTES, MAX_BODY_BYTES
+
+    assert MAX_BODY_BYTES == 245_760 and MAX_BODY_BYTES + ENVELOPE_BYTES == 262_144
+    name = unique("limit")
+    deployment = deployment_with(tmp_path, {name: PLAIN.format(name=name)}, task_queue=task_queue, ingress=OPEN)
+    await activate_all(wfi, deployment)
+    limit = deployment.ingress.max_body_bytes
+    assert limit == MAX_BODY_BYTES, "the default is the documented limit"
+    github_like = {"user-agent": "GitHub-Hookshot/044aadd", "x-github-event": "push", "x-github-hook-id": "292430182",
+                   "x-github-hook-installation-target-id": "79929171", "x-github-hook-installation-target-type": "repository"}
+
+    def body_of(size: int) -> bytes:
+        shell = json.dumps({"ref": "refs/heads/main", "pad": ""}).encode()
+        return shell[:-2] + b"p" * (size - len(shell)) + shell[-2:]
+
+    def sent(body: bytes, key: str, **headers: str) -> dict[str, Any]:
+        return {"content": body, "headers": {"content-type": "application/json", "Idempotency-Key": f'"{key}"',
+                                             **github_like, **headers}}
+
+    async with served(deployment, dev_env.client) as s:
+        path = f"/hooks/{name}"
+        at_limit = body_of(limit)
+        assert len(at_limit) == 245_760
+        accepted = await s.http.post(path, **sent(at_limit, "at-limit"))
+        assert accepted.status_code == 202 and accepted.json()["disposition"] == "accepted", accepted.text
+        over = await s.http.post(path, **sent(body_of(limit + 1), "over-limit"))
+        assert over.status_code == 413 and over.json()["error"] == "body_too_large", over.text
+
+        async def chunks(body: bytes) -> Any:  # no Content-Length: the same limit while streaming
+            for i in range(0, len(body), 10_000):
+                yield body[i:i + 10_000]
+        streamed = await s.http.post(path, content=chunks(body_of(limit)), headers={
+            "content-type": "application/json", "Idempotency-Key": '"streamed"'})
+        assert streamed.status_code == 202, streamed.text
+        streamed_over = await s.http.post(path, content=chunks(body_of(limit + 1)), headers={
+            "content-type": "application/json", "Idempotency-Key": '"streamed-over"'})
+        assert streamed_over.status_code == 413
+
+        decoded_at_limit = await s.http.post(path, **sent(gzip.compress(body_of(limit)), "gzip-at-limit",
+                                                          **{"Content-Encoding": "gzip"}))
+        assert decoded_at_limit.status_code == 202, decoded_at_limit.text
+        decoded_over = await s.http.post(path, **sent(gzip.compress(body_of(limit + 1)), "gzip-over",
+                                                      **{"Content-Encoding": "gzip"}))
+        assert decoded_over.status_code == 413 and "decoded" in decoded_over.json()["message"]
+
+        many = {f"x-extra-{i}": "h" * 1700 for i in range(10)}  # 17 KB of kept headers: the envelope's share is 16 KiB
+        too_many_headers = await s.http.post(path, **sent(b'{"ref": "x"}', "headers", **many))
+        assert too_many_headers.status_code == 431 and str(ENVELOPE_BYTES) in too_many_headers.json()["message"]
+
+        run = await dev_env.client.get_workflow_handle(accepted.json()["run_key"]).result()
+        assert len(run["input"]["bindings"]["request"]["body"]["pad"]) == limit - len(body_of(0))
+        state = await wfi.state(name, include_events=True)
+        assert {e["delivery_id"] for e in state["events"].values()} == {"at-limit", "streamed", "gzip-at-limit"}
+        await still_takes_webhooks(s, dev_env.client, path)

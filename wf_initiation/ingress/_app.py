@@ -247,6 +247,7 @@ class Ingress:
         )
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
+        _payload.check_envelope(payload)
         return payload, request_update_id()
 
     def _body_depth(self, route: Route) -> int:

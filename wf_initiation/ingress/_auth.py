@@ -7,8 +7,9 @@ is safe to log: it names what was wrong, never a secret or a signature.
 Schemes:
 - ``standard`` (Standard Webhooks): HMAC-SHA256 of ``{webhook-id}.{webhook-timestamp}.{body}``
   with the base64 key of a ``whsec_...`` secret, ``webhook-signature: v1,<base64> ...``.
-- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs no
-  timestamp: a replayed delivery is answered ``duplicate`` while its id is retained (EXT-5).
+- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs neither
+  a timestamp nor the delivery id: a replay with the same id is ``duplicate`` only while the id is
+  retained (EXT-5), and one with a new id is a new event (docs/webhooks.md, "Replays").
 - ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=...]``, HMAC-SHA256 of ``{t}.{body}``
   with the ``whsec_...`` secret as text.
 - ``token``: ``Authorization: Bearer <token>`` (or the token alone in a configured header).

@@ -23,10 +23,10 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from wf_initiation.core.limits import json_problem
+from wf_initiation.core.limits import json_problem, json_size
 
 from ._auth import AUTH_HEADERS
-from .limits import MAX_INT_DIGITS
+from .limits import ENVELOPE_BYTES, MAX_INT_DIGITS
 
 # Added or rewritten by clients, proxies and load balancers; different between two attempts.
 TRANSPORT_HEADERS = frozenset({
@@ -304,6 +304,16 @@ def _drop(value: Any, parts: list[str]) -> Any:
     if len(parts) == 1:
         return {k: v for k, v in value.items() if k != parts[0]}
     return {**value, parts[0]: _drop(value[parts[0]], parts[1:])}
+
+
+def check_envelope(payload: dict[str, Any]) -> None:
+    """431 when an ``http.request`` payload without its body is over ``ENVELOPE_BYTES`` as JSON: the
+    body keeps the rest of the payload limit (``MAX_BODY_BYTES``), whatever the headers."""
+    size = json_size({**payload, "body": None})
+    if size > ENVELOPE_BYTES:
+        raise BadRequest(431, "headers_too_large", f"the headers, query and delivery id kept in the payload take {size} "
+                         f"bytes as JSON; the limit is {ENVELOPE_BYTES}: send fewer or shorter ones "
+                         "(ingress.endpoints[].headers lists the headers to keep)")
 
 
 def request_payload(
