@@ -281,3 +281,36 @@ async def test_the_documented_body_limit_is_reached_exactly_and_one_byte_more_is
         state = await wfi.state(name, include_events=True)
         assert {e["delivery_id"] for e in state["events"].values()} == {"at-limit", "streamed", "gzip-at-limit"}
         await still_takes_webhooks(s, dev_env.client, path)
+
+
+async def test_one_workflow_without_an_activation_leaves_the_ingress_ready_for_the_others(
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-1
+    # Item 12: one listed workflow without an activation made /readyz 503, taking every endpoint
+    # of the ingress out of its load balancer.
+    active, absent = unique("active"), unique("absent")
+    deployment = deployment_with(tmp_path, {active: PLAIN.format(name=active), absent: PLAIN.format(name=absent)},
+                                 task_queue=task_queue, ingress=OPEN)
+    async with served(deployment, dev_env.client) as s:
+        none_yet = await s.http.get("/readyz")
+        assert none_yet.status_code == 503 and none_yet.json()["serving"] == [], "no workflow can be served yet"
+        await activate_all(wfi, deployment, [active])
+
+        async def ready() -> Any:
+            answer = await s.http.get("/readyz")
+            assert answer.status_code == 200, answer.text
+            return answer
+
+        body = (await assert_eventually(ready, interval=0.5)).json()
+        assert body == {"ready": True, "temporal": "ok", "serving": [active],
+                        "activations": {active: "running", absent: "missing"}}
+        one = await s.http.get(f"/readyz/{active}")
+        assert one.status_code == 200 and one.json() == {"ready": True, "workflow": active, "temporal": "ok",
+                                                          "activation": "running"}
+        other = await s.http.get(f"/readyz/{absent}")
+        assert other.status_code == 503 and other.json()["activation"] == "missing"
+        assert (await s.http.get("/readyz/no-such-workflow")).status_code == 404
+        refused = await post(s, f"/hooks/{absent}", {"key": "a"}, "to-absent")
+        assert refused.status_code == 503 and refused.json()["error"] == "no_activation"
+        await still_takes_webhooks(s, dev_env.client, f"/hooks/{active}")

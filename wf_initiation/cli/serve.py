@@ -103,7 +103,8 @@ async def _start(ingress: Any, host: str | None, port: int | None, *, access_log
 def _announce(ingress: Any, server: Any) -> None:
     table = ingress.table
     print(f"webhook ingress on {server.url}: POST {server.url}/hooks/{{workflow}}/{{entry}}; "
-          f"health {server.url}/healthz, readiness {server.url}/readyz, metrics {server.url}/metrics", flush=True)
+          f"health {server.url}/healthz, readiness {server.url}/readyz (one workflow: /readyz/{{workflow}}), "
+          f"metrics {server.url}/metrics", flush=True)
     for path, route in sorted(table.by_path.items()):
         scheme = route.auth.scheme if route.auth is not None else "no auth configured: refuses every request"
         print(f"  {'/'.join(sorted(route.methods))} {server.url}{path} -> {route.label} ({scheme})", flush=True)

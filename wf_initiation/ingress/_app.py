@@ -333,13 +333,33 @@ class Ingress:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when Temporal answers and every served workflow has a running activation."""
+        """Ready while Temporal answers and at least one served workflow has a running activation:
+        a load balancer keeps the ingress while it can serve any workflow. The body lists each."""
         request.state.route_label = "/readyz"
+        status, body = await self._readiness_snapshot()
+        return JSONResponse(body, status_code=status)
+
+    async def readyz_workflow(self, request: Request) -> Response:
+        """``/readyz/{workflow}``: 200 while that workflow's activation runs, else 503; 404 if not served."""
+        request.state.route_label = "/readyz/{workflow}"
+        workflow = request.path_params["workflow"]
+        if workflow not in self.served_workflows():
+            return error(404, "unknown_workflow", f"this ingress serves no workflow {workflow[:100]!r}")
+        _, body = await self._readiness_snapshot()
+        state = body.get("activations", {}).get(workflow, "unknown: " + str(body.get("temporal")))
+        ready = body["temporal"] == "ok" and state == "running"
+        return JSONResponse({"ready": ready, "workflow": workflow, "temporal": body["temporal"], "activation": state},
+                            status_code=200 if ready else 503)
+
+    def served_workflows(self) -> list[str]:
+        return sorted({r.workflow for r in self.table.by_name.values()})
+
+    async def _readiness_snapshot(self) -> tuple[int, dict[str, Any]]:
         now = time.monotonic()
         if self._ready is None or now - self._ready[0] > READY_CACHE_SECONDS:
             status, body = await self._readiness()
             self._ready = (now, status, body)
-        return JSONResponse(self._ready[2], status_code=self._ready[1])
+        return self._ready[1], self._ready[2]
 
     async def _readiness(self) -> tuple[int, dict[str, Any]]:
         try:
@@ -349,10 +369,11 @@ class Ingress:
             return 503, {"ready": False, "temporal": f"unreachable: {str(exc)[:200]}"}
         if not healthy:
             return 503, {"ready": False, "temporal": "not serving"}
-        workflows = sorted({r.workflow for r in self.table.by_name.values()})
+        workflows = self.served_workflows()
         states = dict(zip(workflows, await asyncio.gather(*(self._activation(client, w) for w in workflows))))
-        ready = all(s == "running" for s in states.values())
-        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "activations": states}
+        serving = [w for w, state in states.items() if state == "running"]
+        ready = bool(serving)
+        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "serving": serving, "activations": states}
 
     async def _activation(self, client: Any, workflow: str) -> str:
         from wf_initiation.wire import workflow_id_for
@@ -446,6 +467,7 @@ def build_app(ingress: Ingress) -> Starlette:
     routes = [
         StarletteRoute("/healthz", ingress.healthz, methods=["GET"]),
         StarletteRoute("/readyz", ingress.readyz, methods=["GET"]),
+        StarletteRoute("/readyz/{workflow}", ingress.readyz_workflow, methods=["GET"]),
         StarletteRoute("/metrics", ingress.metrics_endpoint, methods=["GET"]),
     ]
     # Every method reaches the handler, which answers 405 naming the entry's methods: a route that
