@@ -34,6 +34,7 @@ from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 
 from . import _auth, _payload
+from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
 from ._metrics import CONTENT_TYPE, IngressMetrics
 from ._routes import Route, RouteTable
 from ._secrets import SecretUnavailable
@@ -127,6 +128,7 @@ class Ingress:
     ):
         self.deployment, self.config, self.table = deployment, config, table
         self.metrics = IngressMetrics()
+        self.refusals = RefusalLog(log, self.metrics.connections_refused)
         self._client = client
         self._connect = connect
         self._wfi_client: WfiClient | None = None
@@ -182,6 +184,9 @@ class Ingress:
             payload, update_id = self._payload(route, request, headers, body)
         except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
             return error(400, "client_disconnected", "the request body was not received in full")
+        except BodyTooSlow as exc:
+            self.refusals.note("body_too_slow", str(exc))
+            return error(408, "body_too_slow", f"{exc}: send the body at once", headers={"Connection": "close"})
         except _payload.BadRequest as exc:
             return error(exc.status, exc.code, str(exc), headers=exc.headers)
         return await self._deliver(route, payload, update_id)
@@ -481,4 +486,5 @@ def build_app(ingress: Ingress) -> Starlette:
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
     app.state.ingress = ingress
     app.add_middleware(_Observe, metrics=ingress.metrics)
+    app.add_middleware(BodyDeadline, limits=limits_for(ingress.config))
     return app
