@@ -129,6 +129,8 @@ class Ingress:
         self.deployment, self.config, self.table = deployment, config, table
         self.metrics = IngressMetrics()
         self.refusals = RefusalLog(log, self.metrics.connections_refused)
+        # Senders choose how often they fail to authenticate: logged once a minute per route and reason.
+        self.auth_refusals = RefusalLog(log, what="requests refused", metric="wfi_ingress_auth_failures_total")
         self._client = client
         self._connect = connect
         self._wfi_client: WfiClient | None = None
@@ -210,16 +212,16 @@ class Ingress:
                       raw: bytes) -> Response | None:
         """Verify the sender; a compressed body's signature may be over either form of it."""
         peer = request.client.host if request.client else "?"
+        where = f"{request.method} {path_of(request)} from {peer}"
         if route.auth is None:
-            log.warning("refused %s %s (%s) from %s: no authentication is configured for this entry; add an "
-                        "ingress.endpoints item with auth: (or ingress.default_auth)", request.method,
-                        path_of(request), route.label, peer)
+            self.auth_refusals.note(f"{route.label}: no authentication configured",
+                                    f"{where}; add an ingress.endpoints item with auth: (or ingress.default_auth)")
             self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
             return error(401, "unauthenticated", "this endpoint has no authentication configured")
         try:
             secrets = [s.value() for s in route.secrets]
         except SecretUnavailable as exc:
-            log.error("cannot authenticate %s (%s): secret unavailable: %s", path_of(request), route.label, exc)
+            self.auth_refusals.note(f"{route.label}: secret unavailable", f"{exc}; answered 503")
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
         now = datetime.now(timezone.utc)
@@ -231,7 +233,7 @@ class Ingress:
             result = over_raw if over_raw.ok else result
         if result.ok:
             return None
-        log.warning("refused %s %s (%s) from %s: %s", request.method, path_of(request), route.label, peer, result.reason)
+        self.auth_refusals.note(f"{route.label}: {result.code}", f"{result.reason}; {where}")
         self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
         return error(401, "unauthenticated", result.reason)
 

@@ -108,11 +108,15 @@ def _open_descriptors() -> int:
 
 
 class RefusalLog:
-    """Counts refusals by kind and logs each kind at most once per ``interval`` seconds."""
+    """Counts refusals by kind and logs each kind at most once per ``interval`` seconds, with the
+    count since its last line. Kinds must come from a fixed few (never the sender's text): each is
+    remembered."""
 
     def __init__(self, logger: logging.Logger, counter: Any = None, *, interval: float = LOG_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, what: str = "connections refused",
+                 metric: str = "wfi_ingress_connections_refused_total"):
         self.logger, self.counter, self.interval, self.clock = logger, counter, interval, clock
+        self.what, self.metric = what, metric
         self._pending: collections.Counter[str] = collections.Counter()
         self._logged: dict[str, float] = {}
 
@@ -125,9 +129,8 @@ class RefusalLog:
             return
         count = self._pending.pop(kind)
         since = "" if last is None else f" in the last {now - last:.0f}s"
-        self.logger.warning("connections refused (%s): %d%s, the latest: %s; this kind is logged at most once "
-                            "every %gs (metric wfi_ingress_connections_refused_total)", kind, count, since, detail,
-                            self.interval)
+        self.logger.warning("%s (%s): %d%s, the latest: %s; this kind is logged at most once every %gs (metric %s)",
+                            self.what, kind, count, since, detail, self.interval, self.metric)
         self._logged[kind] = now
 
 
