@@ -131,6 +131,8 @@ class Ingress:
         self.refusals = RefusalLog(log, self.metrics.connections_refused)
         # Senders choose how often they fail to authenticate: logged once a minute per route and reason.
         self.auth_refusals = RefusalLog(log, what="requests refused", metric="wfi_ingress_auth_failures_total")
+        self.delivery_failures = RefusalLog(log, what="deliveries answered 503",
+                                            metric='wfi_ingress_requests_total{status="503"}')
         self._client = client
         self._connect = connect
         self._wfi_client: WfiClient | None = None
@@ -318,20 +320,21 @@ class Ingress:
         except DeliveryRefused as exc:  # what the sender sent cannot be a payload: the same on every retry
             return error(400, "payload_refused", str(exc))
         except _temporal.TemporalUnavailable as exc:
-            log.error("delivery to %s failed: %s", route.label, exc)
+            self.delivery_failures.note(f"{route.label}: temporal_unavailable", str(exc))
             return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
         except (asyncio.TimeoutError, RPCTimeoutOrCancelledError):
-            log.warning("delivery to %s: no disposition within %gs (is a worker running on task queue %r?)",
-                        route.label, timeout, self.deployment.temporal.task_queue)
+            self.delivery_failures.note(f"{route.label}: timeout", f"no disposition within {timeout:g}s (is a worker "
+                                        f"running on task queue {self.deployment.temporal.task_queue!r}?)")
             return error(503, "timeout", f"no durable disposition within {timeout:g}s; retrying is safe", retry_after=retry)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return error(503, "no_activation", f"workflow {route.workflow!r} has no running activation; retry later",
                              retry_after=retry)
-            log.error("delivery to %s: Temporal refused it: %s", route.label, exc.message)
+            self.delivery_failures.note(f"{route.label}: temporal_error", f"Temporal refused it: {exc.message}")
             return error(503, "temporal_error", "Temporal refused the delivery; retry later", retry_after=retry)
         except WorkflowUpdateFailedError as exc:
-            log.error("delivery to %s: the activation failed the update: %s", route.label, exc.cause or exc)
+            self.delivery_failures.note(f"{route.label}: update_failed",
+                                        f"the activation failed the update: {exc.cause or exc}")
             return error(503, "update_failed", "the activation could not take the delivery; retry later", retry_after=retry)
 
     # ------------------------------------------------------------------ operations
