@@ -101,10 +101,12 @@ def limits_for(config: IngressConfig) -> ConnectionLimits:
 
 
 def _open_descriptors() -> int:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:  # not Linux: the reserve has to do
-        return 0
+    for listing in ("/proc/self/fd", "/dev/fd"):  # Linux; macOS and the BSDs
+        try:
+            return len(os.listdir(listing))
+        except OSError:
+            continue
+    return 0  # the reserve has to do
 
 
 class RefusalLog:
