@@ -43,7 +43,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from .config import IngressConfig
 
 MAX_HEAD_BYTES = 16 * 1024
-"""Request line and headers of one request: 431 past it (a webhook's are well under 4 KiB)."""
+"""Request line and headers of one request: 431 past it (a webhook's are well under 4 KiB). Counted
+as the target plus each header's name and value plus 4 (``": "`` and CRLF)."""
+HEAD_SLACK = 1024  # the method, version and line ends, which the count leaves out
 MAX_CONNECTIONS = 10_000
 """Open connections when neither the deployment nor the descriptor limit says fewer."""
 FD_RESERVE = 64
@@ -251,8 +253,8 @@ class GuardedProtocol(HttpToolsProtocol):
             self.refuse(400, "bad_request", "not a valid HTTP/1.1 request")
         except httptools.HttpParserUpgrade:
             pass  # no protocol upgrades here: the request is answered as a plain request
-        else:
-            if self._awaiting_head and self._head_bytes > MAX_HEAD_BYTES:
+        else:  # the callbacks count the head exactly; this bounds what httptools buffers meanwhile
+            if self._awaiting_head and self._head_bytes > MAX_HEAD_BYTES + HEAD_SLACK:
                 self._head_too_large()
 
     # ------------------------------------------------------------------ parser callbacks
