@@ -275,9 +275,13 @@ async def _child(settings: dict[str, Any]) -> int:
     stop = asyncio.Event()
     _temporal.stop_on_signals(stop)
     loop = asyncio.get_running_loop()
-    # `wfi up` ended (or was killed): its end of the pipe closed.
-    threading.Thread(target=lambda: (sys.stdin.buffer.read(), loop.call_soon_threadsafe(stop.set)),
-                     name="wfi up watch", daemon=True).start()
+
+    def watch_parent() -> None:  # `wfi up` ended (or was killed): its end of the pipe closed
+        sys.stdin.buffer.read()
+        with contextlib.suppress(RuntimeError):  # this process is ending already: its loop is closed
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=watch_parent, name="wfi up watch", daemon=True).start()
     try:
         server = await _start(ingress, None, settings["port"], fail=False)
     except PortInUse as exc:
