@@ -214,11 +214,20 @@ async def test_a_flood_of_slow_connections_under_wfi_up_leaves_every_activation_
     finally:
         if flood is not None and flood.returncode is None:
             flood.kill()
-        if up.returncode is None:
-            up.kill()
-            await up.wait()
+        await _stop(up)
         for reader in readers:
             reader.cancel()
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGINT first: a SIGKILLed `wfi up` would leave its embedded dev server running."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), 60)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
 
 
 def _zombie(pid: int) -> bool:

@@ -178,9 +178,13 @@ async def test_wfi_up_starts_the_ingress_beside_the_worker_and_a_webhook_starts_
         order = [line for line in seen + rest if "ingress stopping" in line or "worker stopped" in line]
         assert order and "ingress stopping" in order[0], f"the ingress drains before the worker stops: {order}"
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        if proc.returncode is None:  # SIGINT first: a SIGKILLed `wfi up` leaves its dev server running
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 async def test_the_ingress_of_wfi_up_is_a_process_of_its_own_restarted_when_it_dies_and_ended_with_wfi_up(
