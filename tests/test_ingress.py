@@ -256,9 +256,10 @@ async def test_health_readiness_and_metrics(dev_env, worker: WfiClient, task_que
     await activate_all(worker, deployment, [active])
     async with served(deployment, dev_env.client) as s:
         assert (await s.http.get("/healthz")).json() == {"status": "ok"}
-        not_ready = await s.http.get("/readyz")
-        assert not_ready.status_code == 503
-        assert not_ready.json()["activations"] == {active: "running", absent: "missing"}
+        ready = await s.http.get("/readyz")  # ready while it can serve any workflow
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["activations"] == {active: "running", absent: "missing"}
+        assert (await s.http.get(f"/readyz/{absent}")).status_code == 503
         await s.http.post(f"/hooks/{active}", json={"n": 1}, headers={"Idempotency-Key": "m-1"})
         await s.http.post(f"/hooks/{active}", json={"n": 1}, headers={"Idempotency-Key": "m-1"})
         await s.http.get("/no/such/path")
@@ -272,6 +273,8 @@ async def test_health_readiness_and_metrics(dev_env, worker: WfiClient, task_que
     async with served(deployment, dev_env.client) as s:
         ready = await s.http.get("/readyz")
         assert ready.status_code == 200 and ready.json()["ready"] is True
+        assert ready.json()["serving"] == sorted([active, absent])
+        assert (await s.http.get(f"/readyz/{absent}")).status_code == 200
 
 
 async def test_answers_are_not_held_by_nagle_every_connection_has_tcp_nodelay(tmp_path: pathlib.Path) -> None:

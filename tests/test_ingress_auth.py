@@ -212,6 +212,30 @@ async def test_a_token_endpoint_keeps_its_token_out_of_the_payload_and_unconfigu
         assert refused.status_code == 401 and "no authentication configured" in refused.json()["message"]
 
 
+async def test_a_storm_of_forged_signatures_logs_one_line_per_reason_and_counts_every_one(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A sender decides how often it fails to authenticate, not how much the ingress logs.
+    monkeypatch.setenv("WFI_TEST_STORM_TOKEN", "tk-storm-0123456789")
+    name = unique("storm")
+    deployment = deployment_with(tmp_path, {name: HOOK.format(name=name, path=f"/s/{name}")}, task_queue="unused",
+                                 ingress={"default_auth": {"scheme": "token", "secrets": ["env:WFI_TEST_STORM_TOKEN"]}})
+    caplog.set_level(logging.INFO, logger="wf_initiation.ingress")
+    async with served(deployment, object()) as s:
+        for n in range(100):
+            forged = await s.http.post(f"/s/{name}", json={"n": n}, headers={"Authorization": f"Bearer wrong-{n}",
+                                                                              "Idempotency-Key": f"k-{n}"})
+            assert forged.status_code == 401 and forged.json()["message"] == "token mismatch"
+        for n in range(20):
+            unsigned = await s.http.post(f"/s/{name}", json={"n": n}, headers={"Idempotency-Key": f"u-{n}"})
+            assert unsigned.status_code == 401
+        assert s.ingress.metrics.auth_failures.labels(name, "request")._value.get() == 120
+    lines = [r.getMessage() for r in caplog.records if r.name == "wf_initiation.ingress"]
+    assert len(lines) == 2, lines
+    assert "token_mismatch" in lines[0] and "from 127.0.0.1" in lines[0] and "missing_header" in lines[1]
+    assert "wrong-" not in "\n".join(lines), "what the sender offered is not logged"
+
+
 async def _history_text(client, name: str) -> str:
     """The activation's history as text, every payload decoded (in the JSON form they are base64)."""
     history = json.loads((await client.get_workflow_handle(workflow_id_for(name)).fetch_history()).to_json())

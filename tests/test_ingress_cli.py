@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import unique
 from tests.support.ingress import activate_all, deployment_with
+from tests.support.hostile import run_started
 from tests.support.runs import describe_or_none
 from tests.support.worker_proc import free_port
 from wf_initiation.client import WfiClient
@@ -154,9 +155,11 @@ async def test_wfi_up_starts_the_ingress_beside_the_worker_and_a_webhook_starts_
     seen: list[str] = []
     try:
         assert proc.stdout is not None
+        # The ingress (a process of its own) and the activation get ready in either order.
         url = (await _lines_until(proc.stdout, URL.pattern, seen)).group(1)
         assert url == f"http://127.0.0.1:{ingress_port}", "the port is printed"
-        await _lines_until(proc.stdout, f"activated {name}", seen)
+        if not any(f"activated {name}" in line for line in seen):
+            await _lines_until(proc.stdout, f"activated {name}", seen)
         async with httpx.AsyncClient(base_url=url, timeout=60) as http:
             answer = await http.post(f"/hooks/{name}", json={"hello": "up"}, headers={"Idempotency-Key": "up-1"})
             assert answer.status_code == 202 and answer.json()["disposition"] == "accepted", answer.text
@@ -175,6 +178,64 @@ async def test_wfi_up_starts_the_ingress_beside_the_worker_and_a_webhook_starts_
         order = [line for line in seen + rest if "ingress stopping" in line or "worker stopped" in line]
         assert order and "ingress stopping" in order[0], f"the ingress drains before the worker stops: {order}"
     finally:
+        if proc.returncode is None:  # SIGINT first: a SIGKILLed `wfi up` leaves its dev server running
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 60)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def test_the_ingress_of_wfi_up_is_a_process_of_its_own_restarted_when_it_dies_and_ended_with_wfi_up(
+    dev_env, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-1
+    name = unique("up-child")
+    queue = unique("up-child-q")
+    path = _write(tmp_path, name, {
+        "temporal": {"task_queue": queue},
+        "workflows": {name: {"workfile": f"{name}.yaml", "run": {"workflow_type": "wfi.EchoRun", "task_queue": queue}}},
+        "ingress": {"default_auth": {"scheme": "none"}},
+    })
+    address = dev_env.client.service_client.config.target_host
+    proc = await asyncio.create_subprocess_exec(
+        *WFI, "up", "--deployment", str(path), "--address", address, "--activate", "--ingress-port", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env())
+    seen: list[str] = []
+    errors: list[str] = []
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = asyncio.create_task(_collect(proc.stderr, errors))
+    child = re.compile(URL.pattern + r".*\(process (\d+)\)")
+    try:
+        first = await _lines_until(proc.stdout, child.pattern, seen)
+        pid = int(first.group(2))
+        assert pid != proc.pid
+        if not any(f"activated {name}" in line for line in seen):
+            await _lines_until(proc.stdout, f"activated {name}", seen)
+        os.kill(pid, signal.SIGKILL)
+        again = await _lines_until(proc.stdout, child.pattern, seen)
+        assert int(again.group(2)) != pid, "a new ingress process"
+        assert any("webhook ingress exited (killed by signal 9); restarting it" in line for line in errors), errors
+        async with httpx.AsyncClient(base_url=again.group(1), timeout=60) as http:
+            answer = await http.post(f"/hooks/{name}", json={"after": "restart"}, headers={"Idempotency-Key": "r-1"})
+            assert answer.status_code == 202 and answer.json()["disposition"] == "accepted", answer.text
+        await run_started(dev_env.client, answer.json()["run_key"])
+
+        proc.kill()  # even a SIGKILLed `wfi up` takes its ingress with it: the child's stdin closes
+        await proc.wait()
+        restarted = int(again.group(2))
+
+        async def gone() -> None:
+            assert not os.path.exists(f"/proc/{restarted}"), "the ingress outlived wfi up"
+        await assert_eventually(gone, timeout=60)
+    finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+        stderr.cancel()
+
+
+async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
+    while raw := await stream.readline():
+        into.append(raw.decode(errors="replace").rstrip())

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wf_initiation.ingress._payload import (
-    BadRequest, body_delivery_id, depth_exceeds, header_delivery_id, kept_headers, parse_body, request_payload,
+    BadRequest, body_delivery_id, decode_content, depth_exceeds, fields, header_delivery_id, kept_headers, parse_body, request_payload,
     without_paths,
 )
 from wf_initiation.ingress.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH
@@ -118,3 +118,67 @@ def test_the_deployment_model_imports_the_ingress_config_without_the_web_stack()
             "print(sorted(m for m in ('starlette', 'uvicorn', 'prometheus_client') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_declared_charset_is_honoured_and_invalid_text_is_refused_never_replaced() -> None:
+    form = "application/x-www-form-urlencoded"
+    assert parse_body(b"name=%C3%A9t%C3%A9&x=a+b", form, 8) == {"name": "été", "x": "a b"}
+    assert parse_body(b"name=%E9t%E9", f"{form}; charset=ISO-8859-1", 8) == {"name": "été"}
+    assert parse_body(b"caf\xe9 \x80", "text/plain; charset=windows-1252", 8) == "café €"
+    assert parse_body(b"caf\xc3\xa9", "text/plain; charset=utf-8", 8) == "café"
+    assert parse_body(b'{"a": "\xc3\xa9"}', "application/json; charset=UTF-8", 8) == {"a": "é"}
+    for body, media, code, status in (
+        (b"name=%FF", form, "bad_encoding", 400),  # not UTF-8: refused, never U+FFFD
+        (b"%FF=1", form, "bad_encoding", 400),
+        (b"name=%C3", form, "bad_encoding", 400),  # a cut sequence
+        (b"name=\xff", form, "bad_encoding", 400),
+        (b"caf\xe9", "text/plain", "bad_encoding", 400),  # latin-1 bytes, no charset: UTF-8 is the default
+        (b"caf\xe9", "text/plain; charset=us-ascii", "bad_encoding", 400),
+        (b"x", "text/plain; charset=klingon", "unsupported_charset", 415),
+        (b"x", "text/plain; charset=utf-16", "unsupported_charset", 415),
+        (b'{"a": 1}', "application/json; charset=iso-8859-1", "unsupported_charset", 415),
+        (b'{"a": "\xe9"}', "application/json", "bad_encoding", 400),
+        (b'\xff\xfe{\x00}\x00', "application/json", "bad_encoding", 400),  # UTF-16 JSON is not guessed
+    ):
+        with pytest.raises(BadRequest) as refused:
+            parse_body(body, media, 8)
+        assert (refused.value.code, refused.value.status) == (code, status), (body, media)
+
+
+def test_query_and_form_fields_keep_their_order_and_refuse_invalid_utf8() -> None:
+    assert fields("a=1&b=%C3%A9&a=2&c", "utf-8", what="query parameter") == [("a", "1"), ("b", "é"), ("a", "2"), ("c", "")]
+    with pytest.raises(BadRequest) as refused:
+        fields("a=%FF", "utf-8", what="query parameter")
+    assert refused.value.status == 400 and "query parameter" in str(refused.value)
+
+
+def test_content_codings_are_undone_within_the_limit_and_others_are_415() -> None:
+    import gzip
+    import zlib
+
+    text = b'{"a": "' + b"x" * 1000 + b'"}'
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    assert decode_content(gzip.compress(text), "gzip", 4096) == text
+    assert decode_content(gzip.compress(text), "x-gzip", 4096) == text
+    assert decode_content(zlib.compress(text), "deflate", 4096) == text  # RFC 9110: the zlib format
+    assert decode_content(raw_deflate.compress(text) + raw_deflate.flush(), "Deflate", 4096) == text  # raw, as some send
+    assert decode_content(gzip.compress(text[:500]) + gzip.compress(text[500:]), "gzip", 4096) == text  # two members
+    assert decode_content(gzip.compress(zlib.compress(text)), "deflate, gzip", 4096) == text  # undone in reverse
+    assert decode_content(text, "identity", 4096) == text
+    assert decode_content(text, None, 4096) == text and decode_content(b"", "gzip", 4096) == b""
+    exact = b"y" * 4096
+    assert decode_content(gzip.compress(exact), "gzip", 4096) == exact
+    for body, coding, code, status in (
+        (gzip.compress(exact + b"y"), "gzip", "body_too_large", 413),
+        (gzip.compress(b"\0" * (64 * 1024 * 1024)), "gzip", "body_too_large", 413),  # a 64 MiB bomb in 64 KiB
+        (gzip.compress(text)[:-12], "gzip", "bad_encoding", 400),
+        (gzip.compress(text) + b"junk", "gzip", "bad_encoding", 400),
+        (b"not gzip at all", "gzip", "bad_encoding", 400),
+        (text, "br", "unsupported_content_encoding", 415),
+        (text, "gzip, zstd", "unsupported_content_encoding", 415),
+    ):
+        with pytest.raises(BadRequest) as refused:
+            decode_content(body, coding, 4096)
+        assert (refused.value.code, refused.value.status) == (code, status), coding
+        if status == 415:
+            assert refused.value.headers == {"Accept-Encoding": "gzip, deflate"}

@@ -17,6 +17,7 @@ from wf_initiation.client import WfiClient, build_spec
 from wf_initiation.core.deployment import Deployment, parse_deployment
 from wf_initiation.ingress import build
 from wf_initiation.ingress._app import Ingress, build_app
+from wf_initiation.ingress._connections import limits_for
 from wf_initiation.ingress._server import IngressServer
 
 
@@ -58,7 +59,9 @@ class Served:
 async def served(deployment: Deployment, client: Any, *, strict: bool = True) -> AsyncIterator[Served]:
     """The ingress of ``deployment`` on 127.0.0.1 (a free port) with an httpx client pointed at it."""
     ingress = build(deployment, client=client, strict=strict)
-    server = await IngressServer.start(build_app(ingress), "127.0.0.1", 0, graceful_timeout=30)
+    server = await IngressServer.start(build_app(ingress), "127.0.0.1", 0, graceful_timeout=30,
+                                       limits=limits_for(ingress.config), refusals=ingress.refusals,
+                                       gauge=ingress.metrics.connections)
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
             yield Served(server, ingress, http)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from typing import Any
 
@@ -67,7 +68,16 @@ async def _run(ingress: Any, args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _temporal.stop_on_signals(stop)
     server = await _start(ingress, args.host, args.port, access_log=args.access_log)
-    _announce(ingress, server)
+    return await _serve_until(ingress, server, stop)
+
+
+async def _serve_until(ingress: Any, server: Any, stop: asyncio.Event, *, process: str = "") -> int:
+    """Announce, connect to Temporal, serve until ``stop`` (or the server ends), drain, return 0."""
+    from wf_initiation import _temporal
+    from wf_initiation.ingress._connections import quiet_accept_failures
+
+    quiet_accept_failures(asyncio.get_running_loop(), ingress.refusals)
+    _announce(ingress, server, process)
     try:
         client = await asyncio.wait_for(ingress.client(), 10)
         print(f"Temporal at {client.service_client.config.target_host}: connected", flush=True)
@@ -86,6 +96,7 @@ async def _run(ingress: Any, args: argparse.Namespace) -> int:
 
 async def _start(ingress: Any, host: str | None, port: int | None, *, access_log: bool = False, fail: bool = True) -> Any:
     from wf_initiation.ingress._app import build_app
+    from wf_initiation.ingress._connections import limits_for
     from wf_initiation.ingress._server import IngressServer, PortInUse
 
     config = ingress.config
@@ -93,6 +104,7 @@ async def _start(ingress: Any, host: str | None, port: int | None, *, access_log
         return await IngressServer.start(
             build_app(ingress), host or config.host, config.port if port is None else port, access_log=access_log,
             graceful_timeout=config.queue_timeout.total_seconds() + config.delivery_timeout.total_seconds() + GRACEFUL_MARGIN,
+            limits=limits_for(config), refusals=ingress.refusals, gauge=ingress.metrics.connections,
         )
     except PortInUse as exc:
         if not fail:
@@ -100,10 +112,11 @@ async def _start(ingress: Any, host: str | None, port: int | None, *, access_log
         raise _user_error(str(exc)) from None
 
 
-def _announce(ingress: Any, server: Any) -> None:
+def _announce(ingress: Any, server: Any, process: str = "") -> None:
     table = ingress.table
     print(f"webhook ingress on {server.url}: POST {server.url}/hooks/{{workflow}}/{{entry}}; "
-          f"health {server.url}/healthz, readiness {server.url}/readyz, metrics {server.url}/metrics", flush=True)
+          f"health {server.url}/healthz, readiness {server.url}/readyz (one workflow: /readyz/{{workflow}}), "
+          f"metrics {server.url}/metrics; at most {server.max_connections} connections{process}", flush=True)
     for path, route in sorted(table.by_path.items()):
         scheme = route.auth.scheme if route.auth is not None else "no auth configured: refuses every request"
         print(f"  {'/'.join(sorted(route.methods))} {server.url}{path} -> {route.label} ({scheme})", flush=True)
@@ -120,32 +133,26 @@ def add_up_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Do not start the webhook ingress beside the worker.")
 
 
-async def beside_worker(args: argparse.Namespace, deployment: Any, client: Any, stop: asyncio.Event) -> asyncio.Event:
-    """Start the ingress for ``wfi up``; return the event the worker must stop on.
+async def beside_worker(args: argparse.Namespace, deployment: Any, flags: Any, stop: asyncio.Event) -> asyncio.Event:
+    """Start the ingress for ``wfi up``, in a process of its own; return the event the worker must stop on.
 
-    On ``stop`` the ingress drains first (its requests in flight need the worker to get their
-    dispositions), then the returned event is set. Without an ingress (``wfi worker``,
-    ``--no-ingress``) it is ``stop`` itself. Problems of the ``ingress:`` section are printed and
-    the rest is served (``wfi serve`` refuses to start on them instead).
+    Its own process, so that connections, however many, take the ingress's file descriptors and
+    never the worker's (whose workflow sandbox opens module files). It is restarted if it dies,
+    and ends with ``wfi up`` (SIGKILLed too: it stops when its stdin closes). On ``stop`` the
+    ingress drains first (its requests in flight need the worker to get their dispositions), then
+    the returned event is set. Without an ingress (``wfi worker``, ``--no-ingress``) it is ``stop``
+    itself. Problems of the ``ingress:`` section are printed and the rest is served (``wfi serve``
+    refuses to start on them instead).
     """
-    from wf_initiation.ingress._server import PortInUse
-
     if not getattr(args, "ingress", False):
         return stop
-    ingress = _build(deployment, strict=False, client=client)
-    try:
-        server = await _start(ingress, None, getattr(args, "ingress_port", None), fail=False)
-    except PortInUse as exc:  # the worker is the main job of `wfi up`: it runs anyway
-        print(f"warning: webhook ingress not started: {exc} (or --ingress-port / --no-ingress)", file=sys.stderr, flush=True)
-        return stop
-    _announce(ingress, server)
+    child = IngressProcess(deployment, flags, getattr(args, "ingress_port", None))
+    child.start()
     worker_stop = _WorkerStop()
 
     async def drain_then_stop_worker() -> None:
         await stop.wait()
-        server.begin_stop()
-        print("ingress stopping: finishing the requests in flight", flush=True)
-        await server.stop()
+        await child.stop()
         worker_stop.set()
 
     worker_stop.drain = asyncio.create_task(drain_then_stop_worker(), name="ingress drain")
@@ -156,3 +163,129 @@ class _WorkerStop(asyncio.Event):
     """Set once the ingress drained; holds the draining task (the loop keeps only weak references)."""
 
     drain: asyncio.Task[None] | None = None
+
+
+# ---------------------------------------------------------------------------- the ingress process of `wfi up`
+CHILD = "from wf_initiation.cli.serve import child_main; child_main()"
+EXIT_PORT_IN_USE = 3
+RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+RESTART_RESET = 60.0  # a child that served this long before it died is restarted after the first delay
+STOP_MARGIN = 10.0
+
+
+class IngressProcess:
+    """The ingress of ``wfi up`` as a child process: started, restarted when it dies, stopped.
+
+    The child gets the deployment and the connection settings pickled on its stdin (an API key
+    never appears on a command line), prints its own lines on a pipe this relays to stdout, and
+    stops when its stdin closes.
+    """
+
+    def __init__(self, deployment: Any, flags: Any, port: int | None):
+        self.deployment, self.flags, self.port = deployment, flags, port
+        self._stopping = asyncio.Event()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._supervise(), name="ingress process")
+
+    async def stop(self) -> None:
+        """Close the child's stdin (it drains and exits), kill it if it outlives its drain."""
+        self._stopping.set()
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            config = self.deployment.ingress
+            limit = GRACEFUL_MARGIN + STOP_MARGIN + (
+                config.queue_timeout.total_seconds() + config.delivery_timeout.total_seconds() if config else 40.0)
+            try:
+                await asyncio.wait_for(proc.wait(), limit)
+            except asyncio.TimeoutError:
+                print(f"the webhook ingress did not stop within {limit:g}s: killed", file=sys.stderr, flush=True)
+                proc.kill()
+        if self._task is not None:
+            await self._task
+
+    async def _supervise(self) -> None:
+        loop, failures = asyncio.get_running_loop(), 0
+        while True:
+            began = loop.time()
+            code = await self._run_once()
+            if self._stopping.is_set() or code == EXIT_PORT_IN_USE:
+                return
+            failures = 1 if loop.time() - began > RESTART_RESET else failures + 1
+            delay = RESTART_DELAYS[min(failures, len(RESTART_DELAYS)) - 1]
+            print(f"warning: the webhook ingress exited ({_exit_reason(code)}); restarting it in {delay:g}s",
+                  file=sys.stderr, flush=True)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+                return
+
+    async def _run_once(self) -> int | str:
+        """Run the child until it exits: its exit status, or why it could not be started."""
+        import pickle
+
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", CHILD, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C reaches `wfi up`, which stops the ingress first
+            )
+        except OSError as exc:
+            return f"could not be started: {exc.strerror or exc}"
+        self._proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(ConnectionError):  # it died at once: its exit status says how
+            proc.stdin.write(pickle.dumps({"deployment": self.deployment, "flags": self.flags, "port": self.port}))
+            await proc.stdin.drain()
+        while line := await proc.stdout.readline():
+            with contextlib.suppress(OSError, ValueError):  # our own stdout gone: the child serves on
+                sys.stdout.write(line.decode(errors="replace"))
+                sys.stdout.flush()
+        return await proc.wait()
+
+
+def _exit_reason(code: int | str) -> str:
+    if isinstance(code, str):
+        return code
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def child_main() -> None:
+    """The ingress process of ``wfi up`` (:class:`IngressProcess`)."""
+    import pickle
+
+    from wf_initiation.cli import exit_process
+
+    settings = pickle.load(sys.stdin.buffer)
+    exit_process(asyncio.run(_child(settings)))
+
+
+async def _child(settings: dict[str, Any]) -> int:
+    import os
+    import threading
+
+    from wf_initiation import _temporal
+    from wf_initiation.ingress._server import PortInUse
+
+    _temporal.configure_logging()
+    deployment, flags = settings["deployment"], settings["flags"]
+    ingress = _build(deployment, strict=False, connect=lambda: _temporal.connect(deployment.temporal, flags))
+    stop = asyncio.Event()
+    _temporal.stop_on_signals(stop)
+    loop = asyncio.get_running_loop()
+
+    def watch_parent() -> None:  # `wfi up` ended (or was killed): its end of the pipe closed
+        sys.stdin.buffer.read()
+        with contextlib.suppress(RuntimeError):  # this process is ending already: its loop is closed
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=watch_parent, name="wfi up watch", daemon=True).start()
+    try:
+        server = await _start(ingress, None, settings["port"], fail=False)
+    except PortInUse as exc:
+        print(f"warning: webhook ingress not started: {exc} (or --ingress-port / --no-ingress)", file=sys.stderr,
+              flush=True)
+        return EXIT_PORT_IN_USE
+    return await _serve_until(ingress, server, stop, process=f" (process {os.getpid()})")

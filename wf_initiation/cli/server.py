@@ -82,7 +82,7 @@ async def _serve(
         raise UserError(str(exc)) from None
     if added:
         print(f"registered search attributes: {', '.join(added)}", flush=True)
-    worker_stop = await _serve_ingress.beside_worker(args, deployment, client, stop)  # `up`: the ingress drains first
+    worker_stop = await _serve_ingress.beside_worker(args, deployment, flags, stop)  # `up`: the ingress drains first
     queue = deployment.temporal.task_queue
     ready = asyncio.Event()
     worker = asyncio.create_task(_temporal.run_worker(client, queue, worker_stop, on_ready=ready.set))

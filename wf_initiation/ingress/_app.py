@@ -29,30 +29,48 @@ from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedEr
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
-from wf_initiation.client import DeliveryTooLarge, WfiClient
+from wf_initiation.client import DeliveryRefused, DeliveryTooLarge, WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 
 from . import _auth, _payload
+from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
 from ._metrics import CONTENT_TYPE, IngressMetrics
 from ._routes import Route, RouteTable
 from ._secrets import SecretUnavailable
 from .config import IngressConfig
+from .limits import MAX_JSON_DEPTH
 
 log = logging.getLogger("wf_initiation.ingress")
 
-STATUS = {
+# Every disposition has its status here; one missing is a KeyError (a 500, never a 2xx), and
+# tests/test_ingress_status.py fails on it. A 2xx tells GitHub, Stripe and Standard Webhooks senders
+# that the event was delivered: they never send it again. So only what the activation kept (or had
+# kept before: ``duplicate``) is a 2xx; what it did not keep is a 4xx (fix and resend) or a 503
+# (send it again later).
+STATUS: dict[Disposition, int] = {
+    # Kept: the delivery id is consumed and a retry is answered ``duplicate``.
     Disposition.ACCEPTED: 202, Disposition.QUEUED: 202, Disposition.BATCHED: 202, Disposition.DELIVERED: 202,
-    Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202, Disposition.GUARD_FAULT: 202,
-    Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202, Disposition.QUARANTINED: 202,
-    Disposition.DROPPED: 202, Disposition.DUPLICATE: 200, Disposition.CONFLICT: 409, Disposition.REFUSED: 409,
-    Disposition.INVALID: 422, Disposition.DEACTIVATED: 503,
+    Disposition.UNMATCHED: 202, Disposition.SUPPRESSED: 202, Disposition.SKIPPED: 202,
+    Disposition.GUARD_FAULT: 202, Disposition.KEY_FAULT: 202, Disposition.PROJECTION_FAULT: 202,
+    Disposition.REFUSED: 409,  # recorded (the cycle guard, COMP-6); the sender's chain is at fault
+    # Dispositions of a retained record, never the answer to a new delivery (``retained`` of a
+    # duplicate): were one returned, the event was kept all the same.
+    Disposition.QUARANTINED: 202, Disposition.DROPPED: 202, Disposition.START_FAULT: 202,
+    Disposition.DUPLICATE: 200,  # kept before, with the same payload
+    # Not kept: the delivery id is not consumed.
+    Disposition.CONFLICT: 409,  # the first payload stands (EXT-4)
+    Disposition.INVALID: 422,  # the payload fails the entry's manifest: fix it
+    Disposition.DEACTIVATED: 503,  # deliver it again once the workflow is activated again
+    Disposition.DEFERRED: 503,  # the activation is under pressure: deliver it again later (Retry-After)
 }
 REASONS = {
     Disposition.SUPPRESSED: "the trigger's `when` guard was false",
     Disposition.SKIPPED: "overlap: skip, and a run of this workflow is in flight",
     Disposition.UNMATCHED: "no active subscription matched",
     Disposition.REFUSED: "the cycle guard refused it (causation depth beyond max_causation_depth)",
+    Disposition.DEFERRED: "the activation holds as much as it may for runs not started yet: nothing was kept; "
+    "deliver it again after Retry-After",
 }
 RECEIVED_AT_MEMORY = 10_000
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -95,9 +113,10 @@ class Gate:
         self._sem.release()
 
 
-def error(status: int, code: str, message: str, retry_after: int | None = None, **extra: Any) -> JSONResponse:
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return JSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
+def error(status: int, code: str, message: str, retry_after: int | None = None, *,
+          headers: dict[str, str] | None = None) -> JSONResponse:
+    headers = {**(headers or {}), **({"Retry-After": str(retry_after)} if retry_after is not None else {})}
+    return JSONResponse({"error": code, "message": message}, status_code=status, headers=headers or None)
 
 
 class Ingress:
@@ -109,6 +128,11 @@ class Ingress:
     ):
         self.deployment, self.config, self.table = deployment, config, table
         self.metrics = IngressMetrics()
+        self.refusals = RefusalLog(log, self.metrics.connections_refused)
+        # Senders choose how often they fail to authenticate: logged once a minute per route and reason.
+        self.auth_refusals = RefusalLog(log, what="requests refused", metric="wfi_ingress_auth_failures_total")
+        self.delivery_failures = RefusalLog(log, what="deliveries answered 503",
+                                            metric='wfi_ingress_requests_total{status="503"}')
         self._client = client
         self._connect = connect
         self._wfi_client: WfiClient | None = None
@@ -139,7 +163,7 @@ class Ingress:
         request.state.route_label = "/hooks/{workflow}/{entry}" if "entry" in request.path_params else "/hooks/{workflow}"
         route = self.table.find(request.path_params["workflow"], request.path_params.get("entry"))
         if route is None or not self.config.generic_routes:
-            return error(404, "unknown_route", f"no external trigger entry is served at {request.url.path}")
+            return error(404, "unknown_route", f"no external trigger entry is served at {path_of(request)}")
         return await self.handle(request, route)
 
     def declared(self, route: Route, path: str) -> Callable[[Request], Awaitable[Response]]:
@@ -154,19 +178,21 @@ class Ingress:
                                  f"{', '.join(sorted(route.methods))}"}, status_code=405,
                                 headers={"Allow": ", ".join(sorted(route.methods))})
         try:
-            body = await self._read_body(request)
-        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
-            return error(400, "client_disconnected", "the request body was not received in full")
-        except _payload.BadRequest as exc:
-            return error(exc.status, exc.code, str(exc))
-        try:
+            raw = await self._read_body(request)
+            body = _payload.decode_content(raw, ", ".join(request.headers.getlist("content-encoding")),
+                                           self.config.max_body_bytes)
             headers = {k.lower(): v for k, v in request.headers.items()}
-            refused = self._authenticate(route, headers, body, request)
+            refused = self._authenticate(route, headers, body, request, raw=raw)
             if refused is not None:
                 return refused
             payload, update_id = self._payload(route, request, headers, body)
+        except ClientDisconnect:  # the sender went away mid-body: nothing to answer, nothing delivered
+            return error(400, "client_disconnected", "the request body was not received in full")
+        except BodyTooSlow as exc:
+            self.refusals.note("body_too_slow", str(exc))
+            return error(408, "body_too_slow", f"{exc}: send the body at once", headers={"Connection": "close"})
         except _payload.BadRequest as exc:
-            return error(exc.status, exc.code, str(exc))
+            return error(exc.status, exc.code, str(exc), headers=exc.headers)
         return await self._deliver(route, payload, update_id)
 
     async def _read_body(self, request: Request) -> bytes:
@@ -184,31 +210,38 @@ class Ingress:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: Request) -> Response | None:
+    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: Request, *,
+                      raw: bytes) -> Response | None:
+        """Verify the sender; a compressed body's signature may be over either form of it."""
         peer = request.client.host if request.client else "?"
+        where = f"{request.method} {path_of(request)} from {peer}"
         if route.auth is None:
-            log.warning("refused %s %s (%s) from %s: no authentication is configured for this entry; add an "
-                        "ingress.endpoints item with auth: (or ingress.default_auth)", request.method,
-                        request.url.path, route.label, peer)
+            self.auth_refusals.note(f"{route.label}: no authentication configured",
+                                    f"{where}; add an ingress.endpoints item with auth: (or ingress.default_auth)")
             self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
             return error(401, "unauthenticated", "this endpoint has no authentication configured")
         try:
             secrets = [s.value() for s in route.secrets]
         except SecretUnavailable as exc:
-            log.error("cannot authenticate %s (%s): secret unavailable: %s", request.url.path, route.label, exc)
+            self.auth_refusals.note(f"{route.label}: secret unavailable", f"{exc}; answered 503")
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
-        result = _auth.verify(route.auth.scheme, headers, body, datetime.now(timezone.utc), secrets,
+        now = datetime.now(timezone.utc)
+        result = _auth.verify(route.auth.scheme, headers, body, now, secrets,
                               tolerance=route.auth.tolerance, token_header=route.auth.header)
+        if not result.ok and raw is not body:
+            over_raw = _auth.verify(route.auth.scheme, headers, raw, now, secrets,
+                                    tolerance=route.auth.tolerance, token_header=route.auth.header)
+            result = over_raw if over_raw.ok else result
         if result.ok:
             return None
-        log.warning("refused %s %s (%s) from %s: %s", request.method, request.url.path, route.label, peer, result.reason)
+        self.auth_refusals.note(f"{route.label}: {result.code}", f"{result.reason}; {where}")
         self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
         return error(401, "unauthenticated", result.reason)
 
     def _payload(self, route: Route, request: Request, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
         github = route.auth is not None and route.auth.scheme == "github"
-        parsed = _payload.parse_body(body, headers.get("content-type"), self.config.max_json_depth, form_payload=github)
+        parsed = _payload.parse_body(body, headers.get("content-type"), self._body_depth(route), form_payload=github)
         if not route.envelope:
             if parsed is None:
                 raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
@@ -218,11 +251,18 @@ class Ingress:
         payload = _payload.request_payload(
             delivery_id=delivery_id, method=request.method, path=route.canonical_path,
             headers=_payload.kept_headers(request.headers.items(), route.headers, [token_header] if token_header else []),
-            query=request.query_params.multi_items(), body=_payload.without_paths(parsed, route.ignore_body),
+            query=_payload.fields(request.scope["query_string"].decode("iso8859-1"), "utf-8", what="query parameter"),
+            body=_payload.without_paths(parsed, route.ignore_body),
         )
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
+        _payload.check_envelope(payload)
         return payload, request_update_id()
+
+    def _body_depth(self, route: Route) -> int:
+        """An http.request payload holds the body one level down, under ``body``: the payload's
+        depth limit leaves the body one level less."""
+        return min(self.config.max_json_depth, MAX_JSON_DEPTH - 1) if route.envelope else self.config.max_json_depth
 
     def _delivery_id(self, route: Route, headers: dict[str, str], parsed: Any) -> str:
         source = route.delivery_id
@@ -266,7 +306,7 @@ class Ingress:
         if isinstance(result, Response):
             return result
         self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
-        return disposition_response(route, result, self.config.retry_after)
+        return disposition_response(route, result, self.config.retry_after, self.config.deferred_retry_after)
 
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
         retry = self.config.retry_after
@@ -277,21 +317,24 @@ class Ingress:
                 return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id)
         except DeliveryTooLarge as exc:
             return error(413, "payload_too_large", str(exc))
+        except DeliveryRefused as exc:  # what the sender sent cannot be a payload: the same on every retry
+            return error(400, "payload_refused", str(exc))
         except _temporal.TemporalUnavailable as exc:
-            log.error("delivery to %s failed: %s", route.label, exc)
+            self.delivery_failures.note(f"{route.label}: temporal_unavailable", str(exc))
             return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
         except (asyncio.TimeoutError, RPCTimeoutOrCancelledError):
-            log.warning("delivery to %s: no disposition within %gs (is a worker running on task queue %r?)",
-                        route.label, timeout, self.deployment.temporal.task_queue)
+            self.delivery_failures.note(f"{route.label}: timeout", f"no disposition within {timeout:g}s (is a worker "
+                                        f"running on task queue {self.deployment.temporal.task_queue!r}?)")
             return error(503, "timeout", f"no durable disposition within {timeout:g}s; retrying is safe", retry_after=retry)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return error(503, "no_activation", f"workflow {route.workflow!r} has no running activation; retry later",
                              retry_after=retry)
-            log.error("delivery to %s: Temporal refused it: %s", route.label, exc.message)
+            self.delivery_failures.note(f"{route.label}: temporal_error", f"Temporal refused it: {exc.message}")
             return error(503, "temporal_error", "Temporal refused the delivery; retry later", retry_after=retry)
         except WorkflowUpdateFailedError as exc:
-            log.error("delivery to %s: the activation failed the update: %s", route.label, exc.cause or exc)
+            self.delivery_failures.note(f"{route.label}: update_failed",
+                                        f"the activation failed the update: {exc.cause or exc}")
             return error(503, "update_failed", "the activation could not take the delivery; retry later", retry_after=retry)
 
     # ------------------------------------------------------------------ operations
@@ -300,13 +343,33 @@ class Ingress:
         return JSONResponse({"status": "ok"})
 
     async def readyz(self, request: Request) -> Response:
-        """Ready when Temporal answers and every served workflow has a running activation."""
+        """Ready while Temporal answers and at least one served workflow has a running activation:
+        a load balancer keeps the ingress while it can serve any workflow. The body lists each."""
         request.state.route_label = "/readyz"
+        status, body = await self._readiness_snapshot()
+        return JSONResponse(body, status_code=status)
+
+    async def readyz_workflow(self, request: Request) -> Response:
+        """``/readyz/{workflow}``: 200 while that workflow's activation runs, else 503; 404 if not served."""
+        request.state.route_label = "/readyz/{workflow}"
+        workflow = request.path_params["workflow"]
+        if workflow not in self.served_workflows():
+            return error(404, "unknown_workflow", f"this ingress serves no workflow {workflow[:100]!r}")
+        _, body = await self._readiness_snapshot()
+        state = body.get("activations", {}).get(workflow, "unknown: " + str(body.get("temporal")))
+        ready = body["temporal"] == "ok" and state == "running"
+        return JSONResponse({"ready": ready, "workflow": workflow, "temporal": body["temporal"], "activation": state},
+                            status_code=200 if ready else 503)
+
+    def served_workflows(self) -> list[str]:
+        return sorted({r.workflow for r in self.table.by_name.values()})
+
+    async def _readiness_snapshot(self) -> tuple[int, dict[str, Any]]:
         now = time.monotonic()
         if self._ready is None or now - self._ready[0] > READY_CACHE_SECONDS:
             status, body = await self._readiness()
             self._ready = (now, status, body)
-        return JSONResponse(self._ready[2], status_code=self._ready[1])
+        return self._ready[1], self._ready[2]
 
     async def _readiness(self) -> tuple[int, dict[str, Any]]:
         try:
@@ -316,10 +379,11 @@ class Ingress:
             return 503, {"ready": False, "temporal": f"unreachable: {str(exc)[:200]}"}
         if not healthy:
             return 503, {"ready": False, "temporal": "not serving"}
-        workflows = sorted({r.workflow for r in self.table.by_name.values()})
+        workflows = self.served_workflows()
         states = dict(zip(workflows, await asyncio.gather(*(self._activation(client, w) for w in workflows))))
-        ready = all(s == "running" for s in states.values())
-        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "activations": states}
+        serving = [w for w, state in states.items() if state == "running"]
+        ready = bool(serving)
+        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "serving": serving, "activations": states}
 
     async def _activation(self, client: Any, workflow: str) -> str:
         from wf_initiation.wire import workflow_id_for
@@ -338,6 +402,13 @@ class Ingress:
         return Response(self.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
+def path_of(request: Request) -> str:
+    """The request's path as parsed by the server, cut for logs and messages (``request.url`` would
+    parse the sender's Host header, and fail on one that is not a host)."""
+    path = str(request.scope.get("path", ""))
+    return path if len(path) <= 200 else path[:200] + "..."
+
+
 def request_update_id() -> str:
     """One update id per HTTP request (WfiClient reuses it for its own retries of the call). A
     sender's retry is a new update, so the activation answers it ``duplicate`` with the retained
@@ -345,7 +416,7 @@ def request_update_id() -> str:
     return f"http-{uuid.uuid4().hex}"
 
 
-def disposition_response(route: Route, result: DeliveryResult, retry_after: int) -> JSONResponse:
+def disposition_response(route: Route, result: DeliveryResult, retry_after: int, deferred_retry_after: int) -> JSONResponse:
     body: dict[str, Any] = {
         "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
         "delivery_id": result.delivery_id, "run_key": result.run_key, "activation_id": result.activation_id,
@@ -355,8 +426,9 @@ def disposition_response(route: Route, result: DeliveryResult, retry_after: int)
     reason = result.message or REASONS.get(result.disposition)
     if reason:
         body["reason"] = reason
-    status = STATUS.get(result.disposition, 202)
-    headers = {"Retry-After": str(retry_after)} if status == 503 else None
+    status = STATUS[result.disposition]
+    wait = deferred_retry_after if result.disposition == Disposition.DEFERRED else retry_after
+    headers = {"Retry-After": str(wait)} if status == 503 else None
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -390,9 +462,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     # Registered for 404 and 405 only, which Starlette raises as HTTPException.
     status, detail = (exc.status_code, exc.detail) if isinstance(exc, HTTPException) else (404, "")
     if status == 405:
-        return error(405, "method_not_allowed", f"{request.method} is not accepted at {request.url.path}")
+        return error(405, "method_not_allowed", f"{request.method} is not accepted at {path_of(request)}")
     return error(status, "unknown_route" if status == 404 else "http_error",
-                 f"nothing is served at {request.url.path}" if status == 404 else str(detail))
+                 f"nothing is served at {path_of(request)}" if status == 404 else str(detail))
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -405,6 +477,7 @@ def build_app(ingress: Ingress) -> Starlette:
     routes = [
         StarletteRoute("/healthz", ingress.healthz, methods=["GET"]),
         StarletteRoute("/readyz", ingress.readyz, methods=["GET"]),
+        StarletteRoute("/readyz/{workflow}", ingress.readyz_workflow, methods=["GET"]),
         StarletteRoute("/metrics", ingress.metrics_endpoint, methods=["GET"]),
     ]
     # Every method reaches the handler, which answers 405 naming the entry's methods: a route that
@@ -418,4 +491,5 @@ def build_app(ingress: Ingress) -> Starlette:
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
     app.state.ingress = ingress
     app.add_middleware(_Observe, metrics=ingress.metrics)
+    app.add_middleware(BodyDeadline, limits=limits_for(ingress.config))
     return app

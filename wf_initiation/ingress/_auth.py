@@ -7,8 +7,9 @@ is safe to log: it names what was wrong, never a secret or a signature.
 Schemes:
 - ``standard`` (Standard Webhooks): HMAC-SHA256 of ``{webhook-id}.{webhook-timestamp}.{body}``
   with the base64 key of a ``whsec_...`` secret, ``webhook-signature: v1,<base64> ...``.
-- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs no
-  timestamp: a replayed delivery is answered ``duplicate`` while its id is retained (EXT-5).
+- ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs neither
+  a timestamp nor the delivery id: a replay with the same id is ``duplicate`` only while the id is
+  retained (EXT-5), and one with a new id is a new event (docs/webhooks.md, "Replays").
 - ``stripe``: ``Stripe-Signature: t=<unix>,v1=<hex>[,v1=...]``, HMAC-SHA256 of ``{t}.{body}``
   with the ``whsec_...`` secret as text.
 - ``token``: ``Authorization: Bearer <token>`` (or the token alone in a configured header).
@@ -37,13 +38,14 @@ AUTH_HEADERS = frozenset({
 class AuthResult:
     ok: bool
     reason: str = ""
+    code: str = ""  # one of a fixed few: what a log line per kind is keyed by (never the sender's text)
 
 
 OK = AuthResult(True)
 
 
-def refuse(reason: str) -> AuthResult:
-    return AuthResult(False, reason)
+def refuse(code: str, reason: str) -> AuthResult:
+    return AuthResult(False, reason, code)
 
 
 def verify(
@@ -54,7 +56,7 @@ def verify(
     if scheme == "none":
         return OK
     if not secrets:
-        return refuse("no secret is configured for this endpoint")
+        return refuse("no_secret", "no secret is configured for this endpoint")
     if scheme == "token":
         return _token(headers, secrets, token_header)
     check = {"standard": _standard, "github": _github, "stripe": _stripe}[scheme]
@@ -65,11 +67,11 @@ def _timestamp(raw: str, now: datetime, tolerance: timedelta) -> tuple[int | Non
     try:
         ts = int(raw.strip())
     except ValueError:
-        return None, refuse(f"timestamp {raw[:40]!r} is not a Unix time in seconds")
+        return None, refuse("bad_timestamp", f"timestamp {raw[:40]!r} is not a Unix time in seconds")
     skew = now.timestamp() - ts
     if abs(skew) > tolerance.total_seconds():
         direction = "old" if skew > 0 else "far in the future"
-        return None, refuse(f"timestamp outside the tolerance of {tolerance.total_seconds():g}s "
+        return None, refuse("stale_timestamp", f"timestamp outside the tolerance of {tolerance.total_seconds():g}s "
                             f"({abs(skew):.0f}s {direction}): a replay or a wrong clock")
     return ts, OK
 
@@ -78,23 +80,23 @@ def _standard(headers: Mapping[str, str], body: bytes, now: datetime, secrets: S
     msg_id, stamp, signature = (headers.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature"))
     missing = [h for h, v in (("webhook-id", msg_id), ("webhook-timestamp", stamp), ("webhook-signature", signature)) if not v]
     if missing:
-        return refuse(f"missing header {', '.join(missing)} (Standard Webhooks)")
+        return refuse("missing_header", f"missing header {', '.join(missing)} (Standard Webhooks)")
     ts, problem = _timestamp(stamp, now, tolerance)  # type: ignore[arg-type]
     if ts is None:
         return problem
     signed = f"{msg_id}.{ts}.".encode() + body
     offered = [s.split(",", 1)[1] for s in signature.split() if s.startswith("v1,")]  # type: ignore[union-attr]
     if not offered:
-        return refuse("webhook-signature holds no v1 signature")
+        return refuse("bad_signature_header", "webhook-signature holds no v1 signature")
     for secret in secrets:
         try:
             key = _standard_key(secret)
         except ValueError as exc:
-            return refuse(str(exc))
+            return refuse("bad_secret", str(exc))
         expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest())
         if any(hmac.compare_digest(expected, o.encode()) for o in offered):
             return OK
-    return refuse("signature mismatch (webhook-signature)")
+    return refuse("signature_mismatch", "signature mismatch (webhook-signature)")
 
 
 def _standard_key(secret: bytes) -> bytes:
@@ -109,26 +111,26 @@ def _standard_key(secret: bytes) -> bytes:
 def _github(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
     signature = headers.get("x-hub-signature-256")
     if not signature:
-        return refuse("missing header X-Hub-Signature-256 (set a secret on the GitHub webhook)")
+        return refuse("missing_header", "missing header X-Hub-Signature-256 (set a secret on the GitHub webhook)")
     if not signature.startswith("sha256="):
-        return refuse("X-Hub-Signature-256 does not start with 'sha256='")
+        return refuse("bad_signature_header", "X-Hub-Signature-256 does not start with 'sha256='")
     offered = signature[len("sha256="):].strip().lower().encode()
     for secret in secrets:
         expected = hmac.new(secret, body, hashlib.sha256).hexdigest().encode()
         if hmac.compare_digest(expected, offered):
             return OK
-    return refuse("signature mismatch (X-Hub-Signature-256)")
+    return refuse("signature_mismatch", "signature mismatch (X-Hub-Signature-256)")
 
 
 def _stripe(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
     header = headers.get("stripe-signature")
     if not header:
-        return refuse("missing header Stripe-Signature")
+        return refuse("missing_header", "missing header Stripe-Signature")
     parts = [p.split("=", 1) for p in header.split(",") if "=" in p]
     stamps = [v for k, v in parts if k.strip() == "t"]
     offered = [v.strip().lower().encode() for k, v in parts if k.strip() == "v1"]
     if len(stamps) != 1 or not offered:
-        return refuse("Stripe-Signature needs one t= and at least one v1= element")
+        return refuse("bad_signature_header", "Stripe-Signature needs one t= and at least one v1= element")
     ts, problem = _timestamp(stamps[0], now, tolerance)
     if ts is None:
         return problem
@@ -137,21 +139,21 @@ def _stripe(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Seq
         expected = hmac.new(secret, signed, hashlib.sha256).hexdigest().encode()
         if any(hmac.compare_digest(expected, o) for o in offered):
             return OK
-    return refuse("signature mismatch (Stripe-Signature)")
+    return refuse("signature_mismatch", "signature mismatch (Stripe-Signature)")
 
 
 def _token(headers: Mapping[str, str], secrets: Sequence[bytes], header: str | None) -> AuthResult:
     name = (header or "authorization").lower()
     raw = headers.get(name)
     if not raw:
-        return refuse(f"missing header {header or 'Authorization'}")
+        return refuse("missing_header", f"missing header {header or 'Authorization'}")
     if header is None:
         scheme, _, raw = raw.partition(" ")
         if scheme.lower() != "bearer" or not raw.strip():
-            return refuse("Authorization is not 'Bearer <token>'")
+            return refuse("bad_signature_header", "Authorization is not 'Bearer <token>'")
     # Digests first: compare_digest is constant-time only for inputs of equal length.
     offered = hashlib.sha256(raw.strip().encode()).digest()
     for secret in secrets:
         if hmac.compare_digest(hashlib.sha256(secret).digest(), offered):
             return OK
-    return refuse("token mismatch")
+    return refuse("token_mismatch", "token mismatch")

@@ -29,6 +29,11 @@ class IngressMetrics:
             registry=self.registry)
         self.in_flight = Gauge(
             "wfi_ingress_deliveries_in_flight", "Deliveries sent to Temporal and not yet answered.", registry=self.registry)
+        self.connections = Gauge("wfi_ingress_connections", "Open HTTP connections.", registry=self.registry)
+        self.connections_refused = Counter(
+            "wfi_ingress_connections_refused", "Connections closed by the ingress's limits, by reason (header_timeout, "
+            "body_too_slow, headers_too_large, connection_limit, evicted, bad_request, accept_failed).", ["reason"],
+            registry=self.registry)
         self.waiting = Gauge(
             "wfi_ingress_deliveries_waiting", "Requests waiting for a delivery slot of their workflow.", ["workflow"],
             registry=self.registry)

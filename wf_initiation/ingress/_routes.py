@@ -27,6 +27,7 @@ from ._secrets import SecretRef
 from .config import AuthConfig, DeliveryIdSource, Endpoint, IngressConfig
 
 RESERVED = ("/healthz", "/readyz", "/metrics")
+RESERVED_PREFIXES = ("/readyz/",)  # /readyz/{workflow}
 ENVELOPE_CONNECTOR = "http.request"
 DEFAULT_IDS = {
     "standard": DeliveryIdSource(header="webhook-id"),
@@ -194,9 +195,9 @@ def _paths(routes: dict[tuple[str, str], Route], problems: list[str]) -> dict[st
     for route in routes.values():
         for path in route.paths:
             other = by_path.get(path)
-            if path in RESERVED:
-                problems.append(f"{route.label}: path {path} is reserved by the ingress ({', '.join(RESERVED)}); "
-                                "declare another")
+            if path in RESERVED or path.startswith(RESERVED_PREFIXES):
+                problems.append(f"{route.label}: path {path} is reserved by the ingress ({', '.join(RESERVED)}, "
+                                "/readyz/...); declare another")
             elif other is not None:
                 problems.append(f"path {path} is declared by both {other.label} and {route.label}; give each its own")
             else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import socket
 from collections.abc import Iterator
@@ -21,10 +22,8 @@ from typing import Any
 
 import uvicorn
 
-
-# Longer than uvicorn's 5 s: a sender that reuses a connection after a pause otherwise races the
-# server closing it and sees a reset (nginx keeps idle connections 75 s).
-KEEP_ALIVE_SECONDS = 75
+from ._connections import ConnectionGuard, ConnectionLimits, RefusalLog, limits_for
+from .config import IngressConfig
 
 
 class PortInUse(OSError):
@@ -38,17 +37,23 @@ class _Server(uvicorn.Server):
 
 
 class IngressServer:
-    def __init__(self, server: _Server, sock: socket.socket, task: asyncio.Task[None]):
-        self._server, self._socket, self._task = server, sock, task
+    def __init__(self, server: _Server, sock: socket.socket, task: asyncio.Task[None], guard: ConnectionGuard):
+        self._server, self._socket, self._task, self.guard = server, sock, task, guard
 
     @classmethod
     async def start(cls, app: Any, host: str, port: int, *, graceful_timeout: float = 60.0,
-                    access_log: bool = False) -> "IngressServer":
-        sock = bind(host, port)
+                    access_log: bool = False, limits: ConnectionLimits | None = None,
+                    refusals: RefusalLog | None = None, gauge: Any = None) -> "IngressServer":
+        """Serve ``app``; ``limits`` (default: :func:`limits_for` the default configuration) bound
+        each connection and their number, ``refusals`` counts and logs what they refuse."""
+        limits = limits or limits_for(IngressConfig())
+        guard = ConnectionGuard(limits, refusals or RefusalLog(logging.getLogger("wf_initiation.ingress")), gauge)
+        sock = bind(host, port, backlog=limits.backlog)
         config = uvicorn.Config(app, log_level="warning", access_log=access_log, lifespan="off",
                                 # uvicorn takes whole seconds: round up, never cut the drain short
                                 timeout_graceful_shutdown=math.ceil(graceful_timeout), server_header=False,
-                                timeout_keep_alive=KEEP_ALIVE_SECONDS)
+                                http=guard.protocol_class(), ws="none", backlog=limits.backlog,
+                                timeout_keep_alive=limits.keep_alive_timeout)  # type: ignore[arg-type]
         server = _Server(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name="wfi ingress")
         while not server.started:
@@ -56,7 +61,11 @@ class IngressServer:
                 task.result()
                 raise RuntimeError("the ingress server stopped while starting")
             await asyncio.sleep(0.01)
-        return cls(server, sock, task)
+        return cls(server, sock, task, guard)
+
+    @property
+    def max_connections(self) -> int:
+        return self.guard.limits.max_connections
 
     @property
     def port(self) -> int:
@@ -86,7 +95,7 @@ class IngressServer:
         await self._task
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, backlog: int = 128) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and an
     # accepted socket inherits it. Without it, Nagle and delayed ACKs hold each response ~40 ms.
@@ -98,6 +107,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise PortInUse(f"cannot listen on {host}:{port} ({exc.strerror}); pick another port "
                         "(--port, or ingress.port in the deployment)") from None
-    sock.listen(2048)
+    # asyncio accepts up to ``backlog`` connections in one go, before the cap can close any:
+    # connection_cap leaves that many descriptors free.
+    sock.listen(backlog)
     sock.setblocking(False)
     return sock

@@ -30,6 +30,7 @@ from .limits import MAX_BODY_BYTES, MAX_JSON_DEPTH, MAX_UPDATES_IN_FLIGHT
 
 Scheme = Literal["standard", "github", "stripe", "token", "none"]
 DEFAULT_PORT = 8780
+DEFERRED_RETRY_AFTER = 30
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
 
@@ -147,6 +148,37 @@ class IngressConfig(_Strict):
     delivery_timeout: timedelta = Field(
         default=timedelta(seconds=30), description="Longest wait for the durable disposition; then 503 (retry is safe).",
     )
+    header_timeout: timedelta = Field(
+        default=timedelta(seconds=10), description="A connection's request line and headers must be complete within "
+        "this of it opening (or of the first byte after a keep-alive pause); else 408 and closed.",
+    )
+    body_timeout: timedelta = Field(
+        default=timedelta(seconds=10), description="Grace before min_body_rate applies: a body of n bytes must be "
+        "complete within body_timeout + n / min_body_rate of its headers; else 408 and closed.",
+    )
+    min_body_rate: int = Field(default=1024, ge=1, description="Bytes a second a body must arrive at, on average.")
+    keep_alive_timeout: timedelta = Field(
+        default=timedelta(seconds=75), description="An idle keep-alive connection is closed after this.",
+    )
+    max_connections: int | None = Field(
+        default=None, ge=1, description="Open connections at most (default: 10,000, or fewer to stay below the "
+        "process's file-descriptor limit, which always bounds it); at the cap the connection idle or waiting for "
+        "its headers the longest is closed, and when all are in a request a new one is refused.",
+    )
     retry_after: int = Field(default=2, ge=0, description="Seconds, sent as Retry-After with 429 and 503.")
+    deferred_retry_after: int = Field(
+        default=DEFERRED_RETRY_AFTER, ge=0,
+        description="Seconds, sent as Retry-After with the 503 of a `deferred` delivery: the activation holds "
+        "its budget of payloads for runs not started yet, which frees as those runs start (or as a carried "
+        "state over its limit shrinks), in seconds to minutes rather than at once.",
+    )
 
-    _d = field_validator("queue_timeout", "delivery_timeout", mode="before")(_duration)
+    _d = field_validator("queue_timeout", "delivery_timeout", "header_timeout", "body_timeout", "keep_alive_timeout",
+                         mode="before")(_duration)
+
+    @field_validator("header_timeout", "body_timeout", "keep_alive_timeout")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be longer than 0s, e.g. 10s")
+        return value
