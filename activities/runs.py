@@ -127,14 +127,23 @@ class RunActivities:
 
     @activity.defn(name=CONTROL_RUN_ACTIVITY)
     async def control_run(self, req: ControlRequest) -> str:
+        """Cancel or terminate a run; ``applied``, or ``not applied: ...`` when the run had already closed.
+
+        Only the server's definite answer that the run is not open (``NOT_FOUND``: closed, or never
+        existed) is final. Any other error (the server unreachable, overloaded, restarting) is raised,
+        so the activity is retried: a control that was decided is never dropped (under
+        ``cancel_other`` the next run waits for it).
+        """
         handle = self._client.get_workflow_handle(req.run_key)
         try:
             if req.action == "terminate":
                 await handle.terminate(reason=req.reason)
             else:
                 await handle.cancel()
-        except Exception as exc:  # an already-closed run needs no control; report, don't retry forever
-            return f"not applied: {exc}"
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return f"not applied: the run is not open ({exc.message})"
         return "applied"
 
     def all(self) -> list[Any]:
