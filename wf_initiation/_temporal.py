@@ -220,8 +220,11 @@ async def check_namespace(client: Any) -> None:
 
 async def run_worker(
     client: Any, task_queue: str, stop: asyncio.Event, on_ready: Callable[[], None] = lambda: None,
+    *, deployment: Any = None,
 ) -> None:
-    """Run the wf-initiation worker on ``task_queue`` until ``stop`` is set, then shut down gracefully."""
+    """Run the wf-initiation worker on ``task_queue`` until ``stop`` is set, then shut down gracefully.
+
+    ``deployment`` is the one the worker serves: only its connections' secrets are resolved."""
     import zoneinfo
 
     from temporalio.worker import Worker
@@ -230,7 +233,7 @@ async def run_worker(
 
     # tzdata (a pinned dependency) rather than the host's zoneinfo: see TEMPORAL-NOTES.
     zoneinfo.reset_tzpath(to=[])
-    worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)],
+    worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True, deployment=deployment)],
                     graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     running = asyncio.create_task(worker.run())
     stopped = asyncio.create_task(stop.wait())
