@@ -120,7 +120,8 @@ async def test_a_spec_written_by_whoever_can_start_a_workflow_never_makes_the_wo
             "Authorization": "env:WFI_T_WORKER_SECRET", "X-Host": f"file:{HOSTNAME_FILE}"}})
         # 2. The deployment's connection copied exactly, the feed pointed elsewhere.
         copied = attack(attacker.url, spec.entries[0].connection_settings)
-        # 3. The same connection spelled otherwise (a setting added, a reference respelled).
+        # 3. The same connection spelled otherwise: a setting changed; a reference respelled (then it is
+        # no reference: a plain value, sent as it is).
         respelled = attack(attacker.url, {**spec.entries[0].connection_settings, "origins": [attacker.origin]})
         upper = attack(attacker.url, {"connector": "rss", "headers": {"Authorization": "ENV:WFI_T_WORKER_SECRET"}})
         # 4. References where no reference is resolved: the feed URL's query, no connection at all.
@@ -132,11 +133,11 @@ async def test_a_spec_written_by_whoever_can_start_a_workflow_never_makes_the_wo
         await refused_poll(wfi, named.workflow, not_ours, "'headers.X-Host'", "--deployment")
         await refused_poll(wfi, copied.workflow, "is not one of the connection's origins", legit.origin.split("//")[1])
         await refused_poll(wfi, respelled.workflow, not_ours, "'origins'")
-        await refused_poll(wfi, upper.workflow, not_ours, "'headers.Authorization'")
-        await assert_eventually(lambda: _accepted(wfi, in_url.workflow, "post-1"), timeout=60)  # fetched, no secret
+        for fetched in (upper, in_url):  # fetched, with the literal texts
+            await assert_eventually(lambda w=fetched.workflow: _accepted(wfi, w, "post-1"), timeout=60)
 
         received = attacker.received()
-        assert "env:WFI_T_WORKER_SECRET" in received, "the literal query text is all the attacker's server got"
+        assert "ENV:WFI_T_WORKER_SECRET" in received and "token=env:WFI_T_WORKER_SECRET" in received, received
         assert SECRET not in received, "the worker's secret reached the attacker's server"
         if (host := hostname()) is not None:
             assert host not in received, "the worker's file reached the attacker's server"
@@ -176,6 +177,13 @@ async def test_a_worker_without_a_deployment_resolves_no_reference_and_says_so(f
     assert feed_server.received_headers() == [], "nothing was fetched"
     plain = PollRequest(connector="rss.item_published", config={"feed": feed_server.url}, connection={"timeout": 5})
     assert len((await activity_env().run(poll_rss, plain)).items) == 1, "a connection of plain settings is used"
+
+
+def test_a_connection_of_plain_settings_is_used_as_sent_on_any_worker() -> None:
+    own = parse_deployment({"connections": {"blog": {"connector": "rss", "timeout": 1}}}).connections
+    plain = {"connector": "rss", "timeout": 7, "headers": {"Accept": "text/xml", "Authorization": "ENV:NOT_A_REF"}}
+    assert WorkerConnections(own).bind("rss.item_published", plain) == {k: v for k, v in plain.items() if k != "connector"}
+    assert WorkerConnections.none().bind("rss.item_published", {}) == {}
 
 
 @pytest.mark.parametrize("sent", [

@@ -242,9 +242,10 @@ class WorkerConnections:
 
     A poll's connection travels in the activation's spec, which anyone who can start or update a
     workflow on the worker's task queue can write. So the worker never resolves a reference because a
-    spec holds it: it uses a connection only when the one sent equals, setting for setting, one of
-    its own deployment's connections for that connector, and then uses its own copy. A worker started
-    without a deployment resolves no reference at all (a connection of plain settings is used as sent).
+    spec holds it: a connection holding any reference is used only when it equals, setting for
+    setting, one of its own deployment's connections for that connector, and then the worker uses its
+    own copy. A worker started without a deployment resolves no reference at all. A connection of
+    plain settings (no reference) holds nothing of the worker's and is used as sent.
     """
 
     def __init__(self, connections: Mapping[str, Connection] | None) -> None:
@@ -267,16 +268,14 @@ class WorkerConnections:
                 reference and the worker has no deployment); the message names the fix, never a value.
         """
         settings = {k: v for k, v in sent.items() if k != "connector"}
-        if not sent:
-            return {}
+        refs = reference_paths(settings)
+        if not refs:
+            return settings  # nothing of the worker's to resolve: plain settings are used as sent
         if self._connections is None:
-            refs = reference_paths(settings)
-            if refs:
-                where, ref = refs[0]
-                raise ConnectionRefused(
-                    f"this worker was started without a deployment, so it resolves no secret reference (the "
-                    f"connection sent for {connector} has {ref.text} at {where!r}): {WORKER_FIX}")
-            return settings
+            where, ref = refs[0]
+            raise ConnectionRefused(
+                f"this worker was started without a deployment, so it resolves no secret reference (the "
+                f"connection sent for {connector} has {ref.text} at {where!r}): {WORKER_FIX}")
         candidates = {n: c for n, c in self._connections.items() if c.serves(connector)}
         for connection in candidates.values():
             if _same(connection, sent, settings):
