@@ -79,10 +79,9 @@ class CallCounter:
             self.now[rpc] -= 1
 
 
-async def counted_client(dev_env) -> tuple[Client, CallCounter]:
-    """A client of its own to the dev server whose every RPC is counted."""
-    client = await Client.connect(dev_env.client.service_client.config.target_host,
-                                  data_converter=dev_env.client.data_converter)
+async def counted_client(env) -> tuple[Client, CallCounter]:
+    """A client of its own to the test's server whose every RPC is counted."""
+    client = await Client.connect(env.client.service_client.config.target_host, data_converter=env.client.data_converter)
     counter = CallCounter()
     service = client.service_client
     rpc_call = service._rpc_call
@@ -172,3 +171,22 @@ async def test_an_activation_with_400_running_runs_learns_every_ending_in_bounde
         assert counter.most[LIST] <= WATCHERS, counter.most
         assert counter.most[DESCRIBE] <= WATCHERS * DESCRIBE_CONCURRENCY, counter.most
         await still_serves(wfi, client, name, ident=f"normal-{uuid.uuid4().hex[:6]}")
+
+
+async def test_a_server_without_visibility_listing_is_watched_by_bounded_describes(ts_env, task_queue: str) -> None:
+    # proves: TRIG-14
+    client, counter = await counted_client(ts_env)
+    activities = RunActivities(client)
+    keys = [unique("held") for _ in range(40)]
+    async with Worker(ts_env.client, task_queue=task_queue, workflows=[Held], workflow_runner=UnsandboxedWorkflowRunner()):
+        handles = [await ts_env.client.start_workflow(Held.run, 0, id=k, task_queue=task_queue) for k in keys]
+        for handle in handles[:10]:
+            await handle.signal(Held.end, "complete")
+        seen: dict[str, str] = {}
+        while len(seen) < 10:
+            seen.update((o.run_key, o.status) for o in await watch(activities, [k for k in keys if k not in seen]))
+        assert seen == {k: "completed" for k in keys[:10]}
+        for handle in handles[10:]:
+            await handle.terminate("test over")
+    assert counter.total[LONG_POLL] == 0 and counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
+    assert counter.total[LIST] >= 1, "the listing was tried"
