@@ -96,6 +96,7 @@ async def test_a_spec_written_by_whoever_can_start_a_workflow_never_makes_the_wo
     dev_env, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, other_server: FeedServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # proves: TRIG-6
     monkeypatch.setenv("WFI_T_WORKER_SECRET", SECRET)  # the in-process worker's environment
     legit, attacker = feed_server, other_server
     legit.serve(rss_document(posts(1)))

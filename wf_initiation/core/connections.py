@@ -9,7 +9,8 @@ A connection is written in the deployment file::
 Any string value of the form ``env:NAME`` or ``file:/absolute/path`` is a **secret reference**.
 The activation (so workflow history, ``wfi state``, the Web UI) carries the reference, never the
 value: the worker resolves it each time it uses the connection, from its own environment or file
-system. A key that holds a secret (a password, token, API key, an ``Authorization`` header, a DSN
+system, and only in a connection of the deployment it was started with (:class:`WorkerConnections`:
+a spec is written by whoever can start a workflow, so what it holds is never a reason to resolve). A key that holds a secret (a password, token, API key, an ``Authorization`` header, a DSN
 or URL with a password in it) must be a reference: an inline secret is refused when the deployment
 is loaded, with the reference to write instead.
 
