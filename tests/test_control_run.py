@@ -97,6 +97,7 @@ async def test_a_control_meeting_an_unreachable_server_is_retried_until_applied(
             assert hold.attempts[-1][1] == "returned applied", hold.attempts
             await run_started(client, newer.run_key or "", timeout=120)
             await assert_eventually(_status_is(client, newer.run_key or "", WorkflowExecutionStatus.COMPLETED), timeout=60)
+            await assert_eventually(lambda: _no_run_in_flight(wfi, name), timeout=60)  # the watcher reported both
             await still_serves(wfi, client, name)
     finally:
         server.stop()
@@ -106,6 +107,10 @@ def _kill(server: DevServerProcess) -> None:
     assert server.proc is not None
     server.proc.kill()
     server.proc.wait(timeout=30)
+
+
+async def _no_run_in_flight(wfi: WfiClient, name: str) -> None:
+    assert (await wfi.state(name))["runs"] == {}
 
 
 def _status_is(client: Any, run_key: str, status: WorkflowExecutionStatus) -> Any:
