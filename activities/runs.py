@@ -19,27 +19,20 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus as Status, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from wf_initiation.activities._watch import TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY, START_RUNS_ACTIVITY, WATCH_RUNS_ACTIVITY, WFI_ACTIVATION, WFI_WORKFLOW, ControlRequest, RunOutcome,
-    RunToStart, StartedRun, StartRunsRequest, WatchedRun, WatchRequest,
+    RunToStart, StartedRun, StartRunsRequest, WatchRequest,
 )
 
 if TYPE_CHECKING:
     from wf_initiation.telemetry import WfiTelemetry
-
-_STATUS = {
-    Status.COMPLETED: "completed",
-    Status.FAILED: "failed",
-    Status.CANCELED: "cancelled",
-    Status.TERMINATED: "terminated",
-    Status.TIMED_OUT: "timed_out",
-}
 
 
 # The longest a report of ended runs waits for more endings of the same burst (see watch_runs).
@@ -97,44 +90,49 @@ class RunActivities:
 
     async def _describe_closed(self, run_key: str) -> StartedRun:
         desc = await self._client.get_workflow_handle(run_key).describe()
-        status = _STATUS.get(desc.status) if desc.status else None
+        status = TERMINAL.get(desc.status) if desc.status else None
         return StartedRun(run_key=run_key, run_id=desc.run_id, already_started=True, terminal_status=status)
 
     @activity.defn(name=WATCH_RUNS_ACTIVITY)
     async def watch_runs(self, req: WatchRequest) -> list[RunOutcome]:
         """Wait until at least one run is terminal (or max_wait); report every terminal one.
 
-        Bounded: one activity watches many runs, so open activities do not grow with runs in flight.
+        Bounded: the runs are watched through visibility queries and a few describe calls at a time,
+        never a long poll per run (``activities._watch``), and one run that cannot be watched never
+        fails the watch of the others.
         """
-        tasks = {asyncio.create_task(self._outcome(r)): r for r in req.runs}
+        watcher = RunWatcher(self._client, [r.run_key for r in req.runs])
+        sweeping = asyncio.create_task(watcher.run())
         heartbeat = asyncio.create_task(_heartbeat_forever())
         try:
-            await wait_for_burst(tasks, max_wait=req.max_wait_seconds, linger=req.linger_seconds)
-            return [RunOutcome(run_key=tasks[t].run_key, status=t.result()) for t in tasks if t.done() and not t.cancelled()]
+            await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds,
+                                 linger=req.linger_seconds)
+            if sweeping.done():
+                sweeping.result()  # raises what stopped the sweeps (a bug of ours): the activity retries
+            return [RunOutcome(run_key=key, status=f.result()) for key, f in watcher.outcomes.items() if f.done()]
         finally:
             heartbeat.cancel()
-            for t in tasks:
-                t.cancel()
-
-    async def _outcome(self, run: WatchedRun) -> str:
-        handle = self._client.get_workflow_handle(run.run_key, run_id=run.run_id)
-        try:
-            await handle.result(follow_runs=True)
-            return "completed"
-        except WorkflowFailureError:
-            desc = await self._client.get_workflow_handle(run.run_key).describe()
-            return _STATUS.get(desc.status, "failed") if desc.status else "failed"
+            sweeping.cancel()
 
     @activity.defn(name=CONTROL_RUN_ACTIVITY)
     async def control_run(self, req: ControlRequest) -> str:
+        """Cancel or terminate a run; ``applied``, or ``not applied: ...`` when the run had already closed.
+
+        Only the server's definite answer that the run is not open (``NOT_FOUND``: closed, or never
+        existed) is final. Any other error (the server unreachable, overloaded, restarting) is raised,
+        so the activity is retried: a control that was decided is never dropped (under
+        ``cancel_other`` the next run waits for it).
+        """
         handle = self._client.get_workflow_handle(req.run_key)
         try:
             if req.action == "terminate":
                 await handle.terminate(reason=req.reason)
             else:
                 await handle.cancel()
-        except Exception as exc:  # an already-closed run needs no control; report, don't retry forever
-            return f"not applied: {exc}"
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return f"not applied: the run is not open ({exc.message})"
         return "applied"
 
     def all(self) -> list[Any]:
@@ -149,7 +147,7 @@ def _refused_for_good(exc: RPCError) -> bool:
 
 
 async def wait_for_burst(
-    tasks: Iterable[asyncio.Task[Any]], *, max_wait: float, linger: float, max_linger: float = MAX_LINGER,
+    tasks: Iterable[asyncio.Future[Any]], *, max_wait: float, linger: float, max_linger: float = MAX_LINGER,
 ) -> None:
     """Wait until one task is done (at most ``max_wait``), then while more keep finishing less than
     ``linger`` apart, for at most ``max_linger`` more: a burst of run endings comes back in one

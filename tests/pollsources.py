@@ -42,6 +42,7 @@ class FeedContent:
     trickle: float | None = None  # send one byte every this-many seconds, never finishing
     delay: float = 0.0  # wait this long before answering
     received_headers: list[dict[str, str]] = field(default_factory=list)
+    received_paths: list[str] = field(default_factory=list)  # path and query of each request
     active: int = 0  # requests being answered now
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -95,6 +96,11 @@ class FeedServer:
         with self.content.lock:
             return list(self.content.received_headers)
 
+    def received(self) -> str:
+        """Everything the server was sent: each request's path and query, and its headers."""
+        with self.content.lock:
+            return "\n".join([*self.content.received_paths, *map(repr, self.content.received_headers)])
+
     def start(self) -> FeedServer:
         self._thread.start()
         return self
@@ -111,6 +117,7 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             with content.lock:
                 content.received_headers.append(dict(self.headers.items()))
+                content.received_paths.append(self.path)
                 content.active += 1
                 status, ctype, body = content.status, content.content_type, content.body
                 redirect, trickle, delay = content.redirect, content.trickle, content.delay
@@ -363,9 +370,13 @@ class CliWorker:
     """``wfi worker`` in a subprocess: the real entry point (logging, SIGTERM = graceful shutdown),
     with its own environment (e.g. the secrets connections reference) and its output in a log file."""
 
-    def __init__(self, directory: pathlib.Path, address: str, task_queue: str, env: dict[str, str] | None = None):
-        self.deployment = directory / f"worker-{task_queue}.yaml"
-        self.deployment.write_text(f"temporal: {{address: '{address}', task_queue: '{task_queue}'}}\n")
+    def __init__(self, directory: pathlib.Path, address: str, task_queue: str, env: dict[str, str] | None = None,
+                 deployment: pathlib.Path | None = None):
+        # The worker resolves the secrets of its own deployment's connections only: pass the deployment
+        # the activations are made with when they have connections with references.
+        self.deployment = deployment or directory / f"worker-{task_queue}.yaml"
+        if deployment is None:
+            self.deployment.write_text(f"temporal: {{address: '{address}', task_queue: '{task_queue}'}}\n")
         self.log_path = directory / f"worker-{task_queue}.log"
         self.env = {**os.environ, "PYTHONTZPATH": "", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import socket
+from contextlib import AbstractContextManager, nullcontext
 
 import pytest
 from pollsources import (
@@ -23,8 +24,10 @@ from temporalio.exceptions import ApplicationError
 from tests.support.activation import make_spec, unique
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, poll_rss, poll_sql
 from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.activities.poll._runtime import worker_connections
 from wf_initiation.core.connections import (
     Redactor,
+    WorkerConnections,
     SecretUnavailable,
     inline_secret_problems,
     redact,
@@ -124,19 +127,29 @@ def test_inline_secret_problems_walks_nested_settings():
 # --- poll activities resolve references and redact errors -----------------------------------------
 
 
+def bound(**connections: dict) -> tuple[AbstractContextManager[None], dict[str, dict]]:
+    """Polls run as on a worker started with a deployment of these connections; their settings as sent."""
+    dep = parse_deployment({"connections": connections})
+    sent = {name: c.model_dump() for name, c in dep.connections.items()}
+    return worker_connections(WorkerConnections(dep.connections)), sent
+
+
 async def test_a_header_reference_is_resolved_on_the_worker_and_sent(feed_server: FeedServer, monkeypatch):
     monkeypatch.setenv("WFI_TEST_FEED_TOKEN", f"Bearer {SECRET}")
     feed_server.serve(rss_document([Entry("p1", "P1", "http://e.test/1", "2024-05-01T10:00:00Z")]))
-    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url},
-                      connection={"headers": {"Authorization": "env:WFI_TEST_FEED_TOKEN"}})
-    response = await activity_env().run(poll_rss, req)
+    worker, sent = bound(blog={"connector": "rss", "headers": {"Authorization": "env:WFI_TEST_FEED_TOKEN"},
+                               "origins": [feed_server.origin]})
+    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url}, connection=sent["blog"])
+    with worker:
+        response = await activity_env().run(poll_rss, req)
     assert len(response.items) == 1 and feed_server.received_headers()[-1]["Authorization"] == f"Bearer {SECRET}"
 
 
 async def test_an_unset_reference_fails_the_poll_as_an_invalid_connection(feed_server: FeedServer):
-    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url},
-                      connection={"headers": {"Authorization": "env:WFI_TEST_NOT_SET_ANYWHERE"}})
-    with pytest.raises(ApplicationError) as caught:
+    worker, sent = bound(blog={"connector": "rss", "headers": {"Authorization": "env:WFI_TEST_NOT_SET_ANYWHERE"},
+                               "origins": [feed_server.origin]})
+    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url}, connection=sent["blog"])
+    with worker, pytest.raises(ApplicationError) as caught:
         await activity_env().run(poll_rss, req)
     assert caught.value.type == POLL_CONFIG_INVALID and "env:WFI_TEST_NOT_SET_ANYWHERE" in caught.value.message
 
@@ -152,9 +165,10 @@ async def test_no_postgres_failure_repeats_the_password(dsn: str, monkeypatch):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     monkeypatch.setenv("WFI_TEST_DSN", dsn.replace("{port}", str(port)))
-    for connection in ({"dsn": "env:WFI_TEST_DSN"}, {"dsn": dsn.replace("{port}", str(port))}):
+    worker, sent = bound(pg={"connector": "sql", "dsn": "env:WFI_TEST_DSN"})
+    for connection in (sent["pg"], {"dsn": dsn.replace("{port}", str(port))}):  # and one sent inline (no deployment)
         req = PollRequest(connector="sql.row_inserted", config={"table": "t", "column": "id"}, connection=connection)
-        with pytest.raises(ApplicationError) as caught:
+        with (worker if connection is sent["pg"] else nullcontext()), pytest.raises(ApplicationError) as caught:
             await activity_env().run(poll_sql, req)
         assert caught.value.type in (POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE)
         assert SECRET not in caught.value.message and caught.value.__cause__ is None

@@ -30,6 +30,7 @@ from temporalio.worker import Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
+from wf_initiation.core.deployment import parse_deployment
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 
@@ -279,7 +280,7 @@ async def test_planted_secrets_appear_in_no_history_state_summary_current_detail
         "  pg: {connector: sql, dsn: 'env:WFI_T_PG_DSN'}",
         "  pg-bad: {connector: sql, dsn: 'env:WFI_T_BAD_DSN'}",
         "  pg-down: {connector: sql, dsn: 'env:WFI_T_DOWN_DSN'}",
-        f"  blog: {{connector: rss, headers: {{Authorization: 'file:{token_file}'}}}}",
+        f"  blog: {{connector: rss, origins: ['{feed_server.origin}'], headers: {{Authorization: 'file:{token_file}'}}}}",
         "  mailbox: {connector: mail, password: 'env:WFI_T_MAIL_PW'}",
         "workflows:",
         *[f"  {n}: {{workfile: {k}.yaml, run: {{workflow_type: wfi.EchoRun, task_queue: {task_queue}}}}}"
@@ -288,7 +289,7 @@ async def test_planted_secrets_appear_in_no_history_state_summary_current_detail
     feed_server.serve(rss_document(posts(1)))
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"INSERT INTO {table} (item_id) VALUES ('order-1')")
-    worker = CliWorker(tmp_path, address, task_queue, env=worker_env).start()
+    worker = CliWorker(tmp_path, address, task_queue, env=worker_env, deployment=deployment).start()
     wfi = WfiClient(dev_env.client, task_queue=task_queue)
     try:
         outputs = await clis(*[("activate", str(tmp_path / f"{key}.yaml"), "--deployment", str(deployment))
@@ -324,15 +325,24 @@ async def test_planted_secrets_appear_in_no_history_state_summary_current_detail
 
 
 async def test_a_feed_redirecting_elsewhere_gets_no_credentials_and_one_to_a_file_is_refused(
-    wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, other_server: FeedServer,
+    dev_env, task_queue: str, tmp_path: pathlib.Path, feed_server: FeedServer, other_server: FeedServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WFI_T_REDIRECT_TOKEN", "Bearer redirect-s3cret")  # this worker's environment
     other_server.serve(rss_document(posts(1)))
     feed_server.redirect(other_server.url)  # another origin: another port
     name = unique("redirect")
-    await wfi.activate(rss_spec(tmp_path, name, task_queue, feed_server.url, connections={
-        "blog": {"connector": "rss", "headers": {"Authorization": "env:WFI_T_REDIRECT_TOKEN"}}}))
+    connections = {"blog": {"connector": "rss", "headers": {"Authorization": "env:WFI_T_REDIRECT_TOKEN"},
+                            "origins": [feed_server.origin, other_server.origin]}}  # even one it may go to
+    plugin = WfiPlugin(sample_runs=True, deployment=parse_deployment({"connections": connections}))
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[plugin]):
+        wfi = WfiClient(dev_env.client, task_queue=task_queue)
+        await _redirects(wfi, tmp_path, name, task_queue, feed_server, other_server, connections)
+
+
+async def _redirects(wfi: WfiClient, tmp_path: pathlib.Path, name: str, task_queue: str, feed_server: FeedServer,
+                     other_server: FeedServer, connections: dict[str, Any]) -> None:
+    await wfi.activate(rss_spec(tmp_path, name, task_queue, feed_server.url, connections=connections))
     await accepted(wfi, name, "post", ["post-1"])
     assert feed_server.received_headers()[0]["Authorization"] == "Bearer redirect-s3cret"
     assert all("Authorization" not in h for h in other_server.received_headers())

@@ -220,8 +220,11 @@ async def check_namespace(client: Any) -> None:
 
 async def run_worker(
     client: Any, task_queue: str, stop: asyncio.Event, on_ready: Callable[[], None] = lambda: None,
+    *, deployment: Any = None,
 ) -> None:
-    """Run the wf-initiation worker on ``task_queue`` until ``stop`` is set, then shut down gracefully."""
+    """Run the wf-initiation worker on ``task_queue`` until ``stop`` is set, then shut down gracefully.
+
+    ``deployment`` is the one the worker serves: only its connections' secrets are resolved."""
     import zoneinfo
 
     from temporalio.worker import Worker
@@ -231,7 +234,7 @@ async def run_worker(
     # zoneinfo prefers the host's zone files to the tzdata package; with the search path empty the
     # pinned tzdata is the one used, and its version is the one recorded (SCHED-2).
     zoneinfo.reset_tzpath(to=[])
-    worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)],
+    worker = Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True, deployment=deployment)],
                     graceful_shutdown_timeout=GRACEFUL_SHUTDOWN)
     running = asyncio.create_task(worker.run())
     stopped = asyncio.create_task(stop.wait())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -32,7 +33,11 @@ from wf_initiation import _uncached
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
 from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
+from wf_initiation.activities.poll._grant import ConnectionsInterceptor
 from wf_initiation.activities.runs import RunActivities
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core.connections import WorkerConnections
+from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
@@ -127,11 +132,16 @@ class WfiPlugin(SimplePlugin):
             acceptance latency, schedule lag, polls, dedup set size, queue depths).
         check_search_attributes: At worker start, check (and where allowed register) the Wfi search
             attributes; a worker that cannot fails with one line naming the command that adds them.
+        deployment: The deployment this worker serves (a ``Deployment`` or the path of its file): its
+            ``connections`` are the only ones whose secret references (``env:``/``file:``) the poll
+            activities resolve, and only for a connection sent that equals one of them. Without it the
+            worker resolves no secret reference (docs/deployment.md, "Secrets").
     """
 
     def __init__(
         self, *, sample_runs: bool = False, poll_activities: Sequence[Callable[..., Any]] = (),
         tracer_provider: Any | None = None, meter_provider: Any | None = None, check_search_attributes: bool = True,
+        deployment: Deployment | str | os.PathLike[str] | None = None,
     ) -> None:
         workflows: list[type] = [ActivationWorkflow, *([EchoRun, WaitForExample] if sample_runs else [])]
         super().__init__(
@@ -142,6 +152,7 @@ class WfiPlugin(SimplePlugin):
             workflow_runner=_runner,
         )
         self._check_search_attributes = check_search_attributes
+        self._connections = ConnectionsInterceptor(_worker_connections(deployment))
         self._telemetry: Any | None = None
         self._tracing: Any | None = None
         self._telemetry_interceptor: Any | None = None
@@ -185,7 +196,7 @@ class WfiPlugin(SimplePlugin):
         on_client = client.config(active_config=True)["interceptors"]
         worker_side = [i for i in self._missing_interceptors([*on_client, *config.get("interceptors", [])])
                        if isinstance(i, temporalio.worker.Interceptor)]
-        config["interceptors"] = [*config.get("interceptors", []), *worker_side]
+        config["interceptors"] = [*config.get("interceptors", []), *worker_side, self._connections]
         config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry).all(),
                                 *LifecycleActivities(client).all()]
         return config
@@ -211,6 +222,17 @@ class WfiPlugin(SimplePlugin):
             if added:
                 logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
         await super().run_worker(worker, next)
+
+
+def _worker_connections(deployment: Deployment | str | os.PathLike[str] | None) -> WorkerConnections:
+    if deployment is None:
+        return WorkerConnections.none()
+    if not isinstance(deployment, Deployment):
+        try:
+            deployment = load_deployment(os.fspath(deployment))
+        except DiagnosticError as exc:
+            raise WfiSetupError(f"WfiPlugin(deployment=...): {exc.diagnostics[0].message}") from None
+    return WorkerConnections(deployment.connections)
 
 
 def _release_shutdown(worker: Worker) -> None:

@@ -58,9 +58,10 @@ def decode_cursor(connector: str, cursor: str) -> Any:
     """
     try:
         return json.loads(cursor)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or a number past int()'s 4,300 digits
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "a number too long to read"
         raise config_invalid(
-            f"cursor {cursor[:80]!r} is not a {connector} cursor ({exc.msg}); "
+            f"cursor {cursor[:80]!r} is not a {connector} cursor ({reason}); "
             "set the cursor to a value this connector returned, or clear it to start over"
         ) from None
 

@@ -1,7 +1,10 @@
 """What every built-in poll activity runs inside: secrets, a hard deadline, bounded threads, redaction.
 
 - **Secrets.** The activation sends the connection as written (references such as ``env:NAME``);
-  :func:`run_poll` resolves them here, on the worker, for this poll only.
+  :func:`run_poll` resolves them here, on the worker, for this poll only, and only when the
+  connection sent is one of the worker's own deployment's (:class:`WorkerConnections`, bound to the
+  activity's context by the plugin's interceptor, :mod:`._grant`): a spec written by whoever can
+  start a workflow never makes the worker read its environment or files.
 - **Deadline.** The whole poll (connect, read, parse) must end before the activity's
   start-to-close timeout: the connector cancels itself a little earlier and reports which source
   was too slow, instead of leaving a socket read or a thread running behind a timed-out activity.
@@ -23,6 +26,7 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +39,7 @@ from wf_initiation.core.connections import (
     Redactor,
     ResolvedConnection,
     SecretUnavailable,
+    WorkerConnections,
     resolve_settings,
 )
 
@@ -83,10 +88,25 @@ def read_secret_file(path: str) -> str:
     return data.decode("utf-8")
 
 
-def resolve_connection(connection: dict[str, Any], connector: str) -> ResolvedConnection:
-    """The connection with its references resolved from this worker's environment and files."""
+_WORKER_CONNECTIONS: ContextVar[WorkerConnections | None] = ContextVar("wfi_worker_connections", default=None)
+
+
+@contextmanager
+def worker_connections(connections: WorkerConnections) -> Iterator[None]:
+    """Polls run inside this block use ``connections`` (the plugin's interceptor does this per activity)."""
+    token = _WORKER_CONNECTIONS.set(connections)
     try:
-        return resolve_settings(connection, os.environ, read_secret_file)
+        yield
+    finally:
+        _WORKER_CONNECTIONS.reset(token)
+
+
+def resolve_connection(connection: dict[str, Any], connector: str) -> ResolvedConnection:
+    """The worker's own connection equal to the one sent, with its references resolved from this
+    worker's environment and files (PollConfigInvalid naming the fix when there is none)."""
+    try:
+        settings = (_WORKER_CONNECTIONS.get() or WorkerConnections.none()).bind(connector, connection)
+        return resolve_settings(settings, os.environ, read_secret_file)
     except SecretUnavailable as exc:
         raise config_invalid(f"{connector}: {exc}") from None
 

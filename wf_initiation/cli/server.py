@@ -85,7 +85,7 @@ async def _serve(
     worker_stop = await _serve_ingress.beside_worker(args, deployment, flags, stop)  # `up`: the ingress drains first
     queue = deployment.temporal.task_queue
     ready = asyncio.Event()
-    worker = asyncio.create_task(_temporal.run_worker(client, queue, worker_stop, on_ready=ready.set))
+    worker = asyncio.create_task(_temporal.run_worker(client, queue, worker_stop, on_ready=ready.set, deployment=deployment))
     await asyncio.wait([worker, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
     if worker.done():
         worker.result()

@@ -9,7 +9,8 @@ A connection is written in the deployment file::
 Any string value of the form ``env:NAME`` or ``file:/absolute/path`` is a **secret reference**.
 The activation (so workflow history, ``wfi state``, the Web UI) carries the reference, never the
 value: the worker resolves it each time it uses the connection, from its own environment or file
-system. A key that holds a secret (a password, token, API key, an ``Authorization`` header, a DSN
+system, and only in a connection of the deployment it was started with (:class:`WorkerConnections`:
+a spec is written by whoever can start a workflow, so what it holds is never a reason to resolve). A key that holds a secret (a password, token, API key, an ``Authorization`` header, a DSN
 or URL with a password in it) must be a reference: an inline secret is refused when the deployment
 is loaded, with the reference to write instead.
 
@@ -24,6 +25,7 @@ history, state output, the UI or a log.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -157,6 +159,49 @@ def reference_problems(settings: Mapping[str, Any], path: str = "") -> list[str]
     return problems
 
 
+def reference_paths(settings: Mapping[str, Any], path: str = "") -> list[tuple[str, SecretRef]]:
+    """Every secret reference in ``settings`` (at any depth), with where it is (``headers.Authorization``)."""
+    found: list[tuple[str, SecretRef]] = []
+    for key, value in settings.items():
+        where = f"{path}{key}"
+        values = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else None
+        if values is not None:
+            found.extend(reference_paths({str(k): v for k, v in values}, f"{where}."))
+        elif (ref := parse_ref(value)) is not None:
+            found.append((where, ref))
+    return found
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host:port`` of an http(s) URL (default ports made explicit), or None for anything else."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return f"{parts.scheme.lower()}://{parts.hostname.lower()}:{port}"
+
+
+def _origins_problems(connector: str, settings: Mapping[str, Any]) -> list[str]:
+    """An rss connection whose headers hold a reference names the origins they may be sent to."""
+    origins = settings.get("origins")
+    problems = []
+    if origins is not None:
+        if not isinstance(origins, list) or not origins or not all(isinstance(o, str) for o in origins):
+            return ["'origins' is a list of feed origins, e.g. origins: [\"https://blog.acme.com\"]"]
+        problems = [f"'origins' entry {o!r} is not an http(s) origin; write scheme://host[:port], e.g. "
+                    "\"https://blog.acme.com\"" for o in origins if origin_of(o) is None or urlsplit(o).path not in ("", "/")]
+    headers = settings.get("headers")
+    if connector.split(".")[0] == "rss" and origins is None and isinstance(headers, Mapping) \
+            and reference_paths(headers):
+        problems.append("'headers' hold a secret reference, so name the origins they may be sent to: add "
+                        "origins: [\"https://your-feed-host\"] (each feed's scheme://host[:port]); a feed "
+                        "elsewhere is then refused instead of receiving your credentials")
+    return problems
+
+
 class Connection(BaseModel):
     """A credential binding (TRIG-6): the connector it serves and its settings, secrets as references."""
 
@@ -166,6 +211,7 @@ class Connection(BaseModel):
     @model_validator(mode="after")
     def _no_inline_secrets(self) -> "Connection":
         problems = inline_secret_problems(self.settings()) + reference_problems(self.settings())
+        problems += _origins_problems(self.connector, self.settings())
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -181,6 +227,97 @@ class Connection(BaseModel):
 
 class SecretUnavailable(ValueError):
     """A reference that cannot be resolved on this worker; the message names it, never a value."""
+
+
+class ConnectionRefused(SecretUnavailable):
+    """A connection sent to this worker that is not one of its deployment's: nothing in it is resolved."""
+
+
+WORKER_FIX = ("start the worker with the deployment that defines the connection (`wfi worker --deployment FILE`, "
+              "or WfiPlugin(deployment=...))")
+
+
+class WorkerConnections:
+    """The connections of the deployment a worker was started with: the only ones whose secret
+    references it resolves.
+
+    A poll's connection travels in the activation's spec, which anyone who can start or update a
+    workflow on the worker's task queue can write. So the worker never resolves a reference because a
+    spec holds it: a connection holding any reference is used only when it equals, setting for
+    setting, one of its own deployment's connections for that connector, and then the worker uses its
+    own copy. A worker started without a deployment resolves no reference at all. A connection of
+    plain settings (no reference) holds nothing of the worker's and is used as sent.
+    """
+
+    def __init__(self, connections: Mapping[str, Connection] | None) -> None:
+        self._connections = None if connections is None else dict(connections)
+
+    @classmethod
+    def none(cls) -> "WorkerConnections":
+        """A worker started without a deployment."""
+        return cls(None)
+
+    @property
+    def has_deployment(self) -> bool:
+        return self._connections is not None
+
+    def bind(self, connector: str, sent: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings to use for a poll of ``connector`` that was sent ``sent``.
+
+        Raises:
+            ConnectionRefused: ``sent`` is not one of the deployment's connections (or holds a
+                reference and the worker has no deployment); the message names the fix, never a value.
+        """
+        settings = {k: v for k, v in sent.items() if k != "connector"}
+        refs = reference_paths(settings)
+        if not refs:
+            return settings  # nothing of the worker's to resolve: plain settings are used as sent
+        if self._connections is None:
+            where, ref = refs[0]
+            raise ConnectionRefused(
+                f"this worker was started without a deployment, so it resolves no secret reference (the "
+                f"connection sent for {connector} has {ref.text} at {where!r}): {WORKER_FIX}")
+        candidates = {n: c for n, c in self._connections.items() if c.serves(connector)}
+        for connection in candidates.values():
+            if _same(connection, sent, settings):
+                return connection.settings()
+        raise ConnectionRefused(self._mismatch(connector, settings, candidates))
+
+    def _mismatch(self, connector: str, settings: dict[str, Any], candidates: Mapping[str, Connection]) -> str:
+        if not candidates:
+            found = f"this worker's deployment has no connection for {connector}"
+        else:
+            found = "; ".join(f"it differs from {name!r} at {', '.join(_differences(c.settings(), settings))}"
+                              for name, c in sorted(candidates.items()))
+        return (f"the connection sent for {connector} is not one of this worker's deployment's connections ({found}); "
+                "the worker resolves secrets only from its own deployment: activate the Workfile with the "
+                f"deployment this worker runs, or {WORKER_FIX}")
+
+
+def _same(connection: Connection, sent: Mapping[str, Any], settings: dict[str, Any]) -> bool:
+    if "connector" in sent and sent["connector"] != connection.connector:
+        return False
+    return _canonical(connection.settings()) == _canonical(settings)
+
+
+def _canonical(value: Any) -> str:
+    # JSON text tells apart what == does not (True and 1, 1 and 1.0, "1" and 1).
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _differences(mine: Mapping[str, Any], sent: Mapping[str, Any], path: str = "") -> list[str]:
+    """Where two settings trees differ (key paths, at most five), never their values."""
+    out: list[str] = []
+    for key in sorted(set(mine) | set(sent), key=str):
+        a, b, where = mine.get(key, _MISSING), sent.get(key, _MISSING), f"{path}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out.extend(_differences(a, b, f"{where}."))
+        elif _canonical(a) != _canonical(b):
+            out.append(repr(where))
+    return out[:5] or ["'connector'"]
+
+
+_MISSING = object()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from wf_initiation.activities.poll._contract import PollRequest, PollResponse, a
 from wf_initiation.activities.poll._runtime import LIMITS, run_poll
 from wf_initiation.activities.poll.rss._feed import CONNECTOR, parse_cursor, parse_feed, select_new
 from wf_initiation.activities.poll.rss._http import check_http_url, fetch, origin
-from wf_initiation.core.connections import ResolvedConnection
+from wf_initiation.core.connections import ResolvedConnection, origin_of
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -29,6 +29,7 @@ async def poll_rss(req: PollRequest) -> PollResponse:
 
 async def _poll(req: PollRequest, connection: ResolvedConnection, deadline: float) -> PollResponse:
     url = feed_url(req.config)
+    check_origin(url, connection)
     cursor = parse_cursor(req.cursor)
     headers = headers_of(connection.settings)
     source = origin(url)
@@ -48,6 +49,32 @@ def feed_url(config: dict[str, Any]) -> str:
             "put them in the connection, e.g. headers: {Authorization: \"env:FEED_AUTH\"}"
         )
     return url
+
+
+def check_origin(url: str, connection: ResolvedConnection) -> None:
+    """PollConfigInvalid unless the feed is at one of the connection's ``origins`` (when it names any,
+    and always when it carries secrets): its credentials are never sent anywhere else."""
+    origins = connection.settings.get("origins")
+    if origins is None and not connection.secrets:
+        return
+    allowed = {origin_of(o) for o in origins} if isinstance(origins, list) else set()
+    if origin_of(url) in allowed - {None}:
+        return
+    if origins is None:
+        raise config_invalid(
+            f"{CONNECTOR}: the connection carries secrets but names no 'origins' they may be sent to; add "
+            f"origins: [\"{_shown_origin(url)}\"] to the connection in the deployment if this feed may have them"
+        )
+    raise config_invalid(
+        f"{CONNECTOR}: the feed's origin {_shown_origin(url)} is not one of the connection's origins "
+        f"({', '.join(map(str, origins))}): its credentials go only there; point the trigger at a feed there, use "
+        "another connection, or add the origin to the connection in the deployment"
+    )
+
+
+def _shown_origin(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 def timeout_of(connection: dict[str, Any]) -> float:

@@ -30,6 +30,8 @@ from ._ledger import Ledger
 from ._types import Disposition, Outcome, SignalRun, Subscription
 
 EVENT_SIGNAL = "wfi.subscription_event"
+UNCONFIRMED = ("should that run not exist or have ended, the event is disposed as if no subscription had matched "
+               "(the activation's record of the delivery, `wfi state --events`, then says what it became)")
 SUBSCRIBABLE_KINDS = ("external", "poll")
 _ABSENT = object()
 
@@ -94,7 +96,10 @@ def offer(
     keep(ledger, SignalRun(workflow_id=sub.run_workflow_id, signal=EVENT_SIGNAL, payload=event.model_dump(mode="json"),
                            key=delivery_key(sub.sub_id)))
     ledger.count("delivered_to_subscriptions")
-    detail = f"delivered to subscription {sub.sub_id} of run {sub.run_workflow_id}"
+    # What happened so far, and what will: the run is signalled after this answer, and only then is
+    # it known to exist (anyone can send ``subscribe``). _subscriptions.command_done settles the record.
+    detail = (f"delivered to subscription {sub.sub_id} of run {sub.run_workflow_id}, to be signalled next; "
+              f"{UNCONFIRMED}")
     ledger.retain(entry, key, digest, delivery_id, Disposition.DELIVERED, now, detail)
     return Outcome(Disposition.DELIVERED, None, detail)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
-from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, clip, is_utf8_text, json_problem, retained_id, strict_json
+from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, MAX_INT_DIGITS, clip, is_utf8_text, json_problem, retained_id, strict_json
 from ._keys import entry_delivery_id, event_key, identity_text, payload_digest
 from ._pipeline import Pipeline
 from ._types import CursorChange, Disposition, EngineState, HeldItem, OperatorRefused, PollState, RunPoll
@@ -215,14 +215,32 @@ def cursor_problem(cursor: str | None) -> str | None:
     if not is_utf8_text(cursor):
         return "it is not valid Unicode text (a lone surrogate)"
     try:
-        json.loads(cursor)
+        json.loads(cursor, parse_int=_bounded_int)
+    except _TooManyDigits as exc:
+        return f"it holds an integer of {exc.digits:,} digits (the limit is {MAX_INT_DIGITS:,}); set a value the connector returned"
     except ValueError:
         return None  # not JSON: an opaque cursor of a third-party connector
     try:
         value = strict_json(cursor)
     except ValueError as exc:
         return f"{cursor[:80]!r} is not strict JSON ({exc}); set a value the connector returned"
-    return json_problem(value, max_depth=16)
+    problem = json_problem(value, max_depth=16)
+    return None if problem is None else f"{problem}; set a value the connector returned"
+
+
+class _TooManyDigits(Exception):
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _bounded_int(text: str) -> int:
+    # Checked before conversion: past 4,300 digits int() itself refuses with a ValueError that would
+    # read as "not JSON" (an opaque cursor), and no connector could then read the cursor back.
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _TooManyDigits(digits)
+    return int(text)
 
 
 def _log_cursor(st: PollState, change: CursorChange) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..activation import EntrySpec
-from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, json_problem, json_size
+from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, clip, json_problem, json_size
 from ._keys import digest_and_size, event_key
 from ._offer import SUBSCRIBABLE_KINDS, SubscriptionEvent, delivery_key, is_active, notify
 from ._pipeline import Pipeline
@@ -163,19 +163,42 @@ def next_expiry(engine: Pipeline) -> datetime | None:
 
 # ---------------------------------------------------------------------- confirmed commands
 def command_done(engine: Pipeline, key: str, error: str | None, now: datetime) -> None:
-    """The shell ran a kept command: forget it; a failed subscription delivery is an initiation error."""
+    """The shell ran a kept command: forget it; a failed subscription delivery is an initiation error.
+
+    A subscription delivery's record then says what happened: signalled to the run, or (the run does
+    not exist or has ended) released into the ordinary pipeline, and what it became there."""
     command = engine.state.unacked.pop(key, None)
-    if command is None or error is None:
+    if command is None:
+        return
+    if error is None:
+        if isinstance(command, SignalRun) and key.startswith("deliver\x1f") and engine.bounded:
+            _settle(engine, SubscriptionEvent.model_validate(command.payload), command.workflow_id, None)
         return
     if isinstance(command, SignalRun) and key.startswith("deliver\x1f"):
         event = SubscriptionEvent.model_validate(command.payload)
         released = _release(engine, event, now) if engine.bounded else None
+        if released:
+            _settle(engine, event, command.workflow_id, error)
         engine.record_error(now, "delivery_failed", f"event {event.delivery_id!r} could not be delivered to run "
                             f"{command.workflow_id} (its subscription {event.sub_id} ended with the run): {error}"
                             + (f"; released to the ordinary pipeline: {released}" if released else ""),
                             event.entry, event.delivery_id)
     else:
         engine.count("notices_undeliverable")
+
+
+def _settle(engine: Pipeline, event: SubscriptionEvent, run: str, error: str | None) -> None:
+    """Write into the event's record whether its run was signalled, or why not and what it became."""
+    record = engine.state.events.get(event_key(event.entry, event.delivery_id or ""))
+    if record is None:
+        return
+    if error is None and record.disposition == Disposition.DELIVERED:
+        record.detail = clip(f"delivered to subscription {event.sub_id} of run {run}: signalled")
+    elif error is not None:
+        became = record.disposition.value + (f" (run {record.run_key})" if record.run_key else "")
+        record.detail = clip(f"{became}: taken back from subscription {event.sub_id}, whose run {run} could not be "
+                             f"signalled ({error}), and disposed as if no subscription had matched"
+                             + (f"; {record.detail}" if record.detail else ""))
 
 
 def _release(engine: Pipeline, event: SubscriptionEvent, now: datetime) -> str | None:

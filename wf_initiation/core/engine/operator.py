@@ -111,6 +111,8 @@ def request_problem(req: AnyRequest) -> str | None:
     count = values["count"]
     if count is not None and not 0 <= count <= 10**9:
         return f"count {count} is out of range (0 to 1000000000)"
+    if values["action"] == "set_cursor" and (problem := _poll.cursor_problem(values["cursor"])) is not None:
+        return f"cursor: {problem}"
     return None
 
 

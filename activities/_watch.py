@@ -1,0 +1,165 @@
+"""How ``wfi.watch_runs`` learns that runs ended, in a bounded number of calls.
+
+One long poll per running run (``handle.result()``) counts against the namespace's limit of
+concurrent long polls (``frontend.namespaceCount``, 1,200 by default, shared with every worker's
+task polls): 3,000 running runs exceeded it. A watch instead asks the visibility store which of its
+runs are closed, ``WorkflowId IN (...) AND ExecutionStatus != 'Running'`` for at most
+:data:`QUERY_IDS` runs a call, one call at a time, again and again with backoff (:data:`MIN_INTERVAL`
+doubling to :data:`MAX_INTERVAL`, back to the minimum whenever a run ended). A closed execution other
+than one that continued as new ends its run: runs are started without a retry policy or a cron
+schedule, so nothing follows it. Runs a query cannot name (an id holding a quote or backslash) and
+the runs of a query the server refused are described instead, at most
+:data:`DESCRIBE_CONCURRENCY` calls at a time (a describe names the latest run of a chain); so are
+all runs on a server without visibility listing (the time-skipping test server).
+
+At its first sweep a watch also lists its runs whatever their status: a run the store does not
+know is described, and one the server does not know at all (deleted: deleting a running workflow
+terminates it; or removed by the namespace's retention after it ended) is reported ``terminated``.
+Nothing about one run fails the watch of the others: a call that fails is logged and asked again
+at the next sweep, and its runs stay watched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowExecutionStatus as Status
+from temporalio.service import RPCError, RPCStatusCode
+
+QUERY_IDS = 100
+"""Runs named in one visibility query."""
+DESCRIBE_CONCURRENCY = 8
+"""Describe calls of one watch in flight at once."""
+MIN_INTERVAL = 0.2
+MAX_INTERVAL = 5.0
+"""Seconds between sweeps: from MIN_INTERVAL, doubling while nothing ends, at most MAX_INTERVAL."""
+GONE = "terminated"
+"""What a watched run the server does not know is reported as."""
+
+TERMINAL = {
+    Status.COMPLETED: "completed",
+    Status.FAILED: "failed",
+    Status.CANCELED: "cancelled",
+    Status.TERMINATED: "terminated",
+    Status.TIMED_OUT: "timed_out",
+}
+
+_TRANSIENT = frozenset({RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
+                        RPCStatusCode.RESOURCE_EXHAUSTED})
+_log = logging.getLogger("wf_initiation.watch")
+
+
+def _text(exc: BaseException) -> str:
+    return getattr(exc, "message", None) or str(exc) or type(exc).__name__
+
+
+def queryable(workflow_id: str) -> bool:
+    """Can a visibility query name this id? (A quote or backslash is left to describe calls.)"""
+    return workflow_id.isprintable() and "'" not in workflow_id and "\\" not in workflow_id
+
+
+def closed_query(workflow_ids: Iterable[str], *, running_too: bool = False) -> str:
+    """The visibility query for the closed executions of these ids (or all of them, ``running_too``)."""
+    listed = ", ".join(f"'{i}'" for i in workflow_ids)
+    return f"WorkflowId IN ({listed})" + ("" if running_too else " AND ExecutionStatus != 'Running'")
+
+
+class RunWatcher:
+    """Resolves one future per watched run with its terminal status, sweeping until every run ended
+    (see the module docstring); cancel the task running :meth:`run` to stop it."""
+
+    def __init__(self, client: Client, run_keys: Iterable[str]) -> None:
+        self._client = client
+        loop = asyncio.get_running_loop()
+        self.outcomes: dict[str, asyncio.Future[str]] = {key: loop.create_future() for key in run_keys}
+        self._describing = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
+        self._listing = True  # False once the server turned out to have no visibility listing
+
+    @property
+    def watching(self) -> list[str]:
+        return [key for key, future in self.outcomes.items() if not future.done()]
+
+    async def run(self) -> None:
+        """Sweep until every run ended."""
+        interval, first = MIN_INTERVAL, True
+        while self.watching:
+            try:
+                ended = await self.sweep(check_existence=first)
+                first = False
+            except (RPCError, RPCTimeoutOrCancelledError) as exc:  # the server unreachable or busy: later
+                _log.warning("watching %d runs: %s; asking again in %.1fs", len(self.watching), _text(exc), interval)
+                ended = 0
+            interval = MIN_INTERVAL if ended else min(interval * 2, MAX_INTERVAL)
+            if self.watching:
+                await asyncio.sleep(interval)
+
+    async def sweep(self, *, check_existence: bool = False) -> int:
+        """One pass over the runs still watched; the number found ended."""
+        watching = self.watching
+        by_query = [key for key in watching if queryable(key) and self._listing]
+        ended: dict[str, str] = {}
+        listed = set(by_query)
+        to_describe = [key for key in watching if key not in listed]
+        for start in range(0, len(by_query), QUERY_IDS):
+            chunk = by_query[start:start + QUERY_IDS]
+            closed = await self._closed_in(chunk)
+            if closed is None:
+                to_describe += chunk
+                continue
+            ended.update(closed)
+            if check_existence:
+                to_describe += await self._unknown_in(chunk)
+        statuses = await asyncio.gather(*(self._describe(key) for key in to_describe))
+        ended.update((key, status) for key, status in zip(to_describe, statuses) if status is not None)
+        for key, status in ended.items():
+            if key in self.outcomes and not self.outcomes[key].done():
+                self.outcomes[key].set_result(status)
+        return len(ended)
+
+    async def _closed_in(self, chunk: list[str]) -> dict[str, str] | None:
+        """The runs of ``chunk`` that ended, with their outcome; None when the server refused the query."""
+        executions = await self._list(closed_query(chunk), len(chunk))
+        if executions is None:
+            return None
+        return {e.id: TERMINAL[e.status] for e in executions if e.status in TERMINAL}
+
+    async def _unknown_in(self, chunk: list[str]) -> list[str]:
+        """The ids of ``chunk`` the visibility store does not list at all."""
+        executions = await self._list(closed_query(chunk, running_too=True), len(chunk))
+        if executions is None:
+            return []
+        known = {e.id for e in executions}
+        return [key for key in chunk if key not in known]
+
+    async def _list(self, query: str, runs: int) -> list[Any] | None:
+        """The executions the query lists; None when the server refuses the query itself (the
+        caller then describes its runs one by one). Any other error ends the sweep."""
+        try:
+            return [execution async for execution in self._client.list_workflows(query, page_size=QUERY_IDS * 2)]
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.UNIMPLEMENTED:  # no visibility listing (the time-skipping test server)
+                self._listing = False
+                return None
+            if exc.status != RPCStatusCode.INVALID_ARGUMENT:
+                raise
+            _log.warning("the server refused the query for %d watched runs (%s); describing them instead", runs,
+                         exc.message)
+            return None
+
+    async def _describe(self, workflow_id: str) -> str | None:
+        """The terminal status of the workflow id's latest run; None while it runs or cannot be told."""
+        async with self._describing:
+            try:
+                desc = await self._client.get_workflow_handle(workflow_id).describe()
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    return GONE
+                if exc.status in _TRANSIENT:
+                    raise
+                _log.warning("describing watched run %s failed (%s); asking again at the next sweep", workflow_id,
+                             exc.message)
+                return None
+        return TERMINAL.get(desc.status) if desc.status is not None else None
