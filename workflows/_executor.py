@@ -148,6 +148,7 @@ class Executor:
             await workflow.execute_activity_method(
                 RunActivities.control_run, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
                 start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),  # transient errors retry (the run may be open)
             )
         finally:
             self._dispatcher.control_ended()
