@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
+from wf_initiation import _temporal
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.wire import ACTIVATION_ID_PREFIX  # the workflow id webhook bridges address (README)
 
@@ -173,8 +174,10 @@ def default_wfi_command() -> tuple[str, ...]:
 class Target:
     """Everything a case may touch: the deployment under test and its public interfaces.
 
-    Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use.
-    Every name :meth:`unique` makes starts with the target's :attr:`tag`, so whatever a case
+    Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use
+    with ``flags`` (the connection flags of ``wfi conformance run``) over the environment, the
+    profile and the deployment's ``temporal`` section; every ``wfi`` it runs gets the flags as
+    ``TEMPORAL_*`` variables, so it reaches the same Temporal. Every name :meth:`unique` makes starts with the target's :attr:`tag`, so whatever a case
     starts (activations, runs, waiting workflows) can be found and ended by :meth:`cleanup`.
     """
 
@@ -183,6 +186,7 @@ class Target:
     workdir: pathlib.Path
     wfi_command: tuple[str, ...] = field(default_factory=default_wfi_command)
     env: Mapping[str, str] | None = None
+    flags: _temporal.ConnectFlags = field(default_factory=_temporal.ConnectFlags)
     cli_timeout: float = 60.0
     tag: str = field(default_factory=lambda: f"wfc{uuid.uuid4().hex[:8]}")
     _client: Any = field(default=None, init=False, repr=False)
@@ -202,7 +206,7 @@ class Target:
             *self.wfi_command, *args,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=self.workdir, env={**os.environ, **(self.env or {})},
+            cwd=self.workdir, env={**os.environ, **_temporal.flag_environment(self.flags), **(self.env or {})},
         )
         try:
             out, err = await asyncio.wait_for(
@@ -215,9 +219,9 @@ class Target:
         return CliResult(args=tuple(args), code=proc.returncode or 0, stdout=out.decode(), stderr=err.decode())
 
     async def client(self) -> Any:
-        """A ``temporalio.client.Client`` for the deployment's Temporal target (pydantic converter)."""
+        """A ``temporalio.client.Client`` for the deployment's Temporal target, connected as ``wfi`` connects."""
         if self._client is None:
-            self._client = await _connect(self.deployment)
+            self._client = await _temporal.connect(self.deployment.temporal, self.flags)
         return self._client
 
     @property
@@ -254,8 +258,7 @@ class Target:
             settings: The ``workflows.<workflow>`` section, at least ``run: {workflow_type, task_queue}``.
         """
         workfile = self.write(f"{workflow}.workfile.yaml", workfile_text)
-        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"})
-        doc["temporal"]["address"] = self.deployment.temporal.resolved_address()
+        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"}, exclude_unset=True)
         doc["workflows"] = {workflow: {**settings, "workfile": str(workfile)}}
         deployment = self.workdir / f"{workflow}.deployment.yaml"
         with deployment.open("w") as fh:
@@ -383,23 +386,6 @@ async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool
             return value
         check(time.monotonic() < deadline, f"within {timeout:g}s: expected {what}; last: {describe(value)}")
         await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
-
-
-async def _connect(deployment: Deployment) -> Any:
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    options: dict[str, Any] = {}
-    if deployment.temporal.profile:
-        from temporalio.envconfig import ClientConfig
-
-        options = dict(ClientConfig.load_client_connect_config(profile=deployment.temporal.profile))
-    options.update(
-        target_host=deployment.temporal.address or options.get("target_host") or deployment.temporal.resolved_address(),
-        namespace=deployment.temporal.namespace,
-        data_converter=pydantic_data_converter,
-    )
-    return await Client.connect(**options)
 
 
 def select(cases: Sequence[CaseInfo], *, ids: Iterable[str] = (), capabilities: Iterable[str] = ()) -> set[str]:

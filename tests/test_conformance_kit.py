@@ -4,6 +4,7 @@ against this project, both through ``run_cases`` and through ``wfi conformance r
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import uuid
 import pathlib
@@ -281,3 +282,25 @@ async def test_the_capability_cases_fail_against_a_validator_that_ignores_claims
     report = await run_cases(target, collect(["wf_initiation.conformance.cases.capabilities"]))
     assert len(report.failures()) == len(collect(["wf_initiation.conformance.cases.capabilities"]))
     assert report.claims == []
+
+
+async def test_wfi_conformance_run_takes_the_temporal_cli_connection_flags_and_its_commands_follow_them(
+    dev_env: WorkflowEnvironment, tmp_path: pathlib.Path,
+) -> None:
+    # The deployment names a Temporal that is not there; --address and --namespace point at the real
+    # one, for the kit's own client and for every `wfi` command a case runs.
+    address = dev_env.client.service_client.config.target_host
+    queue = f"conformance-{uuid.uuid4().hex[:8]}"
+    deployment = deployment_file(tmp_path)
+    deployment.write_text(f"temporal: {{address: '127.0.0.1:1', namespace: nowhere, task_queue: {queue}}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    with WorkerProcess(address, queue):
+        proc = await asyncio.to_thread(subprocess.run,
+            [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(tmp_path / "report"),
+             "--address", address, "--namespace", "default",
+             "--case", "external.overlap_skip_consumes_the_delivery_and_leaves_it_deduplicated", "--json"],
+            capture_output=True, text=True, timeout=600, env=env,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = Report.model_validate_json(proc.stdout)
+    assert [c.outcome for cap in report.capabilities for c in cap.cases if c.outcome != "skipped"] == ["passed"]

@@ -32,8 +32,8 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required
                         help="The deployment file: Temporal target, task queue, Workfiles and policies.")
     group = parser.add_argument_group(
         "Temporal connection",
-        "Named as the `temporal` CLI's flags. Each wins over the deployment's `temporal` section, which wins "
-        "over the TEMPORAL_* environment variables, which win over the environment-configuration profile.",
+        "Named as the `temporal` CLI's flags, with its order: a flag wins over the TEMPORAL_* environment variables, "
+        "which win over the config file's profile, which wins over the deployment's `temporal` section.",
     )
     group.add_argument("--address", metavar="HOST:PORT", help="Temporal frontend, e.g. localhost:7233 or my-ns.a1b2c.tmprl.cloud:7233.")
     group.add_argument("-n", "--namespace", metavar="NAME", help="Temporal namespace.")
@@ -44,8 +44,8 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required
     group.add_argument("--tls-key-path", metavar="FILE", help="Client private key (mTLS), PEM.")
     group.add_argument("--tls-ca-path", metavar="FILE", help="CA certificate to verify the server with, PEM.")
     group.add_argument("--tls-server-name", metavar="NAME", help="Server name to verify (and send as SNI) instead of the host's.")
-    group.add_argument("--profile", metavar="NAME", help="Environment-configuration profile (TOML); default: the "
-                       "deployment's temporal.profile, else TEMPORAL_PROFILE, else `default`.")
+    group.add_argument("--profile", metavar="NAME", help="Profile of the Temporal config file (TOML); default: "
+                       "TEMPORAL_PROFILE, else the deployment's temporal.profile, else `default`.")
     group.add_argument("--config-file", metavar="FILE", help="The profiles' TOML file (default: TEMPORAL_CONFIG_FILE, "
                        "else the SDK's default location).")
 

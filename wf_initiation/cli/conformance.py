@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from wf_initiation.cli._common import seconds
+from wf_initiation.cli._common import add_connection_flags, connect_flags, seconds
 from wf_initiation.core._diagnostics import DiagnosticError
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the conformance cases against the deployment's Temporal and worker (which must be running) "
         "and write report.json, report.md and claims.json (accepted by `wfi validate --claims`). Exit status: 0 every "
         "case passed, 1 a case failed or the deployment file is invalid, 2 usage error.")
-    run.add_argument("--deployment", required=True, metavar="FILE", help="The deployment file under test.")
+    add_connection_flags(run)
     run.add_argument("--out", default="conformance-report", metavar="DIR", help="Report directory (default: %(default)s).")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="Run only this case (repeatable).")
     run.add_argument(
@@ -75,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     cases = _cases()
     with tempfile.TemporaryDirectory(prefix="wfi-conformance-") as workdir:
         try:
-            target = Target.from_file(args.deployment, workdir)
+            target = Target.from_file(args.deployment, workdir, flags=connect_flags(args))
         except DiagnosticError as exc:
             for d in exc.diagnostics:
                 print(d.render(args.deployment), file=sys.stderr)

@@ -150,7 +150,7 @@ def _up(args: argparse.Namespace) -> int:
 async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: list[Any]) -> int:
     stop = _stop_event()  # Ctrl-C while the server starts: stop once it is up, do not leave it behind
     db_file = pathlib.Path(args.db_file).resolve()
-    namespace = args.namespace or deployment.temporal.namespace
+    namespace = args.namespace or os.environ.get("TEMPORAL_NAMESPACE") or deployment.temporal.namespace
     try:
         db_file.parent.mkdir(parents=True, exist_ok=True)
         server = await _temporal.start_dev_server(
@@ -166,7 +166,9 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
               f"log: {server.log_file})", flush=True)
         if stop.is_set():
             return EXIT_OK
-        flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace)
+        # The server it started, nothing else: no profile or TEMPORAL_* (an API key would turn TLS on).
+        flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace,
+                                       environment=False)
         return await _serve(args, deployment, flags, specs=specs, server=server, stop=stop)
     finally:
         await server.stop()

@@ -3,9 +3,9 @@
 Example (YAML)::
 
     temporal:
-      address: localhost:7233        # default: $TEMPORAL_ADDRESS, else localhost:7233
-      namespace: default
-      profile: null                  # SDK environment-config profile (TLS, API key)
+      address: localhost:7233        # the default: --address, $TEMPORAL_ADDRESS and a profile win over it
+      namespace: default             # likewise --namespace, $TEMPORAL_NAMESPACE, a profile
+      profile: null                  # the config file's profile (TLS, API key) unless --profile / $TEMPORAL_PROFILE
       task_queue: wfi-activations    # where activation workflows and their activities run
     capabilities: [wf.external-event-initiation, wf.scheduled-initiation, wf.polling-initiation]
     defaults:
@@ -25,7 +25,6 @@ directory of the deployment file.
 
 from __future__ import annotations
 
-import os
 import pathlib
 from datetime import timedelta
 from typing import Any, Literal
@@ -125,15 +124,14 @@ DEFAULT_TASK_QUEUE = "wfi-activations"
 
 
 class TemporalTarget(_Strict):
-    address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
-    namespace: str = "default"
-    profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
+    address: str | None = Field(default=None, description="host:port, when no flag, TEMPORAL_ADDRESS or profile says; "
+                                "else localhost:7233.")
+    namespace: str = Field(default="default", description="When no flag, TEMPORAL_NAMESPACE or profile says.")
+    profile: str | None = Field(default=None, description="The Temporal config file's profile (TLS, API key) when "
+                                "neither --profile nor TEMPORAL_PROFILE names one.")
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of activation workflows.")
 
     _names = field_validator("namespace", "task_queue")(_temporal_name)
-
-    def resolved_address(self) -> str:
-        return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
 
 
 class MissedPolicy(_Strict):
