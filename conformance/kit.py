@@ -206,7 +206,7 @@ class Target:
             *self.wfi_command, *args,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=self.workdir, env={**os.environ, **_temporal.flag_environment(self.flags), **(self.env or {})},
+            cwd=self.workdir, env=self._child_env(),
         )
         try:
             out, err = await asyncio.wait_for(
@@ -218,10 +218,23 @@ class Target:
             raise CaseFailed(f"`wfi {' '.join(args)}` did not finish within {self.cli_timeout:g}s") from None
         return CliResult(args=tuple(args), code=proc.returncode or 0, stdout=out.decode(), stderr=err.decode())
 
+    def _child_env(self) -> dict[str, str]:
+        """The environment of a ``wfi`` this target runs: the flags as ``TEMPORAL_*`` variables (a
+        ``--data-converter`` is written into each pair's deployment instead, where no codec variable
+        may win over it), and the team's codec module importable as it is here."""
+        env = {**os.environ, **_temporal.flag_environment(self.flags)}
+        if self.flags.data_converter:
+            env.pop("TEMPORAL_CODEC_ENDPOINT", None)
+        if self.flags.data_converter or self.deployment.temporal.data_converter:
+            path = [str(self.deployment_path.parent), os.getcwd(), env.get("PYTHONPATH", "")]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+        return {**env, **(self.env or {})}
+
     async def client(self) -> Any:
-        """A ``temporalio.client.Client`` for the deployment's Temporal target, connected as ``wfi`` connects."""
+        """A ``temporalio.client.Client`` for the deployment's Temporal target, connected as ``wfi``
+        connects (the team's codec included)."""
         if self._client is None:
-            self._client = await _temporal.connect(self.deployment.temporal, self.flags)
+            self._client = await _temporal.connect(self.deployment, self.flags)
         return self._client
 
     @property
@@ -259,6 +272,9 @@ class Target:
         """
         workfile = self.write(f"{workflow}.workfile.yaml", workfile_text)
         doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"}, exclude_unset=True)
+        if self.flags.data_converter:
+            doc["temporal"] = {**doc.get("temporal", {}), "data_converter": self.flags.data_converter}
+            doc["temporal"].pop("codec_endpoint", None)
         doc["workflows"] = {workflow: {**settings, "workfile": str(workfile)}}
         deployment = self.workdir / f"{workflow}.deployment.yaml"
         with deployment.open("w") as fh:
@@ -373,7 +389,8 @@ class Target:
             raise
         history = await handle.fetch_history()
         attrs = history.events[0].workflow_execution_started_event_attributes
-        return desc.start_time, json.loads(attrs.input.payloads[0].data)
+        converter = (await self.client()).data_converter  # the team's codec decodes it
+        return desc.start_time, (await converter.decode(list(attrs.input.payloads)))[0]
 
 
 async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, *,

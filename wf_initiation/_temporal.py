@@ -61,6 +61,9 @@ class ConnectFlags:
     tls_server_name: str | None = None
     profile: str | None = None
     config_file: str | None = None
+    data_converter: str | None = None
+    codec_endpoint: str | None = None
+    codec_auth: str | None = None
     environment: bool = True
     """Read the ``TEMPORAL_*`` variables and the config file's profile (off for the embedded server of ``wfi up``)."""
 
@@ -78,7 +81,8 @@ def flag_environment(flags: ConnectFlags) -> dict[str, str]:
              "TEMPORAL_TLS_SERVER_CA_CERT_PATH": flags.tls_ca_path, "TEMPORAL_CONFIG_FILE": flags.config_file}
     values = {"TEMPORAL_ADDRESS": flags.address, "TEMPORAL_NAMESPACE": flags.namespace, "TEMPORAL_API_KEY": flags.api_key,
               "TEMPORAL_TLS_SERVER_NAME": flags.tls_server_name, "TEMPORAL_PROFILE": flags.profile,
-              "TEMPORAL_TLS": "true" if flags.tls else None,
+              "TEMPORAL_TLS": "true" if flags.tls else None, "TEMPORAL_CODEC_ENDPOINT": flags.codec_endpoint,
+              "TEMPORAL_CODEC_AUTH": flags.codec_auth,
               **{name: str(pathlib.Path(path).resolve()) if path else None for name, path in paths.items()}}
     return {name: value for name, value in values.items() if value}
 
@@ -96,7 +100,11 @@ def connect_options(
         TemporalUnavailable: a profile that does not exist or cannot be read, an unreadable TLS
             file, or an address that is not ``host:port``; the message names the fix.
     """
-    options = _profile_options(_environment_config(target, flags, environ))
+    return _connect_options(target, flags, _environment_config(target, flags, environ))
+
+
+def _connect_options(target: TemporalTarget, flags: ConnectFlags, raw: dict[str, Any]) -> dict[str, Any]:
+    options = _profile_options(raw)
     options["target_host"] = flags.address or options.get("target_host") or target.address or DEFAULT_ADDRESS
     options["namespace"] = flags.namespace or options.get("namespace") or target.namespace
     if flags.api_key:
@@ -170,19 +178,72 @@ def _read_tls_file(path: str, flag: str) -> bytes:
         raise TemporalUnavailable(f"cannot read {flag} {path}: {exc.strerror}") from None
 
 
-async def connect(target: TemporalTarget, flags: ConnectFlags = ConnectFlags()) -> Any:
-    """A ``temporalio.client.Client`` with the pydantic data converter.
+def codec_setting(target: TemporalTarget, flags: ConnectFlags = ConnectFlags(), *, base_dir: str | None = None,
+                  environ: Mapping[str, str] | None = None, raw: dict[str, Any] | None = None) -> Any:
+    """Where the client's payload codec comes from (a ``_codec.CodecSetting``), or None for none; in
+    the connection's order: ``--data-converter`` / ``--codec-endpoint``, ``TEMPORAL_CODEC_ENDPOINT``,
+    the profile's ``codec.endpoint``, the deployment's ``temporal.data_converter`` /
+    ``temporal.codec_endpoint``. The codec server's credentials: ``--codec-auth``,
+    ``TEMPORAL_CODEC_AUTH``, the profile's ``codec.auth``.
+
+    Raises:
+        TemporalUnavailable: both flags are given, or a value is malformed; the message names the fix.
+    """
+    from wf_initiation._codec import CodecError, CodecSetting, endpoint_problem, reference_problem
+
+    codec = (_environment_config(target, flags, environ) if raw is None else raw).get("codec") or {}
+    auth = flags.codec_auth or codec.get("auth") or None
+    if flags.data_converter and flags.codec_endpoint:
+        raise CodecError("give --data-converter or --codec-endpoint, not both: one codec encodes every payload")
+    candidates = [
+        ("--data-converter", flags.data_converter, None, os.getcwd()),
+        ("--codec-endpoint", None, flags.codec_endpoint, None),
+        ("TEMPORAL_CODEC_ENDPOINT or the profile's codec.endpoint", None, codec.get("endpoint"), None),
+        ("the deployment's temporal.data_converter", target.data_converter, None, base_dir),
+        ("the deployment's temporal.codec_endpoint", None, target.codec_endpoint, None),
+    ]
+    for source, reference, endpoint, directory in candidates:
+        if reference or endpoint:
+            problem = reference_problem(reference) if reference else endpoint_problem(endpoint or "")
+            if problem:
+                raise CodecError(f"{source}: {problem}")
+            return CodecSetting(source=source, reference=reference, endpoint=endpoint, auth=auth, base_dir=directory)
+    return None
+
+
+def client_options(target: Any, flags: ConnectFlags = ConnectFlags()) -> dict[str, Any]:
+    """Keyword arguments for ``Client.connect``, the data converter included (its module imported):
+    what :func:`connect` uses, for a command that checks its settings before it starts serving.
+
+    Raises:
+        TemporalUnavailable: as :func:`connect`, before any connection is attempted.
+    """
+    from wf_initiation._codec import data_converter
+
+    temporal, base_dir = (target, None) if isinstance(target, TemporalTarget) else (target.temporal, target.base_dir)
+    raw = _environment_config(temporal, flags, None)
+    options = _connect_options(temporal, flags, raw)
+    setting = codec_setting(temporal, flags, base_dir=base_dir, raw=raw)
+    return {**options, "data_converter": data_converter(setting, options["namespace"])}
+
+
+async def connect(target: Any, flags: ConnectFlags = ConnectFlags()) -> Any:
+    """A ``temporalio.client.Client`` with the pydantic data converter and the team's codec.
+
+    Args:
+        target: A ``Deployment`` (its ``temporal`` section, and its directory for a
+            ``temporal.data_converter`` module), or a ``TemporalTarget``.
+        flags: What the command line says.
 
     Raises:
         TemporalUnavailable: the settings are unusable or the server did not answer; the message
-            names the address and the fix.
+            names the address and the fix (a ``_codec.CodecError`` for the codec).
     """
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
 
-    options = connect_options(target, flags)
+    options = client_options(target, flags)
     try:
-        return await Client.connect(**options, data_converter=pydantic_data_converter)
+        return await Client.connect(**options)
     except (RuntimeError, ValueError) as exc:
         raise TemporalUnavailable(unreachable_message(options["target_host"], exc)) from None
 

@@ -43,6 +43,7 @@ from temporalio.api.errordetails.v1 import QueryFailedFailure
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
+from wf_initiation._codec import CodecError, history_problem, is_unknown_encoding, unknown_encoding_message
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core._expr import canonical_key
@@ -189,8 +190,20 @@ class WfiClient:
         self.task_queue = task_queue
         self.max_attempts = max_attempts
         # An update only admitted when the server restarted is lost: the caller must time out and
-        # retry with the same update id (TEMPORAL-NOTES, "Acknowledgement").
+        # retry with the same update id.
         self.update_timeout = update_timeout
+        self._codec_checked: set[str] = set()
+
+    async def _check_codec(self, workflow: str) -> None:
+        """Before the first call about ``workflow``: refuse when its history was written through a
+        codec this client lacks or cannot decode with (nothing may be added in plaintext to an
+        encrypted history); once per workflow and client."""
+        if workflow in self._codec_checked:
+            return
+        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)))
+        if problem is not None:
+            raise CodecError(problem)
+        self._codec_checked.add(workflow)
 
     def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
@@ -199,6 +212,7 @@ class WfiClient:
         """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4).
 
         A deactivated activation is started again from its final state (docs/lifecycle.md)."""
+        await self._check_codec(spec.workflow)
         carried = await self.deactivated_state(spec.workflow)
         # The server answers an update-with-start from a closed run that had the same update id:
         # a re-activation needs an id of its own (stable for retries of the same re-activation).
@@ -219,6 +233,7 @@ class WfiClient:
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
         _check_size(payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
+        await self._check_codec(workflow)
         handle = self.handle(workflow)
         # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
         # method's parameter type is RawValue while a client sends the request model.
@@ -232,7 +247,9 @@ class WfiClient:
         Every payload is checked before the first update is sent (``DeliveryRefused``)."""
         out: list[DeliveryResult] = []
         handle = self.handle(workflow)
-        for chunk in bulk_chunks(deliveries):
+        chunks = bulk_chunks(deliveries)
+        await self._check_codec(workflow)
+        for chunk in chunks:
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
             send = functools.partial(handle.execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
                                      rpc_timeout=self.update_timeout)
@@ -243,6 +260,7 @@ class WfiClient:
         """Fire-and-forget delivery; durable when this returns; disposition via :meth:`delivery`."""
         _check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
+        await self._check_codec(workflow)
         await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
@@ -257,6 +275,7 @@ class WfiClient:
         if problem is not None:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 
@@ -264,6 +283,7 @@ class WfiClient:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
         settle queued work; the workflow completes once settled (``handle(workflow).result()``)."""
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
 
@@ -293,6 +313,7 @@ class WfiClient:
         are not ahead of the state either; under traffic that never pauses the first combination is
         returned. ``settle=1`` is one state read and one pass over the entries.
         """
+        await self._check_codec(workflow)
         query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
         state = await query()
         if not include_events:
@@ -308,6 +329,7 @@ class WfiClient:
 
     async def events(self, workflow: str, *, page: int = 500) -> AsyncIterator[dict[str, Any]]:
         """Every dedup entry in acceptance order, fetched in pages."""
+        await self._check_codec(workflow)
         after = 0
         while True:
             fetch = functools.partial(self.handle(workflow).query, ActivationWorkflow.events, args=[after, page])
@@ -319,9 +341,11 @@ class WfiClient:
             after = chunk[-1]["seq"]
 
     async def summary(self, workflow: str) -> dict[str, Any]:
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
 
     async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
 
     async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -343,6 +367,10 @@ class WfiClient:
                 cause = getattr(exc.cause, "type", None)
                 if cause != REBINDING or attempt == self.max_attempts - 1:
                     raise
+            except KeyError as exc:
+                if is_unknown_encoding(exc):  # an answer written through a codec this client lacks
+                    raise CodecError(unknown_encoding_message(exc, "the activation's answer")) from None
+                raise
             except WorkflowQueryFailedError as exc:
                 # A query that reached a restarted worker with events it must not decide on yet
                 # (workflows/_fresh.py): the worker replays the run at its next task; ask again.

@@ -48,6 +48,36 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required
                        "TEMPORAL_PROFILE, else the deployment's temporal.profile, else `default`.")
     group.add_argument("--config-file", metavar="FILE", help="The profiles' TOML file (default: TEMPORAL_CONFIG_FILE, "
                        "else the SDK's default location).")
+    codec = parser.add_argument_group(
+        "Payload codec (encryption)",
+        "The team's codec, used for everything this command sends and reads. Default: TEMPORAL_CODEC_ENDPOINT, "
+        "else the profile's codec.endpoint, else the deployment's temporal.data_converter or temporal.codec_endpoint.",
+    )
+    codec.add_argument("--data-converter", metavar="MODULE:ATTR", type=_reference,
+                       help="A temporalio DataConverter or PayloadCodec (or a class or function making one), e.g. "
+                       "myteam.codec:data_converter.")
+    codec.add_argument("--codec-endpoint", metavar="URL", type=_endpoint,
+                       help="A codec server (POST /encode, /decode), as the temporal CLI's --codec-endpoint.")
+    codec.add_argument("--codec-auth", metavar="VALUE", help="Authorization header for the codec server (default: "
+                       "TEMPORAL_CODEC_AUTH, else the profile's codec.auth).")
+
+
+def _reference(text: str) -> str:
+    from wf_initiation._codec import reference_problem
+
+    problem = reference_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _endpoint(text: str) -> str:
+    from wf_initiation._codec import endpoint_problem
+
+    problem = endpoint_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def add_request_flags(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +120,7 @@ def connect_flags(args: argparse.Namespace) -> _temporal.ConnectFlags:
         address=args.address, namespace=args.namespace, api_key=args.api_key, tls=args.tls,
         tls_cert_path=args.tls_cert_path, tls_key_path=args.tls_key_path, tls_ca_path=args.tls_ca_path,
         tls_server_name=args.tls_server_name, profile=args.profile, config_file=args.config_file,
+        data_converter=args.data_converter, codec_endpoint=args.codec_endpoint, codec_auth=args.codec_auth,
     )
 
 
@@ -112,7 +143,7 @@ def load(path: str) -> Deployment:
 async def connect(args: argparse.Namespace, deployment: Deployment) -> Any:
     """A connected ``temporalio.client.Client``; a UserError naming the fix when that fails."""
     try:
-        return await _temporal.connect(deployment.temporal, connect_flags(args))
+        return await _temporal.connect(deployment, connect_flags(args))
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
 
@@ -175,12 +206,15 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
     from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
+    from wf_initiation._codec import is_unknown_encoding, unknown_encoding_message
     from wf_initiation.client import DeliveryTooLarge
 
     if isinstance(exc, UserError | KeyboardInterrupt):
         return exc
     if isinstance(exc, _temporal.TemporalUnavailable):
         return UserError(str(exc))
+    if is_unknown_encoding(exc):
+        return UserError(unknown_encoding_message(exc, "the activation's answer"))
     if isinstance(exc, DeliveryTooLarge) or (isinstance(exc, ValueError) and type(exc).__module__ == "wf_initiation.client"):
         return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
     if isinstance(exc, RPCError):

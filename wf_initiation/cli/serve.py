@@ -48,7 +48,11 @@ def _serve(args: argparse.Namespace) -> int:
     _temporal.configure_logging()
     deployment = load(args.deployment)
     flags = connect_flags(args)
-    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(deployment.temporal, flags))
+    try:  # a codec that cannot be loaded is a problem of the command, not a reason to answer 503
+        _temporal.client_options(deployment, flags)
+    except _temporal.TemporalUnavailable as exc:
+        raise _user_error(str(exc)) from None
+    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(deployment, flags))
     return asyncio.run(_run(ingress, args))
 
 

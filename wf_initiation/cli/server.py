@@ -69,7 +69,7 @@ async def _serve(
     _temporal.configure_logging()
     stop = stop or _stop_event()
     try:
-        client = await _temporal.connect(deployment.temporal, flags)
+        client = await _temporal.connect(deployment, flags)
         await _temporal.check_namespace(client)
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
@@ -168,7 +168,8 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
             return EXIT_OK
         # The server it started, nothing else: no profile or TEMPORAL_* (an API key would turn TLS on).
         flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace,
-                                       environment=False)
+                                       data_converter=args.data_converter, codec_endpoint=args.codec_endpoint,
+                                       codec_auth=args.codec_auth, environment=False)
         return await _serve(args, deployment, flags, specs=specs, server=server, stop=stop)
     finally:
         await server.stop()

@@ -26,6 +26,7 @@ directory of the deployment file.
 from __future__ import annotations
 
 import pathlib
+import re
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -119,6 +120,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DATA_CONVERTER_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+CODEC_ENDPOINT_URL = re.compile(r"^https?://[^\s/]+")
+
 DEFAULT_TASK_QUEUE = "wfi-activations"
 """Where activation workflows and their activities run unless a deployment says otherwise."""
 
@@ -130,8 +134,33 @@ class TemporalTarget(_Strict):
     profile: str | None = Field(default=None, description="The Temporal config file's profile (TLS, API key) when "
                                 "neither --profile nor TEMPORAL_PROFILE names one.")
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of activation workflows.")
+    data_converter: str | None = Field(
+        default=None, description="The team's data converter, MODULE:ATTR naming a temporalio DataConverter or "
+        "PayloadCodec (or a class or function making one): every client wf-initiation builds uses it.")
+    codec_endpoint: str | None = Field(
+        default=None, description="A codec server's URL (as `temporal --codec-endpoint`), instead of data_converter.")
 
     _names = field_validator("namespace", "task_queue")(_temporal_name)
+
+    @field_validator("data_converter")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not DATA_CONVERTER_REFERENCE.match(value):
+            raise ValueError(f"{value!r} is not MODULE:ATTR, e.g. myteam.codec:data_converter")
+        return value
+
+    @field_validator("codec_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not CODEC_ENDPOINT_URL.match(value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL, e.g. https://codec.example.com")
+        return value
+
+    @model_validator(mode="after")
+    def _one_codec(self) -> "TemporalTarget":
+        if self.data_converter and self.codec_endpoint:
+            raise ValueError("give data_converter or codec_endpoint, not both: one codec encodes every payload")
+        return self
 
 
 class MissedPolicy(_Strict):
