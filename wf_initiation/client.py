@@ -25,9 +25,12 @@ import hashlib
 import pathlib
 import random
 import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field
 
 from temporalio.client import (
     Client,
@@ -39,10 +42,12 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.errordetails.v1 import QueryFailedFailure
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
+from wf_initiation._temporal import is_namespace_not_found
 from wf_initiation._codec import CodecError, history_problem, is_unknown_encoding, unknown_encoding_message
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -54,7 +59,8 @@ from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
-    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
+    ACTIVATE_UPDATE, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_UPDATE, MAX_BULK, MAX_DELIVERY_BYTES, OPERATE_UPDATE,
+    DeactivatedResult, DeactivateRequest, DeactivateResult,
     REBINDING, STALE_ACTIVATION, DeliveryRequest, OperatorAction, OperatorRequest, OperatorResult, as_action,
     workflow_id_for,
 )
@@ -179,6 +185,50 @@ def bulk_chunks(deliveries: list[tuple[str | None, Any]]) -> list[list[DeliveryR
     return [c for c in chunks if c]
 
 
+Outcome = Literal["activated", "unchanged", "rebound"]
+
+
+class Activation(BaseModel):
+    """What :meth:`WfiClient.activate` did, in the words ``wfi activate`` prints."""
+
+    workflow: str = Field(description="The workflow identity (the Workfile's name).")
+    activation_id: str = Field(description="The activation id now serving it (the binding hash).")
+    outcome: Outcome = Field(description="activated: it was not running and now is; unchanged: it already ran this "
+                             "binding; rebound: it ran another binding, which this one replaced.")
+    previous: list[str] = Field(default_factory=list, description="Earlier activation ids of this workflow, oldest first.")
+    note: str | None = Field(default=None, description="After a run that ended without deactivation (terminated, "
+                             "failed, timed out): what was carried into the new run and what was lost.")
+
+
+class _ActivateAnswer(BaseModel):
+    """The ``activate`` update's result as any build of the activation words it: ``current`` (recorded
+    by earlier builds), ``unchanged``, ``activated`` or ``rebound``."""
+
+    activation_id: str
+    outcome: str
+    previous: list[str] = Field(default_factory=list)
+
+
+def _outcome(answer: _ActivateAnswer, was_running: bool) -> Outcome:
+    if not was_running:
+        return "activated"
+    return "rebound" if answer.outcome == "rebound" else "unchanged"
+
+
+def _recorded(events: Sequence[Any]) -> str:
+    """What outsiders sent a run, in words: ``3 delivery update(s), 1 signal(s) and 0 operator action(s)``."""
+    counts: Counter[str] = Counter()
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            name = event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            counts["deliveries" if name in (DELIVER_UPDATE, DELIVER_MANY_UPDATE) else
+                   "actions" if name in (OPERATE_UPDATE, DEACTIVATE_UPDATE) else "other"] += 1
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            counts["signals"] += 1
+    return (f"the {counts['deliveries']} delivery update(s), {counts['signals']} signal(s) and "
+            f"{counts['actions']} operator action(s)")
+
+
 class WfiClient:
     """Thin, typed wrapper over a Temporal client for wf-initiation operations."""
 
@@ -208,27 +258,75 @@ class WfiClient:
     def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
 
-    async def activate(self, spec: ActivationSpec) -> ActivateResult:
+    async def activate(self, spec: ActivationSpec) -> Activation:
         """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4).
 
-        A deactivated activation is started again from its final state (docs/lifecycle.md)."""
+        A deactivated activation is started again from its final state; one that was terminated,
+        failed, timed out or cancelled is started again from the state its last run began with, and
+        what that run recorded after its start is named in the result's ``note`` (docs/lifecycle.md)."""
         await self._check_codec(spec.workflow)
-        carried = await self.deactivated_state(spec.workflow)
-        # The server answers an update-with-start from a closed run that had the same update id:
-        # a re-activation needs an id of its own (stable for retries of the same re-activation).
-        update_id = f"activate-{spec.activation_id}" + (f"-{hashlib.sha256(carried).hexdigest()[:16]}" if carried else "")
+        before = await self._latest(spec.workflow)
+        start_args: list[Any] = [spec, None]
+        update_id, note = f"activate-{spec.activation_id}", None
+        if before is not None and before.status == WorkflowExecutionStatus.COMPLETED:
+            carried = await self._final_state(spec.workflow, before.run_id)
+            start_args = [spec, carried]
+            # The server answers an update-with-start from a closed run that had the same update id:
+            # a re-activation needs an id of its own (stable for retries of the same re-activation).
+            update_id += f"-{hashlib.sha256(carried).hexdigest()[:16]}"
+        elif before is not None and before.status != WorkflowExecutionStatus.RUNNING:
+            start_args, note = await self._restart_from(before, spec)
+            update_id += f"-after-{before.run_id}"
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=[spec, carried], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ActivationWorkflow.run, args=start_args, id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"wf-initiation activation of {spec.workflow}",
+                static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
             )
 
-        return await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=update_id,
+        answer = await self._retry(lambda: self.client.execute_update_with_start_workflow(
+            ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=_ActivateAnswer,
             rpc_timeout=self.update_timeout,
         ))
+        running = before is not None and before.status == WorkflowExecutionStatus.RUNNING
+        return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=_outcome(answer, running),
+                          previous=answer.previous, note=note)
+
+    async def _latest(self, workflow: str) -> Any:
+        """The description of the activation's latest run, or None when it never ran."""
+        try:
+            return await self._retry(self.client.get_workflow_handle(workflow_id_for(workflow)).describe)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
+                return None
+            raise
+
+    async def _final_state(self, workflow: str, run_id: str) -> bytes:
+        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=run_id, result_type=DeactivatedResult)
+        result = await self._retry(lambda: closed.result(follow_runs=False))
+        return result.state
+
+    async def _restart_from(self, closed: Any, spec: ActivationSpec) -> tuple[list[Any], str]:
+        """The arguments of a new run after ``closed`` ended without a deactivation (terminated,
+        failed, timed out, cancelled): its spec and the state it began with (what its previous run
+        carried, or none for a first run), and a note of what is not carried."""
+        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        status = closed.status.name.lower().replace("_", " ") if closed.status else "closed"
+        when = closed.close_time.isoformat(timespec="seconds") if closed.close_time else "an unknown time"
+        lost = (f"{_recorded(history.events[1:])} that run recorded after its start are not carried: their dedup "
+                "entries, cursor moves and schedule progress are lost (a repeated delivery may be accepted again, "
+                "but under the run key it had, so it starts no second run)")
+        try:
+            payloads = list(started.input.payloads)
+            hints: list[type] = [ActivationSpec, bytes]
+            began, state = [*await self.client.data_converter.decode(payloads, hints[:len(payloads)]), None][:2]
+        except Exception as exc:  # e.g. a spec of a build this one cannot read: start afresh, and say so
+            return [spec, None], (f"re-activated after run {closed.run_id} was {status} at {when}; its state could not be "
+                                  f"read ({type(exc).__name__}), so nothing it had accepted is carried")
+        begun = "the state carried into it" if state else "a new activation's state (it was the first run)"
+        return [began, state], f"re-activated after run {closed.run_id} was {status} at {when}, from {begun}; {lost}"
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
         _check_size(payload)
@@ -290,18 +388,10 @@ class WfiClient:
     async def deactivated_state(self, workflow: str) -> bytes | None:
         """The final state of a deactivated (completed) activation, else None (running, never started,
         or closed another way: terminated, failed)."""
-        handle = self.client.get_workflow_handle(workflow_id_for(workflow))
-        try:
-            desc = await self._retry(handle.describe)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if desc.status != WorkflowExecutionStatus.COMPLETED:
+        latest = await self._latest(workflow)
+        if latest is None or latest.status != WorkflowExecutionStatus.COMPLETED:
             return None
-        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=desc.run_id, result_type=DeactivatedResult)
-        result = await self._retry(lambda: closed.result(follow_runs=False))
-        return result.state
+        return await self._final_state(workflow, latest.run_id)
 
     async def state(self, workflow: str, *, include_events: bool = False, settle: int = 3) -> dict[str, Any]:
         """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.
@@ -316,15 +406,15 @@ class WfiClient:
         await self._check_codec(workflow)
         query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
         state = await query()
-        if not include_events:
-            return state
-        events = {e["key"]: e async for e in self.events(workflow)}
-        for _ in range(settle - 1):  # every (state, events) pair here was read state first
-            after = await query()
-            if after == state:
-                break
-            state, events = after, {e["key"]: e async for e in self.events(workflow)}
-        state["events"] = events
+        if include_events:
+            events = {e["key"]: e async for e in self.events(workflow)}
+            for _ in range(settle - 1):  # every (state, events) pair here was read state first
+                after = await query()
+                if after == state:
+                    break
+                state, events = after, {e["key"]: e async for e in self.events(workflow)}
+            state["events"] = events
+        await self._real_status(workflow, state.get("summary"))
         return state
 
     async def events(self, workflow: str, *, page: int = 500) -> AsyncIterator[dict[str, Any]]:
@@ -342,7 +432,21 @@ class WfiClient:
 
     async def summary(self, workflow: str) -> dict[str, Any]:
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        summary = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        await self._real_status(workflow, summary)
+        return summary
+
+    async def _real_status(self, workflow: str, summary: dict[str, Any] | None) -> None:
+        """A closed activation workflow answers queries with the state it ended in, which says nothing
+        of its end: when it was terminated, failed, timed out or cancelled, ``status`` says so and
+        ``closed`` says when (``wfi activate`` starts it again)."""
+        latest = await self._latest(workflow)
+        if summary is None or latest is None or latest.status in (WorkflowExecutionStatus.RUNNING,
+                                                                   WorkflowExecutionStatus.COMPLETED, None):
+            return
+        summary["status"] = latest.status.name.lower()
+        summary["closed"] = {"status": summary["status"], "run_id": latest.run_id,
+                             "at": latest.close_time.isoformat() if latest.close_time else None}
 
     async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
         await self._check_codec(workflow)

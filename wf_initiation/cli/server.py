@@ -126,12 +126,12 @@ async def _activate_all(client: Any, deployment: Deployment, specs: list[Any]) -
     failed = 0
     for spec in specs:
         try:
-            word, result = await within(activate_one(wfi, spec), DEFAULT_TIMEOUT)
+            result = await within(activate_one(wfi, spec), DEFAULT_TIMEOUT)
         except Exception as exc:  # one failing activation must not stop the worker serving the others
             failed += 1
             print(f"activation of {spec.workflow} failed: {_temporal.one_line(exc)}", file=sys.stderr, flush=True)
             continue
-        print(render_activation(spec.workflow, word, result), flush=True)
+        print(render_activation(result), flush=True)
     return failed
 
 
