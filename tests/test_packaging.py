@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_public_names_are_pinned() -> None:
     assert wf_initiation.__all__ == [
-        "DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "wait_for",
+        "DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "activation_spec", "wait_for",
     ]
     for name in wf_initiation.__all__:
         assert getattr(wf_initiation, name) is not None

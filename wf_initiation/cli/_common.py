@@ -207,7 +207,7 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
     from temporalio.service import RPCError
 
     from wf_initiation._codec import is_unknown_encoding, unknown_encoding_message
-    from wf_initiation.client import DeliveryTooLarge
+    from wf_initiation.client import DeliveryRefused
 
     if isinstance(exc, UserError | KeyboardInterrupt):
         return exc
@@ -215,7 +215,7 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
         return UserError(str(exc))
     if is_unknown_encoding(exc):
         return UserError(unknown_encoding_message(exc, "the activation's answer"))
-    if isinstance(exc, DeliveryTooLarge) or (isinstance(exc, ValueError) and type(exc).__module__ == "wf_initiation.client"):
+    if isinstance(exc, DeliveryRefused):
         return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
     if isinstance(exc, RPCError):
         return UserError(_rpc_message(exc, args, deployment, workflow))
