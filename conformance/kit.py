@@ -425,7 +425,8 @@ def select(cases: Sequence[CaseInfo], *, ids: Iterable[str] = (), capabilities: 
 
 
 async def run_cases(
-    target: Target, cases: Sequence[CaseInfo], *, only: set[str] | None = None, timeout: float = 120
+    target: Target, cases: Sequence[CaseInfo], *, only: set[str] | None = None, timeout: float = 120,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> Report:
     """Run the selected cases one after another and report per capability.
 
@@ -434,6 +435,8 @@ async def run_cases(
         cases: Every case of the kit; the report judges claims against all of them.
         only: Ids to run; the others are reported as not run (and so block their capability's claim).
         timeout: Seconds each case may take before it fails.
+        on_result: Called with each case's result as soon as it has one (cleanup included), in
+            order, for the cases that run: ``wfi conformance run`` prints them as they come.
     """
     results = []
     for info in cases:
@@ -441,6 +444,8 @@ async def run_cases(
             results.append(_result(info, "skipped", "not selected"))
             continue
         results.append(await _run_one(target, info, timeout))
+        if on_result is not None:
+            on_result(results[-1])
     return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(timezone.utc))
 
 

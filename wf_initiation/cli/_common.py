@@ -252,5 +252,11 @@ def emit(data: Any, human: str, as_json: bool) -> None:
     print(json.dumps(data, indent=2, default=str) if as_json else human)
 
 
+def progress(args: argparse.Namespace, line: str) -> None:
+    """A line of progress of long work, at once: on stdout, or on stderr with ``--json`` (whose stdout
+    holds the JSON document alone)."""
+    print(line, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+
+
 __all__ = ["DEFAULT_TIMEOUT", "EXIT_FAILED", "EXIT_USAGE", "add_connection_flags", "add_request_flags", "connect",
-           "emit", "load", "print_diagnostics", "request", "seconds", "within", "port", "bind_port"]
+           "emit", "load", "print_diagnostics", "progress", "request", "seconds", "within", "port", "bind_port"]
