@@ -156,9 +156,9 @@ class WfiPlugin(SimplePlugin):
             self._telemetry = WfiTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
             self._telemetry_interceptor = WfiTelemetryInterceptor(self._telemetry)
         if tracer_provider is not None:
-            from temporalio.contrib.opentelemetry import TracingInterceptor
+            from wf_initiation.telemetry import ActivationTracingInterceptor
 
-            self._tracing = TracingInterceptor(tracer_provider.get_tracer("wf_initiation"))
+            self._tracing = ActivationTracingInterceptor(tracer_provider.get_tracer("wf_initiation"))
 
     # -------------------------------------------------------------- client
     def configure_client(self, config: ClientConfig) -> ClientConfig:
