@@ -26,10 +26,12 @@ DEFAULT_TIMEOUT = 60.0
 
 
 # ---------------------------------------------------------------------------- flags
-def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required: bool = True) -> None:
+def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required: bool = True,
+                         deployment_default: str | None = None) -> None:
     """``--deployment`` and the ``temporal`` CLI's connection flags (docs/cli.md, "Connecting")."""
+    default = f" (default: {deployment_default})" if deployment_default else ""
     parser.add_argument("--deployment", required=deployment_required, metavar="FILE",
-                        help="The deployment file: Temporal target, task queue, Workfiles and policies.")
+                        help=f"The deployment file: Temporal target, task queue, Workfiles and policies{default}.")
     group = parser.add_argument_group(
         "Temporal connection",
         "Named as the `temporal` CLI's flags, with its order: a flag wins over the TEMPORAL_* environment variables, "

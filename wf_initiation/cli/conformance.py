@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``conformance run`` and ``conformance list`` to the ``wfi`` parser."""
     parser = subparsers.add_parser(
         "conformance", help="check a deployment against the spec and write its claims",
-        description="The black-box conformance kit (docs/conformance.md): run its cases against a live deployment "
+        description="The black-box conformance kit (`wfi help conformance`): run its cases against a live deployment "
         "through the CLI and client only, or list them.")
     sub = parser.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", required=True)
 

@@ -22,11 +22,11 @@ RUNNING_CHOICES = ("leave", "cancel", "terminate")
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``deactivate`` to ``wfi``."""
     p = subparsers.add_parser(
-        "deactivate", help="Deactivate an activation: refuse deliveries, stop schedules and polls, settle queued work.",
+        "deactivate", help="deactivate an activation: refuse deliveries, stop schedules and polls, settle queued work",
         description="Deactivate the activation of a workflow: from now on it refuses deliveries (disposition "
         "'deactivated'), its schedules and polls stop, and its queued work drains (--drain) or is dropped "
         "(--cancel-queued). Once nothing is left to settle the activation workflow completes; its final state "
-        "stays readable with `wfi state`, and `wfi activate` starts it again from that state (docs/lifecycle.md).",
+        "stays readable with `wfi state`, and `wfi activate` starts it again from that state (`wfi help lifecycle`).",
     )
     add_request_flags(p)
     p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True,
                                help=", ".join(_name(m) for m in ACTIONS) + " (ACTION --help: its flags)")
     for model in ACTIONS:
-        sub = actions.add_parser(_name(model), help=_doc(model), description=_doc(model))
+        sub = actions.add_parser(_name(model), help=_summary(model), description=_doc(model))
         for name, info in model.model_fields.items():
             if name != "action":
                 _add_flag(sub, name, info)
@@ -64,6 +64,12 @@ def _add_common(parser: argparse.ArgumentParser, *, after_action: bool = False) 
 
 def _name(model: type[BaseModel]) -> str:
     return model.model_fields["action"].default
+
+
+def _summary(model: type[BaseModel]) -> str:
+    """The action's first sentence in the style of a command list: lower case, no closing period."""
+    doc = _doc(model).split(". ")[0].rstrip(".")
+    return doc[:1].lower() + doc[1:]
 
 
 def _doc(model: type[BaseModel]) -> str:

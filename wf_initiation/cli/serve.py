@@ -20,9 +20,9 @@ GRACEFUL_MARGIN = 5.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve`` to ``wfi``."""
     p = subparsers.add_parser(
-        "serve", help="Serve the HTTP webhook ingress: POST /hooks/{workflow}/{entry} -> deliver.",
+        "serve", help="serve the HTTP webhook ingress: POST /hooks/{workflow}/{entry} -> deliver",
         description="Receive webhooks over HTTP, authenticate them and deliver them to their activations; the "
-        "HTTP status carries the durable disposition (docs/webhooks.md).",
+        "HTTP status carries the durable disposition (`wfi help webhooks`).",
     )
     from wf_initiation.cli._common import add_connection_flags, bind_port
 

@@ -17,6 +17,7 @@ from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, con
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
 
+PROJECT_DEPLOYMENT = pathlib.Path("deployment.yaml")
 EXAMPLE_DEPLOYMENT = pathlib.Path("examples") / "deployment.yaml"
 # The repository's examples, found when wf_initiation runs from a source checkout (editable install).
 SOURCE_DEPLOYMENT = pathlib.Path(__file__).resolve().parents[2] / EXAMPLE_DEPLOYMENT
@@ -30,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search attributes), then the wf-initiation worker; Ctrl-C stops both. With --address or "
         "TEMPORAL_ADDRESS it uses that Temporal instead and starts no server.",
     )
-    add_connection_flags(up, deployment_required=False)
+    add_connection_flags(up, deployment_required=False,
+                         deployment_default="./deployment.yaml, else examples/deployment.yaml")
     server = up.add_argument_group("embedded server")
     # start_local checks readiness on 127.0.0.1 whatever the server binds: no other interface.
     server.add_argument("--ip", default="127.0.0.1", choices=("127.0.0.1", "0.0.0.0", "localhost"),
@@ -177,15 +179,17 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
 
 
 def _deployment_path(given: str | None) -> pathlib.Path:
-    """``--deployment``, else examples/deployment.yaml here or in the source checkout, else a UserError saying what to pass."""
+    """``--deployment``, else ./deployment.yaml (a project's), else examples/deployment.yaml here or in
+    the source checkout, else a UserError saying what to pass."""
     if given:
         return pathlib.Path(given)
-    for candidate in (EXAMPLE_DEPLOYMENT, SOURCE_DEPLOYMENT):
+    for candidate in (PROJECT_DEPLOYMENT, EXAMPLE_DEPLOYMENT, SOURCE_DEPLOYMENT):
         if candidate.is_file():
+            print(f"deployment: {candidate} (--deployment FILE to use another)", flush=True)
             return candidate
     raise UserError(
         "no deployment file: pass --deployment FILE (the Temporal target, the task queue your worker serves and "
-        "the Workfiles to activate; see docs/deployment.md). The smallest one is the line "
+        "the Workfiles to activate; see `wfi help deployment`). The smallest one is the line "
         "`temporal: {task_queue: wfi-activations}`"
     )
 
