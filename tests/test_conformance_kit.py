@@ -147,7 +147,7 @@ async def test_the_report_files_hold_the_report_the_summary_and_the_claims(targe
     assert claims["deployment"] == str(target.deployment_path)
     markdown = paths["report.md"].read_text()
     assert "cursor moved past an undisposed item" in markdown
-    assert "| `wf.polling-initiation` | no | 0 | 1 | 0 | POLL-8 |" in markdown
+    assert "| `wf.polling-initiation` | no | 0 | 1 | 0 | 0.0s | POLL-8 |" in markdown  # with its time
 
 
 def test_a_case_must_name_a_clause_and_a_known_capability() -> None:
