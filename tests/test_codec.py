@@ -350,3 +350,15 @@ async def test_the_conformance_kit_runs_its_cases_through_the_team_s_codec(dev_e
 
     for workflow_id in await assert_eventually(both_listed, timeout=30):
         await assert_only_encrypted(client, workflow_id, [b"hold"])
+
+
+async def test_an_answer_written_through_a_codec_the_command_lacks_is_one_line_naming_the_fix(
+    dev_env, tmp_path: pathlib.Path,
+) -> None:
+    # A first activation has no history to compare with: the encrypting worker's answer is what shows
+    # that the command lacks the team's codec.
+    address = dev_env.client.service_client.config.target_host
+    team = Team(tmp_path, address, unique("tq-codec"), codec_key=False)
+    async with Worker(team.client(dev_env), task_queue=team.queue):
+        result = await wfi("activate", str(team.workfile), "--deployment", str(team.deployment))
+    result.assert_one_line_error(1, "encoded as binary/encrypted", "--data-converter", "--codec-endpoint")
