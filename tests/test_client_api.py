@@ -38,10 +38,12 @@ def _blocks() -> dict[str, str]:
 
 
 async def test_the_client_example_of_docs_client_md_runs_and_prints_what_the_doc_says(dev_env, tmp_path: pathlib.Path) -> None:
-    blocks = _blocks()
+    # The session's dev server is shared: the example's workflow gets a name of its own.
+    name = unique("doc-triage")
+    blocks = {file: text.replace("support-triage", name) for file, text in _blocks().items()}
     assert {"support-triage.yaml", "deployment.yaml", "example.py", "output"} <= set(blocks), sorted(blocks)
     queue = unique("tq-client-doc")
-    (tmp_path / "support-triage.yaml").write_text(blocks["support-triage.yaml"])
+    (tmp_path / f"{name}.yaml").write_text(blocks["support-triage.yaml"])  # as the example and deployment now name it
     deployment = blocks["deployment.yaml"].replace("task_queue: wfi-activations", f"task_queue: {queue}")
     deployment = deployment.replace("{workflow_type: SupportTriage, task_queue: support}",
                                     f"{{workflow_type: wfi.EchoRun, task_queue: {queue}}}")  # our sample run stands in
@@ -62,8 +64,8 @@ async def test_the_client_example_of_docs_client_md_runs_and_prints_what_the_doc
         first = await example()
         second = await example()
     assert first == [ACTIVATION_ID.sub("@ID", line) for line in blocks["output"].splitlines()]
-    assert second[0].startswith("unchanged support-triage@ID"), second
-    assert second[1:3] == ["accepted support-triage@ID/message/m-1", "duplicate True"], "answered by the first attempt"
+    assert second[0].startswith(f"unchanged {name}@ID"), second
+    assert second[1:3] == [f"accepted {name}@ID/message/m-1", "duplicate True"], "answered by the first attempt"
 
 
 def _public(obj: object) -> list[tuple[str, object]]:

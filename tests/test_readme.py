@@ -41,9 +41,11 @@ def test_the_readme_says_how_to_reach_wfi_after_dev_py_up() -> None:
 async def test_the_readme_commands_run_and_a_repeated_delivery_answers_as_the_readme_says(dev_env, tmp_path: pathlib.Path) -> None:
     files, commands, comments = _blocks()
     assert {"support-triage.yaml", "deployment.yaml"} <= set(files) and [c[1] for c in commands] == ["validate", "activate", "deliver"]
-    queue = unique("tq-readme")
-    (tmp_path / "support-triage.yaml").write_text(files["support-triage.yaml"])
+    queue, name = unique("tq-readme"), unique("readme-triage")  # the session's dev server is shared: a name of its own
+    (tmp_path / "support-triage.yaml").write_text(files["support-triage.yaml"].replace("name: support-triage", f"name: {name}"))
+    commands = [[name if word == "support-triage" else word for word in command] for command in commands]
     deployment = files["deployment.yaml"].replace("{task_queue: wfi-activations}", f"{{task_queue: {queue}}}")
+    deployment = deployment.replace("  support-triage:", f"  {name}:")
     deployment = deployment.replace("{workflow_type: SupportTriage, task_queue: support}",
                                     f"{{workflow_type: wfi.EchoRun, task_queue: {queue}}}")  # our sample run stands in
     assert queue in deployment and "wfi.EchoRun" in deployment
@@ -58,9 +60,9 @@ async def test_the_readme_commands_run_and_a_repeated_delivery_answers_as_the_re
         deliver = commands[-1][1:]
         again = await wfi(*deliver, env=env, cwd=str(tmp_path))
         other = await wfi(*deliver, "--update-id", "another-sender", env=env, cwd=str(tmp_path))
-    assert "valid" in outputs[0] and outputs[1].startswith("activated support-triage")
+    assert "valid" in outputs[0] and outputs[1].startswith(f"activated {name}")
     first_run = re.search(r"run=(\S+)", outputs[2]).group(1)  # type: ignore[union-attr]
-    assert outputs[2].startswith("accepted  entry=message  delivery_id=m-1  run=support-triage@")
+    assert outputs[2].startswith(f"accepted  entry=message  delivery_id=m-1  run={name}@")
     # What the README's comment says of the same command again, and of another update id:
     assert "The same command again prints `accepted` and the same run" in comments
     assert again.stdout.startswith("accepted") and f"run={first_run}" in again.stdout
