@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
+from wf_initiation import _temporal
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.wire import ACTIVATION_ID_PREFIX  # the workflow id webhook bridges address (README)
 
@@ -173,8 +174,10 @@ def default_wfi_command() -> tuple[str, ...]:
 class Target:
     """Everything a case may touch: the deployment under test and its public interfaces.
 
-    Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use.
-    Every name :meth:`unique` makes starts with the target's :attr:`tag`, so whatever a case
+    Build one with :meth:`from_file`. A target holds one Temporal client, connected on first use
+    with ``flags`` (the connection flags of ``wfi conformance run``) over the environment, the
+    profile and the deployment's ``temporal`` section; every ``wfi`` it runs gets the flags as
+    ``TEMPORAL_*`` variables, so it reaches the same Temporal. Every name :meth:`unique` makes starts with the target's :attr:`tag`, so whatever a case
     starts (activations, runs, waiting workflows) can be found and ended by :meth:`cleanup`.
     """
 
@@ -183,6 +186,7 @@ class Target:
     workdir: pathlib.Path
     wfi_command: tuple[str, ...] = field(default_factory=default_wfi_command)
     env: Mapping[str, str] | None = None
+    flags: _temporal.ConnectFlags = field(default_factory=_temporal.ConnectFlags)
     cli_timeout: float = 60.0
     tag: str = field(default_factory=lambda: f"wfc{uuid.uuid4().hex[:8]}")
     _client: Any = field(default=None, init=False, repr=False)
@@ -202,7 +206,7 @@ class Target:
             *self.wfi_command, *args,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            cwd=self.workdir, env={**os.environ, **(self.env or {})},
+            cwd=self.workdir, env=self._child_env(),
         )
         try:
             out, err = await asyncio.wait_for(
@@ -214,10 +218,23 @@ class Target:
             raise CaseFailed(f"`wfi {' '.join(args)}` did not finish within {self.cli_timeout:g}s") from None
         return CliResult(args=tuple(args), code=proc.returncode or 0, stdout=out.decode(), stderr=err.decode())
 
+    def _child_env(self) -> dict[str, str]:
+        """The environment of a ``wfi`` this target runs: the flags as ``TEMPORAL_*`` variables (a
+        ``--data-converter`` is written into each pair's deployment instead, where no codec variable
+        may win over it), and the team's codec module importable as it is here."""
+        env = {**os.environ, **_temporal.flag_environment(self.flags)}
+        if self.flags.data_converter:
+            env.pop("TEMPORAL_CODEC_ENDPOINT", None)
+        if self.flags.data_converter or self.deployment.temporal.data_converter:
+            path = [str(self.deployment_path.parent), os.getcwd(), env.get("PYTHONPATH", "")]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+        return {**env, **(self.env or {})}
+
     async def client(self) -> Any:
-        """A ``temporalio.client.Client`` for the deployment's Temporal target (pydantic converter)."""
+        """A ``temporalio.client.Client`` for the deployment's Temporal target, connected as ``wfi``
+        connects (the team's codec included)."""
         if self._client is None:
-            self._client = await _connect(self.deployment)
+            self._client = await _temporal.connect(self.deployment, self.flags)
         return self._client
 
     @property
@@ -254,8 +271,10 @@ class Target:
             settings: The ``workflows.<workflow>`` section, at least ``run: {workflow_type, task_queue}``.
         """
         workfile = self.write(f"{workflow}.workfile.yaml", workfile_text)
-        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"})
-        doc["temporal"]["address"] = self.deployment.temporal.resolved_address()
+        doc = self.deployment.model_dump(mode="json", include={"temporal", "capabilities", "defaults"}, exclude_unset=True)
+        if self.flags.data_converter:
+            doc["temporal"] = {**doc.get("temporal", {}), "data_converter": self.flags.data_converter}
+            doc["temporal"].pop("codec_endpoint", None)
         doc["workflows"] = {workflow: {**settings, "workfile": str(workfile)}}
         deployment = self.workdir / f"{workflow}.deployment.yaml"
         with deployment.open("w") as fh:
@@ -370,7 +389,8 @@ class Target:
             raise
         history = await handle.fetch_history()
         attrs = history.events[0].workflow_execution_started_event_attributes
-        return desc.start_time, json.loads(attrs.input.payloads[0].data)
+        converter = (await self.client()).data_converter  # the team's codec decodes it
+        return desc.start_time, (await converter.decode(list(attrs.input.payloads)))[0]
 
 
 async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, *,
@@ -383,23 +403,6 @@ async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool
             return value
         check(time.monotonic() < deadline, f"within {timeout:g}s: expected {what}; last: {describe(value)}")
         await asyncio.sleep(0.3)  # pacing of a deadline loop over a public observation
-
-
-async def _connect(deployment: Deployment) -> Any:
-    from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    options: dict[str, Any] = {}
-    if deployment.temporal.profile:
-        from temporalio.envconfig import ClientConfig
-
-        options = dict(ClientConfig.load_client_connect_config(profile=deployment.temporal.profile))
-    options.update(
-        target_host=deployment.temporal.address or options.get("target_host") or deployment.temporal.resolved_address(),
-        namespace=deployment.temporal.namespace,
-        data_converter=pydantic_data_converter,
-    )
-    return await Client.connect(**options)
 
 
 def select(cases: Sequence[CaseInfo], *, ids: Iterable[str] = (), capabilities: Iterable[str] = ()) -> set[str]:
@@ -422,7 +425,8 @@ def select(cases: Sequence[CaseInfo], *, ids: Iterable[str] = (), capabilities: 
 
 
 async def run_cases(
-    target: Target, cases: Sequence[CaseInfo], *, only: set[str] | None = None, timeout: float = 120
+    target: Target, cases: Sequence[CaseInfo], *, only: set[str] | None = None, timeout: float = 120,
+    on_result: Callable[[CaseResult], None] | None = None,
 ) -> Report:
     """Run the selected cases one after another and report per capability.
 
@@ -431,6 +435,8 @@ async def run_cases(
         cases: Every case of the kit; the report judges claims against all of them.
         only: Ids to run; the others are reported as not run (and so block their capability's claim).
         timeout: Seconds each case may take before it fails.
+        on_result: Called with each case's result as soon as it has one (cleanup included), in
+            order, for the cases that run: ``wfi conformance run`` prints them as they come.
     """
     results = []
     for info in cases:
@@ -438,6 +444,8 @@ async def run_cases(
             results.append(_result(info, "skipped", "not selected"))
             continue
         results.append(await _run_one(target, info, timeout))
+        if on_result is not None:
+            on_result(results[-1])
     return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(timezone.utc))
 
 

@@ -52,6 +52,7 @@ class CapabilityReport(_Frozen):
     passed: int
     failed: int
     skipped: int
+    duration_s: float = Field(default=0.0, description="Seconds its cases took, cleanups included.")
     cases: list[CaseResult]
 
 
@@ -63,6 +64,7 @@ class Report(_Frozen):
     capabilities: list[CapabilityReport]
     claims: list[str] = Field(description="Capabilities whose every case (and every core case) passed.")
     ok: bool = Field(description="Every case that ran passed.")
+    duration_s: float = Field(default=0.0, description="Seconds every case took, cleanups included.")
 
     def failures(self) -> list[CaseResult]:
         return [c for cap in self.capabilities for c in cap.cases if c.outcome in ("failed", "error")]
@@ -80,6 +82,7 @@ def build_report(results: Sequence[CaseResult], *, deployment: str, generated_at
         capabilities=caps,
         claims=[c.capability for c in caps if c.claimed],
         ok=all(r.outcome in ("passed", "skipped") for r in results),
+        duration_s=round(sum(r.duration_s for r in results), 3),
     )
 
 
@@ -97,6 +100,7 @@ def _capability(name: str, results: list[CaseResult], core_ok: bool) -> Capabili
         passed=len(ran) - len(bad),
         failed=len(bad),
         skipped=len(results) - len(ran),
+        duration_s=round(sum(r.duration_s for r in results), 3),
         cases=list(results),
     )
 
@@ -127,14 +131,15 @@ def render_markdown(report: Report) -> str:
         f"- deployment: `{report.deployment}`",
         f"- generated at: {report.generated_at.isoformat()}",
         f"- claims: {', '.join(f'`{c}`' for c in report.claims) or 'none'}",
+        f"- time: {seconds_text(report.duration_s)}",
         "",
-        "| capability | claimed | passed | failed | skipped | clauses exercised |",
-        "|---|---|---|---|---|---|",
+        "| capability | claimed | passed | failed | skipped | time | clauses exercised |",
+        "|---|---|---|---|---|---|---|",
     ]
     for cap in report.capabilities:
         lines.append(
             f"| `{cap.capability}` | {'yes' if cap.claimed else 'no'} | {cap.passed} | {cap.failed} | "
-            f"{cap.skipped} | {', '.join(cap.clauses_exercised) or '-'} |"
+            f"{cap.skipped} | {seconds_text(cap.duration_s)} | {', '.join(cap.clauses_exercised) or '-'} |"
         )
     for cap in report.capabilities:
         lines.extend(_capability_section(cap))
@@ -147,7 +152,8 @@ def _capability_section(cap: CapabilityReport) -> list[str]:
         lines.append(f"Clauses failed: {', '.join(cap.clauses_failed)}")
         lines.append("")
     for r in cap.cases:
-        lines.append(f"- **{r.outcome}** `{r.id}` ({', '.join(r.clauses)}): {r.title}")
+        took = f" ({seconds_text(r.duration_s)})" if r.outcome != "skipped" else ""
+        lines.append(f"- **{r.outcome}** `{r.id}` ({', '.join(r.clauses)}): {r.title}{took}")
         if r.message and r.outcome != "passed":
             lines.append(f"  - {r.message}")
         if r.detail and r.outcome != "passed":
@@ -155,6 +161,21 @@ def _capability_section(cap: CapabilityReport) -> list[str]:
         if r.cleanup:
             lines.append(f"  - cleanup: {r.cleanup}")
     return lines
+
+
+def seconds_text(seconds: float) -> str:
+    """``4.2s``, ``3m07s``: a duration as a person reads it."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def progress_line(result: CaseResult) -> str:
+    """One line for a case that just ran: its outcome, its time, its id and, when it did not pass, why."""
+    mark = {"passed": "passed", "failed": "FAILED", "error": "ERROR"}.get(result.outcome, result.outcome)
+    why = f": {result.message}" if result.outcome in ("failed", "error") and result.message else ""
+    return f"  {mark:<6} {seconds_text(result.duration_s):>7}  {result.id}{why}"
 
 
 def write_report(report: Report, out_dir: pathlib.Path) -> dict[str, pathlib.Path]:

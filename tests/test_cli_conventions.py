@@ -4,11 +4,13 @@ a non-zero exit and no traceback, argparse doing what argparse does. Real subpro
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import pathlib
 import socket
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -234,3 +236,84 @@ def test_tls_and_api_key_flags_reach_the_client_options(tmp_path: pathlib.Path) 
     cloud = connect_options(TemporalTarget(), ConnectFlags(profile="cloud", config_file=str(profile)), environ={})
     assert (cloud["target_host"], cloud["namespace"], cloud["api_key"], cloud["tls"]) == ("p.tmprl.cloud:7233", "p-ns", "k-p", True)
 
+
+
+def _help_texts(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...], str]]:
+    """(kind, command path, text) of every command summary, description and argument help."""
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public walk
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for choice in action._choices_actions:  # noqa: SLF001
+                yield "command", (*path, choice.dest), choice.help or ""
+            for name, sub in action.choices.items():
+                yield "description", (*path, name), sub.description or ""
+                yield from _help_texts(sub, (*path, name))
+        elif action.help not in (None, argparse.SUPPRESS) and not isinstance(action, argparse._HelpAction):  # noqa: SLF001
+            yield "argument", (*path, (action.option_strings or [action.dest])[-1]), action.help
+
+
+def test_every_help_text_has_one_style_and_points_at_wfi_help_not_at_repository_files() -> None:
+    # A command's summary in a list: lower case, no period; an argument's: a sentence (or "choice: meaning").
+    from wf_initiation.cli import build_parser
+
+    wrong = []
+    for kind, path, text in _help_texts(build_parser()):
+        where = f"{kind} of {' '.join(path)}: {text[:60]!r}"
+        if kind == "command" and (not text[:1].islower() or text.endswith(".")):
+            wrong.append(where)
+        if kind == "argument" and not ((text[:1].isupper() or re.match(r"[a-z_]+: ", text)) and text.endswith((".", ")"))):
+            wrong.append(where)
+        if "``" in text or "docs/" in text:  # reST markup; a repository path a pip-installed user does not have
+            wrong.append(where)
+    assert not wrong, wrong
+
+
+def _sections(doc: str) -> dict[str, str]:
+    """docs/cli.md by command: the text under each "## `wfi NAME`" heading."""
+    parts = re.split(r"^## ", doc, flags=re.M)
+    return {m.group(1): part for part in parts if (m := re.match(r"`wfi ([a-z ]+)", part))}
+
+
+def _synopsis(section: str) -> str:
+    """The indented usage lines right under a section's heading."""
+    lines = section.split("\n\n", 2)[1] if "\n\n" in section else ""
+    return lines if lines.startswith("    wfi ") else ""
+
+
+def _long_options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"}  # noqa: SLF001
+
+
+def test_docs_cli_md_and_help_agree_on_every_command_and_flag() -> None:
+    from wf_initiation.cli import build_parser
+
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    sections = _sections(doc)
+    connecting = doc.split("## Connecting", 1)[1].split("\n## ", 1)[0]
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: SLF001
+    connection = _long_options(commands["worker"]) - {"--deployment"}
+    missing = [f"{flag} (Connecting)" for flag in connection if f"`{flag}" not in connecting]
+    for name, parser in commands.items():
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+        parsers = {name: parser} if not subs or name == "operate" else {f"{name} {s}": p for s, p in subs[0].choices.items()}
+        for command, sub in parsers.items():
+            section = next((text for heading, text in sections.items() if command.startswith(heading.strip())), None)
+            if section is None:
+                missing.append(f"no section for `wfi {command}`")
+                continue
+            synopsis = _synopsis(section)
+            for option in sorted(_long_options(sub) - connection):
+                if option not in synopsis and not (name == "operate" and option in section):
+                    missing.append(f"wfi {command} {option} (synopsis)")
+            if connection & _long_options(sub) and "[connection flags]" not in synopsis:
+                missing.append(f"wfi {command}: [connection flags] (synopsis)")
+    assert not missing, missing
+
+
+def test_wfi_up_in_a_project_directory_uses_its_deployment_yaml(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "deployment.yaml").write_text(DEPLOYMENT)
+    (tmp_path / "deployment.yaml").write_text("capabilities: [wf.telepathic-initiation]\n")  # the project's, and invalid
+    result = wfi_sync("up", cwd=tmp_path, timeout=60)
+    assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout.startswith("deployment: deployment.yaml (--deployment FILE to use another)"), result.stdout
+    assert "wf.telepathic-initiation" in result.stderr and "the deployment file deployment.yaml is not valid" in result.stderr

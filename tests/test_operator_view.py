@@ -4,6 +4,7 @@ what a real browser shows of it in the dev server's Web UI."""
 from __future__ import annotations
 
 import os
+import re
 import pathlib
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -172,3 +173,26 @@ async def test_the_web_ui_renders_the_page_as_markdown(ui_env: WorkflowEnvironme
     assert f"wfi operate --deployment FILE --workflow {names[1]} decide_overflow" in shown[names[1]]
     assert "Needs an operator" in shown[names[2]] and "release_held --entry order" in shown[names[2]]
     assert all((shots / f"{name}.png").stat().st_size > 20_000 for name in names)
+
+
+CLAUSE_ID = re.compile(r"\b(?:INIT|BATCH|SCHED|EXT|POLL|CAP|TRIG|COMP)-\d+")
+
+
+async def test_external_dispositions_carry_a_date_and_zone_and_no_page_text_cites_a_clause(scenario_pages: list[Page]) -> None:
+    # A time alone ("21:08:55") is ambiguous to an operator in another zone: each line says its date and zone.
+    support = scenario_pages[0].markdown
+    dated = re.findall(r"^- (\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ) `m-10\d` \*\*", support, re.M)
+    assert len(dated) >= 4, support
+    assert not re.search(r"^- \d\d:\d\d:\d\d ", support, re.M), "no time without its date and zone"
+    assert "the first payload stands" in support  # the conflict's text, without "(EXT-3, EXT-4)"
+    for page in scenario_pages:
+        assert not CLAUSE_ID.search(page.markdown), (page.workflow, CLAUSE_ID.findall(page.markdown))
+
+
+def test_a_message_loses_its_clause_references_on_the_page_but_an_identifier_keeps_its_text() -> None:
+    from wf_initiation.core.engine._view import clip
+
+    assert clip("waits behind its key (TRIG-11); the first payload stands (EXT-3, EXT-4)", prose=True) == \
+        "waits behind its key; the first payload stands"
+    assert clip("no future occurrence (SCHED-4) and (BATCH-1..7)", prose=True) == "no future occurrence and"
+    assert clip("EXT-3 (EXT-4)") == "EXT-3 (EXT-4)", "a delivery id is shown as it is"

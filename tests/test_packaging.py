@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def test_public_names_are_pinned() -> None:
     assert wf_initiation.__all__ == [
-        "DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "wait_for",
+        "DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "activation_spec", "wait_for",
     ]
     for name in wf_initiation.__all__:
         assert getattr(wf_initiation, name) is not None
@@ -169,3 +169,31 @@ def _build_wheel(out: pathlib.Path) -> pathlib.Path:
         pytest.fail(f"building the wheel failed:\n{built.stderr[-3000:]}")
     (wheel,) = out.glob("wf_initiation-*.whl")
     return wheel
+
+
+def test_wfi_help_prints_the_documentation_installed_with_the_wheel(tmp_path: pathlib.Path) -> None:
+    # An error says `wfi help deployment`: a pip-installed user has that text, not the repository's docs/.
+    wheel = _build_wheel(ROOT / ".wfi" / "dist")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
+                   check=True, capture_output=True)
+    target = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    (pathlib.Path(target) / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    where = subprocess.run([str(python), "-c", "from wf_initiation.cli.help import docs; print(docs())"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    assert where.startswith(str(env_dir)), f"the wheel's own copy: {where}"
+    for topic in ("deployment", "cli", "webhooks"):
+        shown = subprocess.run([str(python), "-m", "wf_initiation", "help", topic], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout == (ROOT / "docs" / f"{topic}.md").read_text(), topic
+    listing = subprocess.run([str(python), "-m", "wf_initiation", "help"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert "  deployment" in listing.stdout and "  limits" in listing.stdout
+    unknown = subprocess.run([str(python), "-m", "wf_initiation", "help", "nope"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "deployment" in unknown.stderr

@@ -140,3 +140,25 @@ async def test_wfi_worker_on_such_a_namespace_exits_1_with_that_one_line(dev_env
     assert proc.returncode == 1, (out, err)
     assert len(lines) == 1 and lines[0].startswith("wfi worker: namespace ") and "temporal operator search-attribute create" in lines[0]
     assert "worker ready" not in out.decode()
+
+
+async def test_workers_started_together_on_one_client_check_and_log_the_registration_once(
+    dev_env, task_queue: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import contextlib
+    import logging
+
+    plain = await fresh_namespace(dev_env)
+    client = Client(plain.service_client, namespace=plain.namespace, data_converter=plain.data_converter,
+                    plugins=[WfiPlugin(sample_runs=True)])
+    caplog.set_level(logging.INFO, logger="wf_initiation.plugin")
+    async with contextlib.AsyncExitStack() as stack:
+        for i in range(3):  # e.g. the activations' queue and two queues of the team's runs
+            await stack.enter_async_context(Worker(client, task_queue=f"{task_queue}-{i}"))
+
+        async def all_there() -> None:
+            assert {k.name for k in ALL} <= set(await registered(client))
+        await assert_eventually(all_there)
+        lines = [r.getMessage() for r in caplog.records if "registered search attributes" in r.getMessage()]
+        assert len(lines) == 1, lines
+        assert plain.namespace in lines[0]

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.cli import MAIL_WORKFILE, Pair
+from tests.support.cli import mail as cli_mail
+from tests.support.cli import wfi as cli
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
+from wf_initiation.wire import workflow_id_for
 
 WORKFILE = """
 name: {name}
@@ -48,8 +53,8 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
 
     async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(dev_env.client, task_queue=task_queue)
-        assert (await wfi.activate(old)).outcome == "current"
-        assert (await wfi.activate(same)).outcome == "current", "activating the same thing twice is idempotent"
+        assert (await wfi.activate(old)).outcome == "activated"
+        assert (await wfi.activate(same)).outcome == "unchanged", "activating the same thing twice is idempotent"
         held = await wfi.deliver(name, mail("m1", hold=True))
         waiting = await wfi.deliver(name, mail("m2"))
         assert (held.disposition, waiting.disposition) == (Disposition.ACCEPTED, Disposition.QUEUED)
@@ -86,3 +91,60 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
         for run in (m2, m3):
             assert run["input"]["initiation"]["workflow"] == name
         assert summary["counters"]["runs_started"] == 3, "nothing was re-run"
+
+
+@pytest.mark.parametrize("end", ["terminate", "cancel"])
+async def test_an_activation_terminated_from_the_ui_is_activated_again_and_its_runs_start(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, end: str,
+) -> None:
+    # proves: INIT-4, EXT-3
+    name = unique("ended")
+    pair = Pair(name, tmp_path / "wf.yaml", tmp_path / "deployment.yaml")
+    pair.workfile.write_text(MAIL_WORKFILE.format(name=name))
+    pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue)
+    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        first = await cli("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+        assert first.json()["outcome"] == "activated", first.stderr
+        m1 = (await cli("deliver", *pair.target, "--payload", cli_mail("m1"), "--json")).json()
+        assert m1["disposition"] == "accepted"
+        handle = dev_env.client.get_workflow_handle(workflow_id_for(name))
+        if end == "terminate":  # what an operator does from the UI
+            await handle.terminate(reason="operator pressed terminate")
+        else:
+            await handle.cancel()
+        await assert_eventually(lambda: _closed(handle), timeout=30)
+        status = "terminated" if end == "terminate" else "canceled"
+
+        summary = await cli("state", *pair.target, "--summary")
+        assert summary.code == 0 and f"[{status}]" in summary.stdout and "wfi activate" in summary.stdout, summary.stdout
+        refused = await cli("deliver", *pair.target, "--payload", cli_mail("m2"))
+        assert refused.code == 1, "nothing serves the workflow while its activation is closed"
+
+        again = await cli("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+        assert again.code == 0 and again.json()["outcome"] == "activated", again.stdout + again.stderr
+        note = again.json()["note"]
+        assert status in note and "the 1 delivery update(s), 0 signal(s)" in note and "not carried" in note, note
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, "a fresh run serves it"
+        assert "[active]" in (await cli("state", *pair.target, "--summary")).stdout
+
+        m2 = (await cli("deliver", *pair.target, "--payload", cli_mail("m2", thread="t2"), "--json")).json()
+        assert m2["disposition"] == "accepted", m2
+        # m1's dedup entry was recorded after the closed run began: lost, so m1 is accepted again,
+        # under the run key it had, and the run it started is not started twice.
+        m1_again = (await cli("deliver", *pair.target, "--payload", cli_mail("m1"), "--update-id", "m1-again", "--json")).json()
+        assert m1_again["run_key"] == m1["run_key"]
+
+        async def both_ran() -> None:
+            for key in (m1["run_key"], m2["run_key"]):
+                desc = await dev_env.client.get_workflow_handle(key).describe()
+                assert desc.status == WorkflowExecutionStatus.COMPLETED, key
+
+        await assert_eventually(both_ran, timeout=60)
+        runs = [wf.id async for wf in dev_env.client.list_workflows(f"WorkflowId = '{m1['run_key']}'")]
+        assert len(runs) == 1, "one run of m1's run key"
+        unchanged = await cli("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
+        assert unchanged.json()["outcome"] == "unchanged" and unchanged.json()["note"] is None
+
+
+async def _closed(handle) -> None:  # noqa: ANN001
+    assert (await handle.describe()).status != WorkflowExecutionStatus.RUNNING

@@ -220,3 +220,29 @@ def test_at_most_10000_waiting_runs_keep_their_deliverys_trace() -> None:
     assert not carriers.keep("run-0", {"traceparent": "later"})  # a batch keeps its first event's trace
     assert carriers.take("run-0") == {"traceparent": "t0"} and carriers.take("run-0") is None
     assert carriers.keep("one-more", {"traceparent": "x"})  # a started run frees its place
+
+
+async def test_the_activations_own_activities_open_no_trace_of_their_own(traced, tmp_path: pathlib.Path, task_queue: str) -> None:
+    telemetry, client, wfi = traced
+    name = unique("quiet")
+    untraced = WfiClient(Client(client.service_client, namespace=client.namespace, data_converter=client.data_converter),
+                         task_queue=task_queue)
+    await untraced.activate(make_spec(tmp_path, MAIL.format(name=name), task_queue=task_queue))  # as `wfi activate` does
+    with telemetry.tracer_provider.get_tracer("webhook-bridge").start_as_current_span("POST /hooks/mail") as bridge:
+        delivery = await wfi.deliver(name, _mail("m-1"))
+    await assert_eventually(lambda: _started(client, delivery.run_key))
+    await client.get_workflow_handle(delivery.run_key).result()
+    activation = f"wfi-activation:{name}"
+
+    async def watched_and_published() -> list[ReadableSpan]:
+        # The run's end was watched and its lifecycle events published: the activities ran.
+        summary = await wfi.summary(name)
+        assert summary["runs_running"] == 0 and summary["runs_starting"] == 0, summary
+        return list(telemetry.spans.get_finished_spans())
+
+    spans = await assert_eventually(watched_and_published, timeout=60)
+    roots = [s.name for s in spans if s.parent is None and s.attributes.get("temporalWorkflowID") == activation
+             and s.name.startswith("RunActivity:")]  # (the calls of this test are roots of their own, rightly)
+    assert roots == [], f"root traces opened by the activation's activities: {roots}"
+    trace_id = bridge.get_span_context().trace_id
+    assert {"wfi.start_run", "RunWorkflow:wfi.EchoRun"} <= set(_by_name(spans, trace_id)), "the delivery's trace is whole"

@@ -2,7 +2,7 @@
 
 The public face of the package::
 
-    from wf_initiation import WfiPlugin, WfiClient, RunInput, Disposition, wait_for
+    from wf_initiation import WfiPlugin, WfiClient, activation_spec, RunInput, Disposition, wait_for
 
 Names are loaded on first use (PEP 562), so importing a submodule (the workflow sandbox imports
 ``wf_initiation.workflows``) does not pull in the client, the CLI or the worker wiring.
@@ -13,11 +13,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "wait_for"]
+__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "activation_spec", "wait_for"]
 
 _LAZY = {
     "WfiPlugin": "wf_initiation.plugin",
     "WfiClient": "wf_initiation.client",
+    "activation_spec": "wf_initiation.client",
     "RunInput": "wf_initiation.core.runinput",
     "Disposition": "wf_initiation.core.engine",
     "DeliveryResult": "wf_initiation.core.engine",
@@ -25,7 +26,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from wf_initiation.client import WfiClient
+    from wf_initiation.client import WfiClient, activation_spec
     from wf_initiation.core.engine import DeliveryResult, Disposition
     from wf_initiation.core.runinput import RunInput
     from wf_initiation.plugin import WfiPlugin

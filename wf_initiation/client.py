@@ -1,7 +1,7 @@
-"""Client API: activate Workfiles, deliver events, read state, steer activations.
+"""Client API: activate Workfiles, deliver events, read state, steer activations (docs/client.md).
 
-    wfi = WfiClient(await Client.connect("localhost:7233", data_converter=pydantic_data_converter))
-    await wfi.activate(spec)
+    wfi = await WfiClient.connect("deployment.yaml")       # as `wfi` connects, the team's codec included
+    activation = await wfi.activate(activation_spec("support-triage.yaml", "deployment.yaml"))
     result = await wfi.deliver("support-triage", {"message_id": "m-1", ...}, entry="message")
 
 Deliveries by update return the disposition once it is durable (EXT-8). The server admits only a
@@ -25,102 +25,88 @@ import hashlib
 import pathlib
 import random
 import uuid
-from datetime import timedelta
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, Field
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
     RPCError,
     RPCTimeoutOrCancelledError,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.api.errordetails.v1 import QueryFailedFailure
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
+from wf_initiation._codec import CodecError, history_problem, is_unknown_encoding, unknown_encoding_message
+from wf_initiation._delivery import (
+    DeliveryRefused, DeliveryTooLarge, bound_update_id, bulk_chunks, cancelling, check_size, is_call_timeout,
+    is_transport_error, query_failure_type, retryable, update_id_for,
+)
+from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._temporal import TemporalUnavailable, is_namespace_not_found
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
-from wf_initiation.core._expr import canonical_key
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import (
-    MAX_BULK, MAX_DELIVERY_BYTES, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult,
-    REBINDING, STALE_ACTIVATION, DeliveryRequest, OperatorAction, OperatorRequest, OperatorResult, as_action,
-    workflow_id_for,
+    ACTIVATE_UPDATE, REBINDING, STALE_ACTIVATION, DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest,
+    OperatorAction, OperatorRequest, OperatorResult, as_action, workflow_id_for,
 )
 from wf_initiation.workflows.activation import ActivationWorkflow
 
+__all__ = [
+    "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
+    "activation_spec", "bound_update_id", "build_spec", "bulk_chunks", "is_call_timeout", "is_transport_error",
+    "query_failure_type", "spec_from_files", "update_id_for",
+]
+
 _T = TypeVar("_T")
 
-_RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
-              RPCStatusCode.ABORTED}
+def activation_spec(workfile: str | pathlib.Path, deployment: str | pathlib.Path | Deployment) -> ActivationSpec:
+    """The activation spec of a Workfile under a deployment, as ``wfi activate`` builds it.
 
+    Validates the Workfile, checks the deployment claims every capability it needs (CAP-7) and
+    resolves every trigger binding (INIT-3): what ``wfi validate --deployment`` accepts.
 
-_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect",
-              "tcp connect error", "h2 protocol error", "connection closed")
+    Args:
+        workfile: The Workfile's path.
+        deployment: The deployment file's path, or a loaded :class:`Deployment` (a path relative to
+            it names the Workfile in ``workflows.<name>.workfile``).
 
+    Returns:
+        The spec to pass to :meth:`WfiClient.activate`; ``spec.workflow`` is the workflow identity.
 
-def _retryable(exc: RPCError) -> bool:
-    # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
-    # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
-    if exc.status in _RETRYABLE:
-        return True
-    if is_transport_error(exc) or is_call_timeout(exc):
-        return True
-    return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
-
-
-def is_transport_error(exc: RPCError) -> bool:
-    """The connection to the server failed (it is restarting): the call may not have arrived."""
-    text = str(exc.message).lower()
-    return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
-                          RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
-
-
-def is_call_timeout(exc: RPCError) -> bool:
-    """The call's own deadline passed before the server answered (the SDK reports it as CANCELLED,
-    "Timeout expired"): a query to a busy worker, for one. Every call retried on it is idempotent
-    (reads, updates and signals by id)."""
-    return exc.status == RPCStatusCode.CANCELLED and "timeout expired" in str(exc.message).lower()
-
-
-def query_failure_type(exc: WorkflowQueryFailedError) -> str | None:
-    """The failure type of a failed query, as the worker reported it (the server passes it on in the
-    error's ``QueryFailedFailure`` detail), or None when it carries none."""
-    rpc = exc.__cause__ or exc.__context__
-    if not isinstance(rpc, RPCError):
-        return None
-    for detail in rpc.grpc_status.details:
-        failure = QueryFailedFailure()
-        if detail.Unpack(failure) and failure.HasField("failure"):
-            return failure.failure.application_failure_info.type or None
-    return None
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-class DeliveryRefused(ValueError):
-    """A delivery refused before sending: the message says why and what to send instead."""
-
-
-class DeliveryTooLarge(DeliveryRefused):
-    pass
+    Raises:
+        DiagnosticError: the Workfile or the deployment is invalid or unsupported; each of its
+            ``diagnostics`` names the problem and where (``d.render(file)`` prints it as ``wfi`` does).
+    """
+    loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
+    return build_spec(workfile, loaded)
 
 
 def build_spec(workfile_path: str | pathlib.Path, deployment: Deployment, catalog: Catalog | None = None) -> ActivationSpec:
-    """Validate a Workfile, check the deployment claims its capabilities (CAP-7), resolve bindings."""
+    """:func:`activation_spec` for a loaded deployment and a catalog of connectors of your choosing.
+
+    Args:
+        workfile_path: The Workfile's path.
+        deployment: The loaded deployment.
+        catalog: The connector manifests (default: the built-in ones and those installed).
+
+    Returns:
+        The activation spec.
+
+    Raises:
+        DiagnosticError: the Workfile or the deployment is invalid or unsupported.
+    """
     catalog = catalog or Catalog.default()
     result = load_workfile(pathlib.Path(workfile_path), catalog=catalog)
     if result.workfile is None:
@@ -129,96 +115,200 @@ def build_spec(workfile_path: str | pathlib.Path, deployment: Deployment, catalo
 
 
 def spec_from_files(workfile_path: str | pathlib.Path, deployment_path: str | pathlib.Path) -> tuple[ActivationSpec, Deployment]:
+    """:func:`activation_spec`, returning the loaded deployment too (kept for earlier callers).
+
+    Args:
+        workfile_path: The Workfile's path.
+        deployment_path: The deployment file's path.
+
+    Returns:
+        The activation spec and the deployment.
+
+    Raises:
+        DiagnosticError: the Workfile or the deployment is invalid or unsupported.
+    """
     deployment = load_deployment(deployment_path)
     return build_spec(workfile_path, deployment), deployment
 
 
-def update_id_for(entry: str | None, payload: Any) -> str:
-    """Same delivery, same id: a retried delivery is deduplicated by the server within one run."""
-    try:
-        body = canonical_key(payload)
-    except Exception:
-        body = repr(payload)
-    return "dlv-" + hashlib.sha256(f"{entry}\x1f{body}".encode("utf-8", "surrogatepass")).hexdigest()[:32]
+class Activation(BaseModel):
+    """What :meth:`WfiClient.activate` did, in the words ``wfi activate`` prints."""
 
-
-def bound_update_id(update_id: str, entry: str | None, payload: Any) -> str:
-    """A caller's update id bound to the delivery's content: the same id with another payload is
-    another update (the activation then answers ``conflict`` or ``duplicate`` by delivery id)."""
-    if len(update_id) > MAX_ACTION_ID_CHARS:
-        raise DeliveryRefused(f"the update id has {len(update_id)} characters; the limit is {MAX_ACTION_ID_CHARS}")
-    return f"{update_id}~{update_id_for(entry, payload)[4:20]}"
-
-
-def _check_size(payload: Any) -> int:
-    """Refuse a payload that is not plain JSON within the limits; return its size in bytes."""
-    problem = json_problem(payload)
-    if problem is not None:
-        raise DeliveryRefused(f"the payload cannot be delivered: {problem}")
-    size = json_size(payload)
-    if size > MAX_DELIVERY_BYTES:
-        raise DeliveryTooLarge(
-            f"payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES} (Temporal payload limits): "
-            "send a reference (URL, object key) instead of the content"
-        )
-    return size
-
-
-def bulk_chunks(deliveries: list[tuple[str | None, Any]]) -> list[list[DeliveryRequest]]:
-    """Split deliveries into ``deliver_many`` updates of at most MAX_BULK each and MAX_BULK_BYTES."""
-    chunks: list[list[DeliveryRequest]] = [[]]
-    size = 0
-    for entry, payload in deliveries:
-        n = _check_size(payload) + len(entry or "") + 64
-        if chunks[-1] and (len(chunks[-1]) >= MAX_BULK or size + n > MAX_BULK_BYTES):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(DeliveryRequest(entry=entry, payload=payload))
-        size += n
-    return [c for c in chunks if c]
+    workflow: str = Field(description="The workflow identity (the Workfile's name).")
+    activation_id: str = Field(description="The activation id now serving it (the binding hash).")
+    outcome: Outcome = Field(description="activated: it was not running and now is; unchanged: it already ran this "
+                             "binding; rebound: it ran another binding, which this one replaced.")
+    previous: list[str] = Field(default_factory=list, description="Earlier activation ids of this workflow, oldest first.")
+    note: str | None = Field(default=None, description="After a run that ended without deactivation (terminated, "
+                             "failed, timed out): what was carried into the new run and what was lost.")
 
 
 class WfiClient:
-    """Thin, typed wrapper over a Temporal client for wf-initiation operations."""
+    """Activate Workfiles, deliver events, steer and read activations: what ``wfi`` does, from Python.
+
+    Every call retries what is transient (the server's limit of updates in flight, a restarting
+    server, a busy worker) with the same update id, so a retry is never applied twice. Before its
+    first call about a workflow it checks that the client's codec matches the activation's history
+    (docs/plugin.md, "With an encrypting codec"). Example: docs/client.md.
+
+    Args:
+        client: A connected ``temporalio.client.Client`` whose data converter carries pydantic
+            models (``Client.connect(..., plugins=[WfiPlugin()])``, or the pydantic data converter),
+            with the team's payload codec if it has one. :meth:`connect` makes one from a deployment.
+        task_queue: Where activation workflows run: the deployment's ``temporal.task_queue``, a
+            queue a worker with ``WfiPlugin`` serves.
+        max_attempts: How often a transient failure is retried before it is raised.
+        update_timeout: How long one update call waits for the server before it is retried with the
+            same id (an update only admitted when the server restarted is lost).
+    """
 
     def __init__(
         self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE, max_attempts: int = 60,
         update_timeout: timedelta = timedelta(seconds=20),
-    ):
+    ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.max_attempts = max_attempts
-        # An update only admitted (not yet accepted) when the server restarts is lost: the caller
-        # must time out and retry with the same update id, which the server deduplicates.
+        # An update only admitted when the server restarted is lost: the caller must time out and
+        # retry with the same update id.
         self.update_timeout = update_timeout
+        self._codec_checked: set[str] = set()
+
+    async def _check_codec(self, workflow: str) -> None:
+        """Before the first call about ``workflow``: refuse when its history was written through a
+        codec this client lacks or cannot decode with (nothing may be added in plaintext to an
+        encrypted history); once per workflow and client."""
+        if workflow in self._codec_checked:
+            return
+        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)))
+        if problem is not None:
+            raise CodecError(problem)
+        self._codec_checked.add(workflow)
+
+    @classmethod
+    async def connect(cls, deployment: str | pathlib.Path | Deployment, **options: Any) -> WfiClient:
+        """Connect as the ``wfi`` commands do for ``deployment``: its Temporal target, with the
+        ``TEMPORAL_*`` variables and the config file's profile over it, its task queue, and the
+        team's codec (``temporal.data_converter`` / ``temporal.codec_endpoint``, or
+        ``TEMPORAL_CODEC_ENDPOINT``).
+
+        Args:
+            deployment: The deployment file's path, or a loaded :class:`Deployment`.
+            **options: ``max_attempts`` or ``update_timeout`` (see the class).
+
+        Returns:
+            A client for that deployment's activations.
+
+        Raises:
+            DiagnosticError: the deployment file is not valid (``.diagnostics`` says where).
+            TemporalUnavailable: Temporal cannot be reached, or the codec cannot be loaded; the
+                message names the fix.
+        """
+        from wf_initiation import _temporal
+
+        loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
+        return cls(await _temporal.connect(loaded), task_queue=loaded.temporal.task_queue, **options)
 
     def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:
+        """The Temporal handle of the activation workflow ``wfi-activation:<workflow>``.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+
+        Returns:
+            A handle of its latest run, typed with the activation workflow.
+        """
         return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
 
-    async def activate(self, spec: ActivationSpec) -> ActivateResult:
-        """Start the activation, or rebind it when the binding hash changed; idempotent (INIT-4).
+    async def activate(self, spec: ActivationSpec) -> Activation:
+        """Start the activation of ``spec``, or rebind it when its binding changed; idempotent (INIT-4).
 
-        A deactivated activation is started again from its final state (docs/lifecycle.md)."""
-        carried = await self.deactivated_state(spec.workflow)
-        # The server answers an update-with-start from a closed run that had the same update id:
-        # a re-activation needs an id of its own (stable for retries of the same re-activation).
-        update_id = f"activate-{spec.activation_id}" + (f"-{hashlib.sha256(carried).hexdigest()[:16]}" if carried else "")
+        A deactivated activation is started again from its final state; one that was terminated,
+        failed, timed out or cancelled is started again from the state its last run began with, and
+        what that run recorded after its start is named in the result's ``note`` (docs/lifecycle.md).
+
+        Args:
+            spec: The activation spec of one Workfile under one deployment (:func:`activation_spec`).
+
+        Returns:
+            What happened: ``activated``, ``unchanged`` or ``rebound``, as ``wfi activate`` says it.
+
+        Raises:
+            TemporalUnavailable: the client's codec does not match the activation's history.
+            WorkflowUpdateFailedError: the activation refused the spec (e.g. it is being deactivated).
+        """
+        await self._check_codec(spec.workflow)
+        before = await self._latest(spec.workflow)
+        start_args: list[Any] = [spec, None]
+        update_id, note = f"activate-{spec.activation_id}", None
+        if before is not None and before.status == WorkflowExecutionStatus.COMPLETED:
+            carried = await self._final_state(spec.workflow, before.run_id)
+            start_args = [spec, carried]
+            # The server answers an update-with-start from a closed run that had the same update id:
+            # a re-activation needs an id of its own (stable for retries of the same re-activation).
+            update_id += f"-{hashlib.sha256(carried).hexdigest()[:16]}"
+        elif before is not None and before.status != WorkflowExecutionStatus.RUNNING:
+            start_args, note = await self._restart_from(before, spec)
+            update_id += f"-after-{before.run_id}"
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=[spec, carried], id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ActivationWorkflow.run, args=start_args, id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"wf-initiation activation of {spec.workflow}",
+                static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
             )
 
-        return await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ActivationWorkflow.activate, spec, start_workflow_operation=start(), id=update_id,
+        answer = await self._retry(lambda: self.client.execute_update_with_start_workflow(
+            ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=ActivateAnswer,
             rpc_timeout=self.update_timeout,
         ))
+        running = before is not None and before.status == WorkflowExecutionStatus.RUNNING
+        return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=outcome(answer, running),
+                          previous=answer.previous, note=note)
+
+    async def _latest(self, workflow: str) -> Any:
+        """The description of the activation's latest run, or None when it never ran."""
+        try:
+            return await self._retry(self.client.get_workflow_handle(workflow_id_for(workflow)).describe)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
+                return None
+            raise
+
+    async def _final_state(self, workflow: str, run_id: str) -> bytes:
+        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=run_id, result_type=DeactivatedResult)
+        result = await self._retry(lambda: closed.result(follow_runs=False))
+        return result.state
+
+    async def _restart_from(self, closed: Any, spec: ActivationSpec) -> tuple[list[Any], str]:
+        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history)
+        return await restart_args(self.client.data_converter, closed, history.events, spec)
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
-        _check_size(payload)
+        """Deliver one external event by update; returns once its disposition is durable (EXT-8).
+
+        The update id is derived from the entry and the payload, so delivering the same event again
+        (a retry after a timeout, or a second process) is answered by the first delivery.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            payload: The event, a plain JSON value within the limits of docs/limits.md.
+            entry: The trigger entry (its ``as`` name); optional when the Workfile has one external entry.
+            update_id: Your own idempotency key instead of the derived one; reused with another
+                payload it is another delivery (the activation judges it: ``conflict`` or ``duplicate``).
+
+        Returns:
+            The disposition (``accepted``, ``queued``, ``duplicate``, ``suppressed``, ...), the run
+            key of the run it started or joined, the delivery id and the activation id.
+
+        Raises:
+            DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
+            TemporalUnavailable: the client's codec does not match the activation's history.
+            RPCError: no activation of ``workflow`` runs (``NOT_FOUND``), or Temporal refused the call.
+        """
+        check_size(payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
+        await self._check_codec(workflow)
         handle = self.handle(workflow)
         # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
         # method's parameter type is RawValue while a client sends the request model.
@@ -227,12 +317,26 @@ class WfiClient:
             rpc_timeout=self.update_timeout))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
-        """Many deliveries in as few updates as possible (each carries up to MAX_BULK and MAX_BULK_BYTES).
+        """Many deliveries in as few updates as possible (each carries at most ``MAX_BULK`` deliveries
+        and ``MAX_BULK_BYTES``), each judged as :meth:`deliver` judges one.
 
-        Every payload is checked before the first update is sent (``DeliveryRefused``)."""
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            deliveries: ``(entry, payload)`` pairs, in order (``entry`` may be None as for :meth:`deliver`).
+
+        Returns:
+            One result per delivery, in the order given.
+
+        Raises:
+            DeliveryRefused: a payload is not plain JSON within the limits; checked for every
+                payload before the first update is sent.
+            TemporalUnavailable: the client's codec does not match the activation's history.
+        """
         out: list[DeliveryResult] = []
         handle = self.handle(workflow)
-        for chunk in bulk_chunks(deliveries):
+        chunks = bulk_chunks(deliveries)
+        await self._check_codec(workflow)
+        for chunk in chunks:
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
             send = functools.partial(handle.execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
                                      rpc_timeout=self.update_timeout)
@@ -240,14 +344,39 @@ class WfiClient:
         return out
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
-        """Fire-and-forget delivery; durable when this returns; disposition via :meth:`delivery`."""
-        _check_size(payload)
+        """Deliver one event by signal: durable when this returns, with no disposition (read it with
+        :meth:`delivery`). Faster than an update under volume; no answer to wait for.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            payload: The event, a plain JSON value within the limits of docs/limits.md.
+            entry: The trigger entry; optional when the Workfile has one external entry.
+
+        Raises:
+            DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
+            TemporalUnavailable: the client's codec does not match the activation's history.
+        """
+        check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
+        await self._check_codec(workflow)
         await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
-        """Apply an operator action: ``OperatorRequest(action="pause")``, or one action's model (``Pause()``,
-        ``SetCursor(entry=..., cursor=...)``, see ``wf_initiation.wire``)."""
+        """Apply an operator action, recorded in the activation's operator log.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            request: One action's model from ``wf_initiation.wire`` (``Pause()``, ``Resume()``,
+                ``PollNow(entry=...)``, ``SetCursor(entry=..., cursor=...)``, ``Backfill(entry=...,
+                start=..., end=...)``, ...) or an ``OperatorRequest``. Its ``action_id`` makes it
+                once-only, also across continue-as-new; without one, one is made up.
+
+        Returns:
+            ``ok`` and the activation's message (why it was refused, when it was).
+
+        Raises:
+            TemporalUnavailable: the client's codec does not match the activation's history.
+        """
         # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
         # The update id also carries the content's digest: the same action id with another content
         # reaches the activation, which refuses it, instead of the server replaying the first result.
@@ -257,57 +386,92 @@ class WfiClient:
         if problem is not None:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
-        settle queued work; the workflow completes once settled (``handle(workflow).result()``)."""
+        settle queued work; the workflow completes once settled (``handle(workflow).result()``).
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            request: How queued and running work is settled, and an optional ``action_id``.
+
+        Returns:
+            Its status (``deactivating``, ``deactivated``, ``refused``) and what is left to settle.
+
+        Raises:
+            TemporalUnavailable: the client's codec does not match the activation's history.
+        """
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
             ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
-        """The final state of a deactivated (completed) activation, else None (running, never started,
-        or closed another way: terminated, failed)."""
-        handle = self.client.get_workflow_handle(workflow_id_for(workflow))
-        try:
-            desc = await self._retry(handle.describe)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if desc.status != WorkflowExecutionStatus.COMPLETED:
+        """The final state of a deactivated activation, which :meth:`activate` resumes from.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+
+        Returns:
+            The engine's carried state, or None when the activation runs, never ran, or ended
+            another way (terminated, failed).
+        """
+        latest = await self._latest(workflow)
+        if latest is None or latest.status != WorkflowExecutionStatus.COMPLETED:
             return None
-        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=desc.run_id, result_type=DeactivatedResult)
-        result = await self._retry(lambda: closed.result(follow_runs=False))
-        return result.state
+        return await self._final_state(workflow, latest.run_id)
 
     async def state(self, workflow: str, *, include_events: bool = False, settle: int = 3) -> dict[str, Any]:
-        """Full state; with ``include_events`` also every dedup entry (paged queries) under ``events``.
+        """The activation's full state, as ``wfi state --json`` prints it.
 
         The entries take more queries than the state, so the two are read at different moments. They
         are read state first, so the entries always include every disposition the state refers to
         (a cursor never looks ahead of its items, POLL-8). With ``settle`` > 1 the state is read again
         after the entries, up to ``settle`` times, until nothing moved in between, so that the entries
         are not ahead of the state either; under traffic that never pauses the first combination is
-        returned. ``settle=1`` is one state read and one pass over the entries.
+        returned.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            include_events: Also every live dedup entry (paged queries), under ``events`` by key.
+            settle: How many times the state may be read to match the entries (1: once).
+
+        Returns:
+            ``summary`` (as :meth:`summary`), queues, runs, schedules, polls, errors, the operator
+            log, and ``events`` when asked for.
+
+        Raises:
+            TemporalUnavailable: the client's codec does not match the activation's history.
+            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
         """
+        await self._check_codec(workflow)
         query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
         state = await query()
-        if not include_events:
-            return state
-        events = {e["key"]: e async for e in self.events(workflow)}
-        for _ in range(settle - 1):  # every (state, events) pair here was read state first
-            after = await query()
-            if after == state:
-                break
-            state, events = after, {e["key"]: e async for e in self.events(workflow)}
-        state["events"] = events
+        if include_events:
+            events = {e["key"]: e async for e in self.events(workflow)}
+            for _ in range(settle - 1):  # every (state, events) pair here was read state first
+                after = await query()
+                if after == state:
+                    break
+                state, events = after, {e["key"]: e async for e in self.events(workflow)}
+            state["events"] = events
+        await self._real_status(workflow, state.get("summary"))
         return state
 
     async def events(self, workflow: str, *, page: int = 500) -> AsyncIterator[dict[str, Any]]:
-        """Every dedup entry in acceptance order, fetched in pages."""
+        """Every live dedup entry in acceptance order, fetched ``page`` at a time.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            page: Entries per query.
+
+        Yields:
+            One entry each: key, entry, delivery id, disposition, run key, sequence number, times.
+        """
+        await self._check_codec(workflow)
         after = 0
         while True:
             fetch = functools.partial(self.handle(workflow).query, ActivationWorkflow.events, args=[after, page])
@@ -319,9 +483,49 @@ class WfiClient:
             after = chunk[-1]["seq"]
 
     async def summary(self, workflow: str) -> dict[str, Any]:
-        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        """The activation's short summary, as ``wfi state --summary`` prints it.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+
+        Returns:
+            Workflow, activation id, ``status`` (``active``, ``paused``, ``deactivated``, ... and,
+            for an activation workflow that was terminated, failed, timed out or cancelled, that
+            word, with ``closed`` saying when), entries, counters, schedules and polls.
+
+        Raises:
+            TemporalUnavailable: the client's codec does not match the activation's history.
+            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
+        """
+        await self._check_codec(workflow)
+        summary = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        await self._real_status(workflow, summary)
+        return summary
+
+    async def _real_status(self, workflow: str, summary: dict[str, Any] | None) -> None:
+        """A closed activation workflow answers queries with the state it ended in, which says nothing
+        of its end: when it was terminated, failed, timed out or cancelled, ``status`` says so and
+        ``closed`` says when (``wfi activate`` starts it again)."""
+        latest = await self._latest(workflow)
+        if summary is None or latest is None or latest.status in (WorkflowExecutionStatus.RUNNING,
+                                                                   WorkflowExecutionStatus.COMPLETED, None):
+            return
+        summary["status"] = latest.status.name.lower()
+        summary["closed"] = {"status": summary["status"], "run_id": latest.run_id,
+                             "at": latest.close_time.isoformat() if latest.close_time else None}
 
     async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:
+        """The recorded disposition of one delivery (how a signalled delivery's is read).
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            entry: The trigger entry's name.
+            delivery_id: The delivery id the entry's manifest derives from the payload.
+
+        Returns:
+            Its dedup entry (disposition, run key, times), or None when none is retained.
+        """
+        await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
 
     async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -330,12 +534,12 @@ class WfiClient:
             try:
                 return await call()
             except RPCError as exc:
-                if not _retryable(exc) or attempt == self.max_attempts - 1 or _cancelling():
+                if not retryable(exc) or attempt == self.max_attempts - 1 or cancelling():
                     raise
             except RPCTimeoutOrCancelledError:
                 # The SDK turns a cancellation of the call into this error: a caller's timeout
                 # (asyncio.wait_for) must end the call as cancelled, not be retried.
-                if _cancelling():
+                if cancelling():
                     raise asyncio.CancelledError() from None
                 if attempt == self.max_attempts - 1:
                     raise
@@ -343,6 +547,10 @@ class WfiClient:
                 cause = getattr(exc.cause, "type", None)
                 if cause != REBINDING or attempt == self.max_attempts - 1:
                     raise
+            except KeyError as exc:
+                if is_unknown_encoding(exc):  # an answer written through a codec this client lacks
+                    raise CodecError(unknown_encoding_message(exc, "the activation's answer")) from None
+                raise
             except WorkflowQueryFailedError as exc:
                 # A query that reached a restarted worker with events it must not decide on yet
                 # (workflows/_fresh.py): the worker replays the run at its next task; ask again.

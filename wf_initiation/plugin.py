@@ -14,9 +14,11 @@ start the worker checks the namespace's search attributes (registering missing o
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -153,6 +155,9 @@ class WfiPlugin(SimplePlugin):
         )
         self._check_search_attributes = check_search_attributes
         self._connections = ConnectionsInterceptor(_worker_connections(deployment))
+        # One check (and one log line) per connection and namespace, shared by every worker this
+        # plugin serves: workers started together on one client would each register and log.
+        self._attribute_checks: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[list[str]]]] = weakref.WeakKeyDictionary()
         self._telemetry: Any | None = None
         self._tracing: Any | None = None
         self._telemetry_interceptor: Any | None = None
@@ -162,9 +167,9 @@ class WfiPlugin(SimplePlugin):
             self._telemetry = WfiTelemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)
             self._telemetry_interceptor = WfiTelemetryInterceptor(self._telemetry)
         if tracer_provider is not None:
-            from temporalio.contrib.opentelemetry import TracingInterceptor
+            from wf_initiation.telemetry import ActivationTracingInterceptor
 
-            self._tracing = TracingInterceptor(tracer_provider.get_tracer("wf_initiation"))
+            self._tracing = ActivationTracingInterceptor(tracer_provider.get_tracer("wf_initiation"))
 
     # -------------------------------------------------------------- client
     def configure_client(self, config: ClientConfig) -> ClientConfig:
@@ -210,18 +215,35 @@ class WfiPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         if self._check_search_attributes:
-            client = worker.client
             try:
-                added = await ensure_registered(client, client.namespace)
+                await self._search_attributes_checked(worker.client)
             except SearchAttributesMissing as exc:
                 _release_shutdown(worker)
                 raise WfiSetupError(str(exc)) from None
             except BaseException:
                 _release_shutdown(worker)
                 raise
-            if added:
-                logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
         await super().run_worker(worker, next)
+
+    async def _search_attributes_checked(self, client: Client) -> None:
+        """Check (and register) the search attributes once per connection and namespace; the workers
+        that start meanwhile wait for that one check. A failed check is not kept: the next worker tries again."""
+        checks = self._attribute_checks.setdefault(client.service_client, {})
+        check = checks.get(client.namespace)
+        if check is None:
+            check = checks[client.namespace] = asyncio.ensure_future(self._check_once(client))
+        try:
+            await asyncio.shield(check)
+        except BaseException:
+            if check.done() and checks.get(client.namespace) is check:
+                del checks[client.namespace]
+            raise
+
+    async def _check_once(self, client: Client) -> list[str]:
+        added = await ensure_registered(client, client.namespace)
+        if added:
+            logger.info("registered search attributes %s in namespace %r", ", ".join(added), client.namespace)
+        return added
 
 
 def _worker_connections(deployment: Deployment | str | os.PathLike[str] | None) -> WorkerConnections:

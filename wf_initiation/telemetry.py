@@ -11,6 +11,9 @@
   records anything twice;
 * **activities**: poll duration/items/failures; the run-start activity opens a ``wfi.start_run`` span
   under the delivery's trace, so the run's own spans (``StartWorkflow``/``RunWorkflow``) join it.
+  The activation's own activities (starting, watching, publishing, polling, waiting) get no span of
+  their own when the activation carries no trace (:class:`ActivationTracingInterceptor`): traced
+  by the SDK's interceptor, each would open a root trace, several per delivery.
 
 The context variable lives in :mod:`wf_initiation._trace_context` (light, passed through the
 workflow sandbox: the interceptor sets the very variable workflow code reads).
@@ -29,6 +32,7 @@ import temporalio.client
 import temporalio.converter
 import temporalio.worker
 from opentelemetry import trace
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -36,6 +40,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from wf_initiation._trace_context import CARRIER as _carrier
 from wf_initiation._trace_context import EXTERN, TRACE_HEADER
 from wf_initiation.wire import ACTIVATION_ID_PREFIX as ACTIVATION_PREFIX
+from wf_initiation.wire import ACTIVATION_WORKFLOW
 from wf_initiation.wire import DELIVER_MANY_UPDATE, DELIVER_UPDATE
 from wf_initiation.wire import DELIVER_SIGNAL as DELIVERY_SIGNAL
 from wf_initiation.wire import POLL_ACTIVITY_PREFIX as POLL_PREFIX
@@ -153,6 +158,32 @@ class _Instruments:
 
 
 # ---------------------------------------------------------------------------- interceptors
+class ActivationTracingInterceptor(TracingInterceptor):
+    """The SDK's ``TracingInterceptor`` (what ``WfiPlugin(tracer_provider=...)`` adds), except for the
+    activation workflow's own activities that carry no trace context: those run without a
+    ``RunActivity`` span. An activation started without a trace (``wfi activate``) schedules its
+    activities with none, and the SDK would make each one the root of a trace of its own; with one,
+    they stay children of the activation's trace. A run's start still has its ``wfi.start_run``
+    span (under the delivery's trace, see :meth:`WfiTelemetry.start_run`)."""
+
+    def intercept_activity(
+        self, next: temporalio.worker.ActivityInboundInterceptor,
+    ) -> temporalio.worker.ActivityInboundInterceptor:
+        return _UntracedWhenAlone(next, super().intercept_activity(next))
+
+
+class _UntracedWhenAlone(temporalio.worker.ActivityInboundInterceptor):
+    def __init__(self, plain: temporalio.worker.ActivityInboundInterceptor,
+                 traced: temporalio.worker.ActivityInboundInterceptor) -> None:
+        super().__init__(traced)
+        self._plain = plain
+
+    async def execute_activity(self, input: temporalio.worker.ExecuteActivityInput) -> Any:
+        if temporalio.activity.info().workflow_type == ACTIVATION_WORKFLOW and TRACE_HEADER not in input.headers:
+            return await self._plain.execute_activity(input)
+        return await super().execute_activity(input)
+
+
 class WfiTelemetryInterceptor(temporalio.client.Interceptor, temporalio.worker.Interceptor):
     """Client and worker interceptor feeding :class:`WfiTelemetry` (added by ``WfiPlugin``)."""
 

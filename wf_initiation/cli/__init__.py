@@ -1,4 +1,5 @@
-"""`wfi`: the command line of wf-initiation. Reference with every flag and exit status: docs/cli.md.
+"""`wfi`: the command line of wf-initiation. Reference with every flag and exit status: docs/cli.md
+(`wfi help cli`).
 
 One module per group of verbs, each with a ``register(subparsers)`` function that adds its
 sub-parsers; the chosen sub-parser's ``handler(args) -> int`` runs. To add a group, write the module
@@ -31,6 +32,7 @@ GROUPS = (
     "wf_initiation.cli.deactivate",
     "wf_initiation.cli.serve",
     "wf_initiation.cli.conformance",
+    "wf_initiation.cli.help",
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -66,9 +68,10 @@ class _Version(argparse._VersionAction):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
-        epilog="`wfi COMMAND --help` describes a command; docs/cli.md lists every flag and exit status.",
+        epilog="`wfi COMMAND --help` describes a command; `wfi help cli` prints every flag and exit status, "
+        "`wfi help` the other topics of the documentation.",
     )
-    parser.add_argument("--version", action=_Version, help="show the installed version and exit")
+    parser.add_argument("--version", action=_Version, help="Show the installed version and exit.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in GROUPS:
         importlib.import_module(name).register(sub)

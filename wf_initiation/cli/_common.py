@@ -26,14 +26,16 @@ DEFAULT_TIMEOUT = 60.0
 
 
 # ---------------------------------------------------------------------------- flags
-def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required: bool = True) -> None:
+def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required: bool = True,
+                         deployment_default: str | None = None) -> None:
     """``--deployment`` and the ``temporal`` CLI's connection flags (docs/cli.md, "Connecting")."""
+    default = f" (default: {deployment_default})" if deployment_default else ""
     parser.add_argument("--deployment", required=deployment_required, metavar="FILE",
-                        help="The deployment file: Temporal target, task queue, Workfiles and policies.")
+                        help=f"The deployment file: Temporal target, task queue, Workfiles and policies{default}.")
     group = parser.add_argument_group(
         "Temporal connection",
-        "Named as the `temporal` CLI's flags. Each wins over the deployment's `temporal` section, which wins "
-        "over the TEMPORAL_* environment variables, which win over the environment-configuration profile.",
+        "Named as the `temporal` CLI's flags, with its order: a flag wins over the TEMPORAL_* environment variables, "
+        "which win over the config file's profile, which wins over the deployment's `temporal` section.",
     )
     group.add_argument("--address", metavar="HOST:PORT", help="Temporal frontend, e.g. localhost:7233 or my-ns.a1b2c.tmprl.cloud:7233.")
     group.add_argument("-n", "--namespace", metavar="NAME", help="Temporal namespace.")
@@ -44,10 +46,40 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, deployment_required
     group.add_argument("--tls-key-path", metavar="FILE", help="Client private key (mTLS), PEM.")
     group.add_argument("--tls-ca-path", metavar="FILE", help="CA certificate to verify the server with, PEM.")
     group.add_argument("--tls-server-name", metavar="NAME", help="Server name to verify (and send as SNI) instead of the host's.")
-    group.add_argument("--profile", metavar="NAME", help="Environment-configuration profile (TOML); default: the "
-                       "deployment's temporal.profile, else TEMPORAL_PROFILE, else `default`.")
+    group.add_argument("--profile", metavar="NAME", help="Profile of the Temporal config file (TOML); default: "
+                       "TEMPORAL_PROFILE, else the deployment's temporal.profile, else `default`.")
     group.add_argument("--config-file", metavar="FILE", help="The profiles' TOML file (default: TEMPORAL_CONFIG_FILE, "
                        "else the SDK's default location).")
+    codec = parser.add_argument_group(
+        "Payload codec (encryption)",
+        "The team's codec, used for everything this command sends and reads. Default: TEMPORAL_CODEC_ENDPOINT, "
+        "else the profile's codec.endpoint, else the deployment's temporal.data_converter or temporal.codec_endpoint.",
+    )
+    codec.add_argument("--data-converter", metavar="MODULE:ATTR", type=_reference,
+                       help="A temporalio DataConverter or PayloadCodec (or a class or function making one), e.g. "
+                       "myteam.codec:data_converter.")
+    codec.add_argument("--codec-endpoint", metavar="URL", type=_endpoint,
+                       help="A codec server (POST /encode, /decode), as the temporal CLI's --codec-endpoint.")
+    codec.add_argument("--codec-auth", metavar="VALUE", help="Authorization header for the codec server (default: "
+                       "TEMPORAL_CODEC_AUTH, else the profile's codec.auth).")
+
+
+def _reference(text: str) -> str:
+    from wf_initiation._codec import reference_problem
+
+    problem = reference_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _endpoint(text: str) -> str:
+    from wf_initiation._codec import endpoint_problem
+
+    problem = endpoint_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def add_request_flags(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +122,7 @@ def connect_flags(args: argparse.Namespace) -> _temporal.ConnectFlags:
         address=args.address, namespace=args.namespace, api_key=args.api_key, tls=args.tls,
         tls_cert_path=args.tls_cert_path, tls_key_path=args.tls_key_path, tls_ca_path=args.tls_ca_path,
         tls_server_name=args.tls_server_name, profile=args.profile, config_file=args.config_file,
+        data_converter=args.data_converter, codec_endpoint=args.codec_endpoint, codec_auth=args.codec_auth,
     )
 
 
@@ -112,7 +145,7 @@ def load(path: str) -> Deployment:
 async def connect(args: argparse.Namespace, deployment: Deployment) -> Any:
     """A connected ``temporalio.client.Client``; a UserError naming the fix when that fails."""
     try:
-        return await _temporal.connect(deployment.temporal, connect_flags(args))
+        return await _temporal.connect(deployment, connect_flags(args))
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
 
@@ -175,13 +208,16 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
     from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from wf_initiation.client import DeliveryTooLarge
+    from wf_initiation._codec import is_unknown_encoding, unknown_encoding_message
+    from wf_initiation.client import DeliveryRefused
 
     if isinstance(exc, UserError | KeyboardInterrupt):
         return exc
     if isinstance(exc, _temporal.TemporalUnavailable):
         return UserError(str(exc))
-    if isinstance(exc, DeliveryTooLarge) or (isinstance(exc, ValueError) and type(exc).__module__ == "wf_initiation.client"):
+    if is_unknown_encoding(exc):
+        return UserError(unknown_encoding_message(exc, "the activation's answer"))
+    if isinstance(exc, DeliveryRefused):
         return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
     if isinstance(exc, RPCError):
         return UserError(_rpc_message(exc, args, deployment, workflow))
@@ -218,5 +254,11 @@ def emit(data: Any, human: str, as_json: bool) -> None:
     print(json.dumps(data, indent=2, default=str) if as_json else human)
 
 
+def progress(args: argparse.Namespace, line: str) -> None:
+    """A line of progress of long work, at once: on stdout, or on stderr with ``--json`` (whose stdout
+    holds the JSON document alone)."""
+    print(line, file=sys.stderr if getattr(args, "json", False) else sys.stdout, flush=True)
+
+
 __all__ = ["DEFAULT_TIMEOUT", "EXIT_FAILED", "EXIT_USAGE", "add_connection_flags", "add_request_flags", "connect",
-           "emit", "load", "print_diagnostics", "request", "seconds", "within", "port", "bind_port"]
+           "emit", "load", "print_diagnostics", "progress", "request", "seconds", "within", "port", "bind_port"]

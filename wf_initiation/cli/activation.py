@@ -2,7 +2,8 @@
 
 Prints `activated` (the activation was not running: it is now), `unchanged` (it runs this very
 binding already: nothing changed) or `rebound` (it ran another binding: this one takes over, the
-previous activation ids listed). Exit status: 0 done; 1 invalid Workfile or deployment, Temporal
+previous activation ids listed). After an activation workflow that was terminated (or failed, timed
+out, was cancelled), `activated` is followed by what the new run carries and what was lost. Exit status: 0 done; 1 invalid Workfile or deployment, Temporal
 unreachable, no worker; 3 unsupported (a capability the deployment does not claim, CAP-7).
 """
 
@@ -13,7 +14,6 @@ import json
 import sys
 from typing import Any
 
-from wf_initiation._temporal import is_namespace_not_found
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, EXIT_UNSUPPORTED
 from wf_initiation.cli._common import add_request_flags, emit, load, request
 from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
@@ -30,38 +30,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_activate, exit_hard=True)
 
 
-async def activate_one(wfi: Any, spec: Any) -> tuple[str, Any]:
-    """Activate `spec`; return what happened (`activated`, `unchanged`, `rebound`) and the result.
+async def activate_one(wfi: Any, spec: Any) -> Any:
+    """Activate ``spec``; the ``Activation`` says what happened (``activated``, ``unchanged``, ``rebound``).
 
     Whether the activation ran before is read just before the call: two first activations of the
-    same Workfile at the same moment may both say `activated` (one activation exists either way).
+    same Workfile at the same moment may both say ``activated`` (one activation exists either way).
     """
-    running = await _running(wfi, spec.workflow)
-    result = await wfi.activate(spec)
-    if result.outcome == "rebound":
-        return "rebound", result
-    return ("unchanged" if running else "activated"), result
+    return await wfi.activate(spec)
 
 
-async def _running(wfi: Any, workflow: str) -> bool:
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError, RPCStatusCode
-
-    try:
-        description = await wfi.handle(workflow).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
-            return False
-        raise
-    return description.status == WorkflowExecutionStatus.RUNNING
-
-
-def render_activation(workflow: str, word: str, result: Any) -> str:
-    """`activated NAME: ID`; a rebind adds the previous activation ids."""
-    line = f"{word} {workflow}: {result.activation_id}"
-    if word == "rebound" and result.previous:
+def render_activation(result: Any) -> str:
+    """``activated NAME: ID``; a rebind adds the previous activation ids; a restart what was lost."""
+    line = f"{result.outcome} {result.workflow}: {result.activation_id}"
+    if result.outcome == "rebound" and result.previous:
         line += f" (previous: {', '.join(result.previous)})"
-    return line
+    return line + (f"\n  {result.note}" if result.note else "")
 
 
 def _activate(args: argparse.Namespace) -> int:
@@ -72,10 +55,8 @@ def _activate(args: argparse.Namespace) -> int:
         spec = build_spec(args.workfile, deployment)
     except DiagnosticError as exc:
         return _refused(exc.diagnostics, args)
-    word, result = request(args, deployment, lambda wfi: activate_one(wfi, spec), workflow=spec.workflow)
-    data = {"workflow": spec.workflow, "activation_id": result.activation_id, "outcome": word,
-            "previous": list(result.previous)}
-    emit(data, render_activation(spec.workflow, word, result), args.json)
+    result = request(args, deployment, lambda wfi: activate_one(wfi, spec), workflow=spec.workflow)
+    emit(result.model_dump(mode="json"), render_activation(result), args.json)
     return EXIT_OK
 
 

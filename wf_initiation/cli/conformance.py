@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from wf_initiation.cli._common import seconds
+from wf_initiation.cli._common import add_connection_flags, connect_flags, seconds
 from wf_initiation.core._diagnostics import DiagnosticError
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``conformance run`` and ``conformance list`` to the ``wfi`` parser."""
     parser = subparsers.add_parser(
         "conformance", help="check a deployment against the spec and write its claims",
-        description="The black-box conformance kit (docs/conformance.md): run its cases against a live deployment "
+        description="The black-box conformance kit (`wfi help conformance`): run its cases against a live deployment "
         "through the CLI and client only, or list them.")
     sub = parser.add_subparsers(dest="conformance_command", metavar="SUBCOMMAND", required=True)
 
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the conformance cases against the deployment's Temporal and worker (which must be running) "
         "and write report.json, report.md and claims.json (accepted by `wfi validate --claims`). Exit status: 0 every "
         "case passed, 1 a case failed or the deployment file is invalid, 2 usage error.")
-    run.add_argument("--deployment", required=True, metavar="FILE", help="The deployment file under test.")
+    add_connection_flags(run)
     run.add_argument("--out", default="conformance-report", metavar="DIR", help="Report directory (default: %(default)s).")
     run.add_argument("--case", action="append", default=[], metavar="ID", help="Run only this case (repeatable).")
     run.add_argument(
@@ -69,13 +69,15 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from wf_initiation.conformance.kit import Target, run_cases, select
-    from wf_initiation.conformance.report import write_report
+    from wf_initiation.conformance.report import progress_line, write_report
     from wf_initiation.cli import UserError
+
+    out = sys.stderr if args.json else sys.stdout  # the progress; with --json stdout holds the report alone
 
     cases = _cases()
     with tempfile.TemporaryDirectory(prefix="wfi-conformance-") as workdir:
         try:
-            target = Target.from_file(args.deployment, workdir)
+            target = Target.from_file(args.deployment, workdir, flags=connect_flags(args))
         except DiagnosticError as exc:
             for d in exc.diagnostics:
                 print(d.render(args.deployment), file=sys.stderr)
@@ -85,23 +87,41 @@ def _run(args: argparse.Namespace) -> int:
             only = select(cases, ids=args.case, capabilities=capabilities)
         except ValueError as exc:
             raise UserError(str(exc), exit_code=2) from None
-        report = asyncio.run(run_cases(target, cases, only=only, timeout=args.timeout))
+        print(f"running {len(only)} case(s) against {args.deployment} (each within {args.timeout:g}s)", file=out, flush=True)
+        report = asyncio.run(run_cases(target, cases, only=only, timeout=args.timeout,
+                                       on_result=lambda result: print(progress_line(result), file=out, flush=True)))
     paths = write_report(report, pathlib.Path(args.out).resolve())
     if args.json:
         print(report.model_dump_json(indent=2))
+        print(_totals(report), file=out, flush=True)
     else:
         print(_summary(report, paths["report.md"]))
     return 0 if report.ok else 1
 
 
+def _totals(report: Report) -> str:
+    """``41 case(s) in 5m12s: 40 passed, 1 failed; slowest: ...``."""
+    from wf_initiation.conformance.report import seconds_text
+
+    ran = [c for cap in report.capabilities for c in cap.cases if c.outcome != "skipped"]
+    failed = sum(c.outcome != "passed" for c in ran)
+    slowest = sorted(ran, key=lambda c: c.duration_s, reverse=True)[:3]
+    line = f"{len(ran)} case(s) in {seconds_text(report.duration_s)}: {len(ran) - failed} passed, {failed} failed"
+    return line + ("; slowest: " + ", ".join(f"{c.id} ({seconds_text(c.duration_s)})" for c in slowest) if slowest else "")
+
+
 def _summary(report: Report, markdown_path: pathlib.Path) -> str:
+    from wf_initiation.conformance.report import seconds_text
+
     lines = []
     for cap in report.capabilities:
         mark = "claimed" if cap.claimed else "not claimed"
-        lines.append(f"{cap.capability}: {cap.passed} passed, {cap.failed} failed, {cap.skipped} not run ({mark})")
+        lines.append(f"{cap.capability}: {cap.passed} passed, {cap.failed} failed, {cap.skipped} not run ({mark})"
+                     + (f" in {seconds_text(cap.duration_s)}" if cap.passed or cap.failed else ""))
     for failure in report.failures():
         first = failure.message.splitlines()[0] if failure.message else ""
         lines.append(f"  FAILED {failure.id} [{', '.join(failure.clauses)}]: {first}")
+    lines.append(_totals(report))
     lines.append(f"claims: {', '.join(report.claims) or 'none'}")
     lines.append(f"report: {markdown_path}")
     return "\n".join(lines)

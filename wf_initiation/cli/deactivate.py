@@ -14,7 +14,7 @@ from typing import Any
 from wf_initiation.wire import DeactivatedResult, DeactivateRequest
 
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
-from wf_initiation.cli._common import add_request_flags, emit, load, request
+from wf_initiation.cli._common import add_request_flags, emit, load, progress, request
 
 RUNNING_CHOICES = ("leave", "cancel", "terminate")
 
@@ -22,11 +22,11 @@ RUNNING_CHOICES = ("leave", "cancel", "terminate")
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``deactivate`` to ``wfi``."""
     p = subparsers.add_parser(
-        "deactivate", help="Deactivate an activation: refuse deliveries, stop schedules and polls, settle queued work.",
+        "deactivate", help="deactivate an activation: refuse deliveries, stop schedules and polls, settle queued work",
         description="Deactivate the activation of a workflow: from now on it refuses deliveries (disposition "
         "'deactivated'), its schedules and polls stop, and its queued work drains (--drain) or is dropped "
         "(--cancel-queued). Once nothing is left to settle the activation workflow completes; its final state "
-        "stays readable with `wfi state`, and `wfi activate` starts it again from that state (docs/lifecycle.md).",
+        "stays readable with `wfi state`, and `wfi activate` starts it again from that state (`wfi help lifecycle`).",
     )
     add_request_flags(p)
     p.add_argument("--workflow", required=True, metavar="NAME", help="Workflow identity (the Workfile's name).")
@@ -65,17 +65,48 @@ def _deactivate(args: argparse.Namespace) -> int:
         data = {"workflow": args.workflow, **result.model_dump(mode="json")}
         if not result.ok or not args.wait or result.status != "deactivating":
             return ("refused" if not result.ok else result.status), data
+        if not args.json:
+            print(_human(args, "deactivating", data), flush=True)
         # Leave a moment of the whole command's --timeout to report "still deactivating" in.
         left = max(args.timeout - (time.monotonic() - started) - 1.0, 0.1)
-        try:
-            final = await asyncio.wait_for(wfi.handle(args.workflow).result(), left)
-        except asyncio.TimeoutError:
+        final = await _wait(wfi, args, left)
+        if final is None:
             return "still_deactivating", data
         return "deactivated", _final(args.workflow, final)
 
     outcome, data = request(args, deployment, go, workflow=args.workflow)
     emit({**data, "outcome": outcome}, _human(args, outcome, data), args.json)
     return EXIT_OK if outcome in ("deactivating", "deactivated", "already_deactivated", "not_running", "active") else EXIT_FAILED
+
+
+PROGRESS_EVERY = 1.0  # seconds between two reads of what is left to settle
+
+
+async def _wait(wfi: Any, args: argparse.Namespace, seconds: float) -> DeactivatedResult | None:
+    """The activation's final result once it completes, showing what is left to settle whenever that
+    changes; None after ``seconds``."""
+    loop = asyncio.get_running_loop()
+    deadline, shown = loop.time() + seconds, ""
+    result = asyncio.ensure_future(wfi.handle(args.workflow).result())
+    try:
+        while True:
+            done, _ = await asyncio.wait([result], timeout=max(min(PROGRESS_EVERY, deadline - loop.time()), 0))
+            if done:
+                return result.result()
+            if loop.time() >= deadline:
+                return None
+            line = _left_line(await wfi.summary(args.workflow))
+            if line != shown:
+                progress(args, line)
+                shown = line
+    finally:
+        result.cancel()
+
+
+def _left_line(summary: dict[str, Any]) -> str:
+    """``  left: 1 pending, 0 starting, 2 running run(s), 0 open batch(es)``."""
+    return (f"  left: {summary.get('runs_pending', 0)} pending, {summary.get('runs_starting', 0)} starting, "
+            f"{summary.get('runs_running', 0)} running run(s), {summary.get('open_batches', 0)} open batch(es)")
 
 
 async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:
@@ -135,9 +166,9 @@ def _human(args: argparse.Namespace, outcome: str, data: dict[str, Any]) -> str:
     remaining = {k: v for k, v in data.get("remaining", {}).items() if v}
     if outcome == "active":
         return f"{line} (action id {data.get('action_id')}); the activation was activated again since"
+    if outcome == "still_deactivating":  # what it started with was printed when --wait began
+        return (f"  still deactivating after {args.timeout:g}s; it goes on: follow it with "
+                f"`wfi state --workflow {name} --deployment {args.deployment}`")
     left = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in remaining.items()) or "nothing"
     line += f"\n  left to settle: {left}; deliveries are refused from now on"
-    if outcome == "still_deactivating":
-        return (f"{line}\n  still deactivating after {args.timeout:g}s; it goes on: follow it with "
-                f"`wfi state --workflow {name} --deployment {args.deployment}`")
     return line + ("" if args.wait else "\n  it completes once that is settled (wait for it with --wait)")

@@ -3,15 +3,19 @@
 One sub-command per action, each with exactly that action's flags, derived from the action models in
 `wf_initiation.wire` (`wfi operate set_cursor --help`). `--action-id` makes an action once-only, also
 across continue-as-new (without it the command makes one up, so a retry by the client is still
-applied once). Prints `ACTION: ok|refused: message`. Exit status: 0 applied; 1 refused by the
-activation (e.g. an unknown run key), no activation, no worker, Temporal unreachable; 2 unknown
-action or bad flag.
+applied once). Prints `ACTION: ok|refused: message`. A `backfill` or `decide_overflow` larger than one
+workflow task admits is worked off as a job: the command then shows its progress until it is done
+(or `--timeout`). Exit status: 0 applied; 1 refused by the activation (e.g. an unknown run key) or
+its job refused, no activation, no worker, Temporal unreachable; 2 unknown action or bad flag.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
+import time
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -19,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK
-from wf_initiation.cli._common import EXIT_USAGE, add_request_flags, emit, load, request
+from wf_initiation.cli._common import EXIT_USAGE, add_request_flags, load, progress, request
 from wf_initiation.wire import ACTIONS, OperatorRequest
 
 _COMMON = ("--workflow",)  # besides the request flags: accepted before or after the action
@@ -35,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True,
                                help=", ".join(_name(m) for m in ACTIONS) + " (ACTION --help: its flags)")
     for model in ACTIONS:
-        sub = actions.add_parser(_name(model), help=_doc(model), description=_doc(model))
+        sub = actions.add_parser(_name(model), help=_summary(model), description=_doc(model))
         for name, info in model.model_fields.items():
             if name != "action":
                 _add_flag(sub, name, info)
@@ -60,6 +64,12 @@ def _add_common(parser: argparse.ArgumentParser, *, after_action: bool = False) 
 
 def _name(model: type[BaseModel]) -> str:
     return model.model_fields["action"].default
+
+
+def _summary(model: type[BaseModel]) -> str:
+    """The action's first sentence in the style of a command list: lower case, no closing period."""
+    doc = _doc(model).split(". ")[0].rstrip(".")
+    return doc[:1].lower() + doc[1:]
 
 
 def _doc(model: type[BaseModel]) -> str:
@@ -103,10 +113,71 @@ def _operate(args: argparse.Namespace) -> int:
         print(f"wfi operate {args.action}: error: {where}: {problem['msg']}", file=sys.stderr)
         return EXIT_USAGE
     deployment = load(args.deployment)
+    started = time.monotonic()
 
-    async def apply(wfi: Any) -> Any:
-        return await wfi.operate(args.workflow, operator_request)
+    async def apply(wfi: Any) -> tuple[Any, dict[str, Any] | None]:
+        follow = args.action in JOB_ACTIONS
+        before = await _job_ids(wfi, args.workflow) if follow else set()
+        result = await wfi.operate(args.workflow, operator_request)
+        if not args.json:
+            print(_line(args.action, result), flush=True)
+        if not follow or not result.ok:
+            return result, None
+        left = args.timeout - (time.monotonic() - started) - 1.0  # the whole command stays within --timeout
+        return result, await _follow(wfi, args, before, left)
 
-    result = request(args, deployment, apply, workflow=args.workflow)
-    emit(result.model_dump(mode="json"), f"{args.action}: {'ok' if result.ok else 'refused'}: {result.message}", args.json)
-    return EXIT_OK if result.ok else EXIT_FAILED
+    result, job = request(args, deployment, apply, workflow=args.workflow)
+    if args.json:
+        print(json.dumps({**result.model_dump(mode="json"), **({"job": job} if job is not None else {})}, indent=2))
+    refused = not result.ok or (job is not None and job["status"] == "refused")
+    return EXIT_FAILED if refused else EXIT_OK
+
+
+def _line(action: str, result: Any) -> str:
+    return f"{action}: {'ok' if result.ok else 'refused'}: {result.message}"
+
+
+# Actions whose large ranges the activation works off over several workflow tasks, as a job.
+JOB_ACTIONS = ("backfill", "decide_overflow")
+FOLLOW_EVERY = 2.0  # seconds between two reads of a job's progress (the full state: up to ~1 MB)
+
+
+async def _job_ids(wfi: Any, workflow: str) -> set[str]:
+    return {job["job_id"] for job in _jobs(await wfi.state(workflow))}
+
+
+def _jobs(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [job for schedule in state.get("schedules", {}).values() for job in schedule.get("jobs", [])]
+
+
+async def _follow(wfi: Any, args: argparse.Namespace, before: set[str], seconds: float) -> dict[str, Any] | None:
+    """Show the progress of the job the action created (None when it created none: all admitted at
+    once) until it is done, refused, or ``seconds`` have passed."""
+    deadline, shown = time.monotonic() + seconds, ""
+    while True:
+        jobs = [job for job in _jobs(await wfi.state(args.workflow)) if job["job_id"] not in before]
+        if not jobs:
+            return None
+        job = jobs[0]
+        line = _job_line(job)
+        if line != shown:
+            progress(args, line)
+            shown = line
+        if job["status"] in ("done", "refused"):
+            return job
+        if time.monotonic() + FOLLOW_EVERY > deadline:
+            progress(args, f"  still {job['status']} after {args.timeout:g}s (--timeout); it goes on: follow it with "
+                           f"`wfi state --workflow {args.workflow} --deployment {args.deployment}` (schedules.{job['entry']}.jobs)")
+            return job
+        await asyncio.sleep(FOLLOW_EVERY)
+
+
+def _job_line(job: dict[str, Any]) -> str:
+    """``  backfill-12: admitting: 300 of 3,000 (10%): 300 admitted, 0 already had a run, 0 otherwise``."""
+    if job["status"] == "counting":
+        return f"  {job['job_id']}: counting the occurrences of {job['entry']} from {job['first']} to {job['last']}"
+    settled = job["admitted"] + job["duplicates"] + job["other"]
+    share = f" ({100 * settled // job['total']}%)" if job["total"] else ""
+    line = (f"  {job['job_id']}: {job['status']}: {settled:,} of {job['total']:,}{share}: {job['admitted']:,} admitted, "
+            f"{job['duplicates']:,} already had a run or a disposition, {job['other']:,} otherwise")
+    return line + (f"; {job['message']}" if job.get("message") and job["status"] in ("done", "refused") else "")

@@ -1,14 +1,14 @@
 """`wfi schedule preview WORKFILE [--entry NAME] [--from ISO-INSTANT] [--count N] [--json]`.
 
-Prints the next intended instants of a ``time.schedule`` trigger, computed by the same code the
-activation uses (``wf_initiation.core.schedule``), so DST days can be checked before activating: one line per
+Prints the next intended instants of a `time.schedule` trigger, computed by the same code the
+activation uses (`wf_initiation.core.schedule`), so DST days can be checked before activating: one line per
 instant with its local time (ISO-8601 with the zone's offset) and its UTC instant, under a header
 naming the zone and the tzdata version.
 
-``--json`` prints a JSON array of ``{"scheduled_at", "utc", "entry", "timezone", "tzdata_version"}``.
+`--json` prints a JSON array of `{"scheduled_at", "utc", "entry", "timezone", "tzdata_version"}`.
 
 Exit status: 0 ok (also when no occurrence follows); 1 invalid Workfile, no schedule entry, or a
-configuration that cannot be evaluated; 2 usage error (e.g. a bad ``--from``).
+configuration that cannot be evaluated; 2 usage error (e.g. a bad `--from`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    preview.add_argument("workfile", metavar="WORKFILE", type=pathlib.Path, help="the Workfile to read")
-    preview.add_argument("--entry", metavar="NAME", help="the trigger entry (its `as` name) when there are several")
+    preview.add_argument("workfile", metavar="WORKFILE", type=pathlib.Path, help="The Workfile to read.")
+    preview.add_argument("--entry", metavar="NAME", help="The trigger entry (its `as` name) when there are several.")
     preview.add_argument("--from", dest="from_", type=_instant, metavar="ISO-INSTANT",
-                         help="list instants strictly after this one (default: now), e.g. 2026-03-08T00:00:00Z")
-    preview.add_argument("--count", type=_positive, default=10, metavar="N", help="how many instants (default 10)")
-    preview.add_argument("--json", action="store_true", help="print a JSON array of occurrence objects")
+                         help="List instants strictly after this one (default: now), e.g. 2026-03-08T00:00:00Z.")
+    preview.add_argument("--count", type=_positive, default=10, metavar="N", help="How many instants (default: %(default)s).")
+    preview.add_argument("--json", action="store_true", help="Print a JSON array of occurrence objects.")
     preview.set_defaults(handler=run_preview)
 
 

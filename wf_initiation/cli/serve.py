@@ -21,9 +21,9 @@ GRACEFUL_MARGIN = 5.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve`` to ``wfi``."""
     p = subparsers.add_parser(
-        "serve", help="Serve the HTTP webhook ingress: POST /hooks/{workflow}/{entry} -> deliver.",
+        "serve", help="serve the HTTP webhook ingress: POST /hooks/{workflow}/{entry} -> deliver",
         description="Receive webhooks over HTTP, authenticate them and deliver them to their activations; the "
-        "HTTP status carries the durable disposition (docs/webhooks.md).",
+        "HTTP status carries the durable disposition (`wfi help webhooks`).",
     )
     from wf_initiation.cli._common import add_connection_flags, bind_port
 
@@ -49,7 +49,11 @@ def _serve(args: argparse.Namespace) -> int:
     _temporal.configure_logging()
     deployment = load(args.deployment)
     flags = connect_flags(args)
-    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(deployment.temporal, flags))
+    try:  # a codec that cannot be loaded is a problem of the command, not a reason to answer 503
+        _temporal.client_options(deployment, flags)
+    except _temporal.TemporalUnavailable as exc:
+        raise _user_error(str(exc)) from None
+    ingress = _build(deployment, strict=not args.lenient, connect=lambda: _temporal.connect(deployment, flags))
     return asyncio.run(_run(ingress, args))
 
 

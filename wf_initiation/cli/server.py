@@ -18,6 +18,7 @@ from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, con
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
 
+PROJECT_DEPLOYMENT = pathlib.Path("deployment.yaml")
 EXAMPLE_DEPLOYMENT = pathlib.Path("examples") / "deployment.yaml"
 # The repository's examples, found when wf_initiation runs from a source checkout (editable install).
 SOURCE_DEPLOYMENT = pathlib.Path(__file__).resolve().parents[2] / EXAMPLE_DEPLOYMENT
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "search attributes), then the wf-initiation worker; Ctrl-C stops both. With --address or "
         "TEMPORAL_ADDRESS it uses that Temporal instead and starts no server.",
     )
-    add_connection_flags(up, deployment_required=False)
+    add_connection_flags(up, deployment_required=False,
+                         deployment_default="./deployment.yaml, else examples/deployment.yaml")
     server = up.add_argument_group("embedded server")
     # start_local checks readiness on 127.0.0.1 whatever the server binds: no other interface.
     server.add_argument("--ip", default="127.0.0.1", choices=("127.0.0.1", "0.0.0.0", "localhost"),
@@ -70,7 +72,7 @@ async def _serve(
     _temporal.configure_logging()
     stop = stop or _stop_event()
     try:
-        client = await _temporal.connect(deployment.temporal, flags)
+        client = await _temporal.connect(deployment, flags)
         await _temporal.check_namespace(client)
     except _temporal.TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
@@ -127,12 +129,12 @@ async def _activate_all(client: Any, deployment: Deployment, specs: list[Any]) -
     failed = 0
     for spec in specs:
         try:
-            word, result = await within(activate_one(wfi, spec), DEFAULT_TIMEOUT)
+            result = await within(activate_one(wfi, spec), DEFAULT_TIMEOUT)
         except Exception as exc:  # one failing activation must not stop the worker serving the others
             failed += 1
             print(f"activation of {spec.workflow} failed: {_temporal.one_line(exc)}", file=sys.stderr, flush=True)
             continue
-        print(render_activation(spec.workflow, word, result), flush=True)
+        print(render_activation(result), flush=True)
     return failed
 
 
@@ -152,7 +154,7 @@ def _up(args: argparse.Namespace) -> int:
 async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: list[Any]) -> int:
     stop = _stop_event()  # Ctrl-C while the server starts: stop once it is up, do not leave it behind
     db_file = pathlib.Path(args.db_file).resolve()
-    namespace = args.namespace or deployment.temporal.namespace
+    namespace = args.namespace or os.environ.get("TEMPORAL_NAMESPACE") or deployment.temporal.namespace
     try:
         db_file.parent.mkdir(parents=True, exist_ok=True)
         server = await _temporal.start_dev_server(
@@ -168,7 +170,10 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
               f"log: {server.log_file})", flush=True)
         if stop.is_set():
             return EXIT_OK
-        flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace)
+        # The server it started, nothing else: no profile or TEMPORAL_* (an API key would turn TLS on).
+        flags = _temporal.ConnectFlags(address=f"{_temporal.dial_host(args.ip)}:{args.port}", namespace=namespace,
+                                       data_converter=args.data_converter, codec_endpoint=args.codec_endpoint,
+                                       codec_auth=args.codec_auth, environment=False)
         return await _serve(args, deployment, flags, specs=specs, server=server, stop=stop)
     finally:
         await server.stop()
@@ -176,15 +181,17 @@ async def _up_embedded(args: argparse.Namespace, deployment: Deployment, specs: 
 
 
 def _deployment_path(given: str | None) -> pathlib.Path:
-    """``--deployment``, else examples/deployment.yaml here or in the source checkout, else a UserError saying what to pass."""
+    """``--deployment``, else ./deployment.yaml (a project's), else examples/deployment.yaml here or in
+    the source checkout, else a UserError saying what to pass."""
     if given:
         return pathlib.Path(given)
-    for candidate in (EXAMPLE_DEPLOYMENT, SOURCE_DEPLOYMENT):
+    for candidate in (PROJECT_DEPLOYMENT, EXAMPLE_DEPLOYMENT, SOURCE_DEPLOYMENT):
         if candidate.is_file():
+            print(f"deployment: {candidate} (--deployment FILE to use another)", flush=True)
             return candidate
     raise UserError(
         "no deployment file: pass --deployment FILE (the Temporal target, the task queue your worker serves and "
-        "the Workfiles to activate; see docs/deployment.md). The smallest one is the line "
+        "the Workfiles to activate; see `wfi help deployment`). The smallest one is the line "
         "`temporal: {task_queue: wfi-activations}`"
     )
 

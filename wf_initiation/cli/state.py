@@ -53,6 +53,10 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
         f"{summary.get('runs_running', 0)}, pending {summary.get('runs_pending', 0)}, dedup ids "
         f"{summary.get('dedup_entries', 0)}, errors {sum(summary.get('error_counts', {}).values())}",
     ]
+    if summary.get("closed"):
+        closed = summary["closed"]
+        lines.append(f"  the activation workflow was {closed['status'].replace('_', ' ')} at {closed['at']} (run "
+                     f"{closed['run_id']}); it serves nothing until `wfi activate WORKFILE` starts it again")
     if summary.get("previous_activations"):
         lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
     for name, s in summary.get("schedules", {}).items():

@@ -1,18 +1,18 @@
 """`wfi validate WORKFILE... [--claims FILE_OR_LIST] [--deployment FILE] [--json]`.
 
-With ``--deployment``, each Workfile is also checked exactly as ``wfi activate`` would activate it
+With `--deployment`, each Workfile is also checked exactly as `wfi activate` would activate it
 with that deployment (its settings, inputs, overlay and connections, the evaluated configuration,
-the claimed capabilities unless ``--claims`` is given): what ``validate`` accepts, ``activate``
+the claimed capabilities unless `--claims` is given): what `validate` accepts, `activate`
 accepts. A deployment file that cannot be loaded makes every file invalid.
 
-Exit status: 0 every file valid (and supported, when ``--claims`` is given); 1 any file invalid;
+Exit status: 0 every file valid (and supported, when `--claims` is given); 1 any file invalid;
 3 some file unsupported and none invalid; 2 usage error (including an unreadable claims value, and
-no Workfile among the files). A deployment file among them (so ``wfi validate examples/*.yaml``
-works) is not a Workfile: it is reported as ``skipped`` and counts for nothing.
+no Workfile among the files). A deployment file among them (so `wfi validate examples/*.yaml`
+works) is not a Workfile: it is reported as `skipped` and counts for nothing.
 
-``--json`` always prints one JSON array with one object per file, in argument order:
-``{"file", "status", "workflow", "required_capabilities", "diagnostics": [{"code", "message",
-"entry", "path", "line", "capability"}]}``; ``status`` is valid, invalid, unsupported or skipped.
+`--json` always prints one JSON array with one object per file, in argument order:
+`{"file", "status", "workflow", "required_capabilities", "diagnostics": [{"code", "message",
+"entry", "path", "line", "capability"}]}`; `status` is valid, invalid, unsupported or skipped.
 """
 
 from __future__ import annotations
@@ -38,20 +38,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workfiles", nargs="+", metavar="WORKFILE", type=pathlib.Path, help="Workfile(s) to validate")
+    parser.add_argument("workfiles", nargs="+", metavar="WORKFILE", type=pathlib.Path, help="The Workfiles to validate.")
     parser.add_argument(
         "--claims",
         type=_claims,
         metavar="FILE_OR_LIST",
-        help="capabilities the target deployment claims: a claims file (as written by "
-        "`wfi conformance run`, or one capability per line) or a comma-separated list",
+        help="Capabilities the target deployment claims: a claims file (as written by "
+        "`wfi conformance run`, or one capability per line) or a comma-separated list.",
     )
     parser.add_argument(
         "--deployment",
         metavar="FILE",
-        help="also check each Workfile as `wfi activate --deployment FILE` would activate it",
+        help="Also check each Workfile as `wfi activate --deployment FILE` would activate it.",
     )
-    parser.add_argument("--json", action="store_true", help="print a JSON array with one object per file")
+    parser.add_argument("--json", action="store_true", help="Print a JSON array with one object per file.")
     parser.set_defaults(handler=run)
 
 

@@ -3,9 +3,9 @@
 Example (YAML)::
 
     temporal:
-      address: localhost:7233        # default: $TEMPORAL_ADDRESS, else localhost:7233
-      namespace: default
-      profile: null                  # SDK environment-config profile (TLS, API key)
+      address: localhost:7233        # the default: --address, $TEMPORAL_ADDRESS and a profile win over it
+      namespace: default             # likewise --namespace, $TEMPORAL_NAMESPACE, a profile
+      profile: null                  # the config file's profile (TLS, API key) unless --profile / $TEMPORAL_PROFILE
       task_queue: wfi-activations    # where activation workflows and their activities run
     capabilities: [wf.external-event-initiation, wf.scheduled-initiation, wf.polling-initiation]
     defaults:
@@ -25,8 +25,8 @@ directory of the deployment file.
 
 from __future__ import annotations
 
-import os
 import pathlib
+import re
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -120,20 +120,47 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DATA_CONVERTER_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+CODEC_ENDPOINT_URL = re.compile(r"^https?://[^\s/]+")
+
 DEFAULT_TASK_QUEUE = "wfi-activations"
 """Where activation workflows and their activities run unless a deployment says otherwise."""
 
 
 class TemporalTarget(_Strict):
-    address: str | None = Field(default=None, description="host:port; default $TEMPORAL_ADDRESS or localhost:7233.")
-    namespace: str = "default"
-    profile: str | None = Field(default=None, description="Temporal SDK environment-config profile (TLS, API key).")
+    address: str | None = Field(default=None, description="host:port, when no flag, TEMPORAL_ADDRESS or profile says; "
+                                "else localhost:7233.")
+    namespace: str = Field(default="default", description="When no flag, TEMPORAL_NAMESPACE or profile says.")
+    profile: str | None = Field(default=None, description="The Temporal config file's profile (TLS, API key) when "
+                                "neither --profile nor TEMPORAL_PROFILE names one.")
     task_queue: str = Field(default=DEFAULT_TASK_QUEUE, description="Task queue of activation workflows.")
+    data_converter: str | None = Field(
+        default=None, description="The team's data converter, MODULE:ATTR naming a temporalio DataConverter or "
+        "PayloadCodec (or a class or function making one): every client wf-initiation builds uses it.")
+    codec_endpoint: str | None = Field(
+        default=None, description="A codec server's URL (as `temporal --codec-endpoint`), instead of data_converter.")
 
     _names = field_validator("namespace", "task_queue")(_temporal_name)
 
-    def resolved_address(self) -> str:
-        return self.address or os.environ.get("TEMPORAL_ADDRESS") or "localhost:7233"
+    @field_validator("data_converter")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not DATA_CONVERTER_REFERENCE.match(value):
+            raise ValueError(f"{value!r} is not MODULE:ATTR, e.g. myteam.codec:data_converter")
+        return value
+
+    @field_validator("codec_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not CODEC_ENDPOINT_URL.match(value):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL, e.g. https://codec.example.com")
+        return value
+
+    @model_validator(mode="after")
+    def _one_codec(self) -> "TemporalTarget":
+        if self.data_converter and self.codec_endpoint:
+            raise ValueError("give data_converter or codec_endpoint, not both: one codec encodes every payload")
+        return self
 
 
 class MissedPolicy(_Strict):

@@ -147,7 +147,7 @@ class Ingress:
         if self._client is None:
             async with self._connect_lock:
                 if self._client is None:
-                    connect = self._connect or (lambda: _temporal.connect(self.deployment.temporal))
+                    connect = self._connect or (lambda: _temporal.connect(self.deployment))
                     self._client = await connect()
         return self._client
 

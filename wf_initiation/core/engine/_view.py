@@ -32,6 +32,9 @@ DETAIL_LEVELS = (5, 3, 1, 0)  # dispositions per entry, tried in turn until the 
 MAX_OCCURRENCES = 3  # recent occurrences shown per schedule entry
 MAX_ERROR_GROUPS = 4  # recent errors, grouped by kind and entry
 
+# A reference to the specification's clauses, "(EXT-3, EXT-4)" or "(BATCH-1..7)": the page is read by
+# operators, who have no use for them (the messages keep them for `wfi state` and the logs).
+_CLAUSES = re.compile(r"\s*\((?:(?:INIT|BATCH|SCHED|EXT|POLL|CAP|TRIG|COMP)-\d+(?:\.\.\d+)?(?:,\s*)?)+\)")
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^:/@\s]*):[^@\s/]+@")
 _SECRET_KEY = re.compile(r"pass|secret|token|key|credential|auth|dsn|conninfo|connection_string", re.I)
 _REASONS = {
@@ -74,11 +77,13 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS) -> str:
+def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS, *, prose: bool = False) -> str:
     """One line, redacted, at most ``limit`` characters, safe inside a markdown code span.
 
-    A long text keeps its start and its end (where an error usually says what went wrong)."""
-    one = " ".join(redact(str(text), secrets).split())
+    A long text keeps its start and its end (where an error usually says what went wrong). A
+    ``prose`` text (a message, not an identifier) loses its references to spec clauses."""
+    text = _CLAUSES.sub("", str(text)) if prose else str(text)
+    one = " ".join(redact(text, secrets).split())
     if "`" in one:
         one = one.replace("`", "'")
     if len(one) <= limit:
@@ -93,6 +98,7 @@ def view_secrets(engine: Any) -> list[str]:
 
 # ---------------------------------------------------------------------------- formatting
 def utc(moment: datetime | None) -> str:
+    """``2026-12-01 21:08:55Z``: the instant in UTC, to the second, with its zone."""
     if moment is None:
         return "—"
     return moment.astimezone(timezone.utc).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
@@ -117,7 +123,7 @@ def markdown(engine: Any, status: str, max_bytes: int = MAX_BYTES, notes: Iterab
     """The Current Details page of an activation; at most ``max_bytes`` UTF-8 bytes.
 
     ``notes`` are paragraphs shown right under the heading (e.g. the deactivation's progress)."""
-    view = _View(engine, status, [redact(n, view_secrets(engine)) for n in notes])
+    view = _View(engine, status, [_CLAUSES.sub("", redact(n, view_secrets(engine))) for n in notes])
     for level in DETAIL_LEVELS:
         text = view.render(level)
         if len(text.encode()) <= max_bytes:
@@ -181,7 +187,7 @@ class _View:
         for name, p in self.state.polls.items():
             if p.held is not None:
                 items.append(
-                    f"- poll `{name}` holds an invalid item since {utc(p.held.since)}: `{clip(p.held.reason, self.secrets)}`  \n"
+                    f"- poll `{name}` holds an invalid item since {utc(p.held.since)}: `{clip(p.held.reason, self.secrets, prose=True)}`  \n"
                     f"  resolve: {operate(wf, 'release_held', '--entry', name, '--choice', 'quarantine')} (or `--choice retry` once the source is fixed)")
         for name, s in self.state.schedules.items():
             zone = self._zone(name)
@@ -193,7 +199,8 @@ class _View:
                         f"(or `--choice skip`, or `--choice admit_first --count N`)")
         for batch in _pending_batches(self.engine):
             items.append(
-                f"- closed batch of `{batch['entry']}` ({batch['events']} events) waits: {batch['waiting_for'] or 'admission'}  \n"
+                f"- closed batch of `{batch['entry']}` ({batch['events']} events) waits: "
+                f"{clip(batch['waiting_for'], (), 100, prose=True) if batch['waiting_for'] else 'admission'}  \n"
                 f"  resolve: {operate(wf, 'admit_pending', '--run-key', batch['run_key'])} (or `drop_pending`)")
         paused = [n for n, s in [*self.state.schedules.items(), *self.state.polls.items()] if getattr(s, "paused", False)]
         if paused:
@@ -239,7 +246,7 @@ class _View:
         if s.paused:
             lines.append(f"**paused** since {utc(s.paused_at)}")
         elif not s.active:
-            lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets)}")
+            lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets, prose=True)}")
         else:
             lines.append(f"next **{local(s.next_instant, zone)}** ({utc(s.next_instant)})")
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
@@ -260,7 +267,7 @@ class _View:
         state = "**paused**" if p.paused else ("held" if p.held else f"next {utc(p.next_poll_at)}")
         lines = [f"cursor {cursor} · last success {utc(p.last_success_at)} · {state} · items {p.items_seen}"]
         if p.failures:
-            lines.append(f"**failing** ({p.failures} in a row): `{clip(p.last_error or 'unknown error', self.secrets)}`")
+            lines.append(f"**failing** ({p.failures} in a row): `{clip(p.last_error or 'unknown error', self.secrets, prose=True)}`")
         return lines
 
     def _recent_by_entry(self, per_entry: int) -> dict[str, list[str]]:
@@ -289,10 +296,10 @@ class _View:
 
     def _event(self, r: EventRecord) -> str:
         ident = "" if r.delivery_id.startswith("@") else f"`{clip(r.delivery_id, self.secrets, 40)}` "
-        when = utc(r.accepted_at)[11:19]
+        when = utc(r.accepted_at)  # a date and its zone: a time alone is ambiguous to an operator elsewhere
         reason = _REASONS.get(r.disposition)
         if r.detail and r.detail != "retired":
-            reason = f"`{clip(r.detail, self.secrets, 100)}`"
+            reason = f"`{clip(r.detail, self.secrets, 100, prose=True)}`"
         elif r.run_key:
             reason = self._run_state(r.run_key)
         return f"{when} {ident}**{r.disposition.value}**" + (f" — {reason}" if reason else "")
@@ -300,12 +307,12 @@ class _View:
     def _run_state(self, run_key: str) -> str:
         run = self.state.runs.get(run_key)
         if run is not None:
-            return f"run {run.status}" + (f" ({run.waiting_for})" if run.waiting_for else "")
+            return f"run {run.status}" + (f" ({clip(run.waiting_for, (), 100, prose=True)})" if run.waiting_for else "")
         return f"run {self.ended.get(run_key, 'ended')}"
 
     def _error_disposition(self, e: ErrorRecord) -> str:
         ident = f"`{clip(e.delivery_id, self.secrets, 40)}` " if e.delivery_id else ""
-        return f"{utc(e.at)[11:19]} {ident}**{e.kind}** — `{clip(e.message, self.secrets, 100)}`"
+        return f"{utc(e.at)} {ident}**{e.kind}** — `{clip(e.message, self.secrets, 100, prose=True)}`"
 
     # -------------------------------------------------------------- errors
     def _errors(self, detail: int) -> list[str]:
@@ -328,7 +335,7 @@ class _View:
             entries = list(dict.fromkeys(e.entry for e in found if e.entry))
             where = " on " + ", ".join(f"`{n}`" for n in entries[:3]) + (" …" if len(entries) > 3 else "") if entries else ""
             times = f" ×{len(found)} recently" if len(found) > 1 else ""
-            lines.append(f"- **{kind}**{times}{where}, latest {utc(latest.at)}: `{clip(latest.message, self.secrets)}`")
+            lines.append(f"- **{kind}**{times}{where}, latest {utc(latest.at)}: `{clip(latest.message, self.secrets, prose=True)}`")
         if len(groups) > MAX_ERROR_GROUPS:
             lines.append(f"- … {len(groups) - MAX_ERROR_GROUPS} more kinds: query `state` (field `errors`)")
         return lines
