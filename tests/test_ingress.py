@@ -179,7 +179,7 @@ async def test_in_flight_pressure_is_answered_429_or_503_with_retry_after_and_a_
     name = unique("pressure")
     deployment = deployment_with(
         tmp_path, {name: SKIPPING.format(name=name)}, task_queue=task_queue,
-        ingress={"default_auth": {"scheme": "none"}, "updates_per_workflow": 1, "max_waiting": 1,
+        ingress={"default_auth": {"scheme": "none"}, "group_deliveries": False, "updates_per_workflow": 1, "max_waiting": 1,
                  "queue_timeout": "1s", "delivery_timeout": "60s", "retry_after": 3},
     )
     wfi = WfiClient(dev_env.client, task_queue=task_queue)

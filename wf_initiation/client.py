@@ -49,6 +49,7 @@ from wf_initiation._delivery import (
     is_transport_error, query_failure_type, retryable, update_id_for,
 )
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._temporal import TemporalUnavailable, is_namespace_not_found
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -160,15 +161,25 @@ class WfiClient:
         max_attempts: How often a transient failure is retried before it is raised.
         update_timeout: How long one update call waits for the server before it is retried with the
             same id (an update only admitted when the server restarted is lost).
+        group_deliveries: Send concurrent :meth:`deliver` calls to one activation together, as
+            ``deliver_many`` updates (``wf_initiation/_grouping.py``): many more deliveries per second
+            from many concurrent callers (a webhook bridge); each caller still gets its own result,
+            once durable. A retry of a grouped delivery is answered ``duplicate`` rather than with its
+            first answer. Calls with an explicit ``update_id`` are never grouped.
+        group_window: How long a delivery waits for others when no update of its activation is in flight.
+        groups_in_flight: Grouped updates out at once per activation.
     """
 
     def __init__(
         self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE, max_attempts: int = 60,
-        update_timeout: timedelta = timedelta(seconds=20),
+        update_timeout: timedelta = timedelta(seconds=20), group_deliveries: bool = False,
+        group_window: timedelta = timedelta(milliseconds=2), groups_in_flight: int = 2,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.max_attempts = max_attempts
+        self._groups = DeliveryGroups(self._send_grouped, self._send_alone, window=group_window.total_seconds(),
+                                      in_flight=groups_in_flight) if group_deliveries else None
         # An update only admitted when the server restarted is lost: the caller must time out and
         # retry with the same update id.
         self.update_timeout = update_timeout
@@ -306,9 +317,11 @@ class WfiClient:
             TemporalUnavailable: the client's codec does not match the activation's history.
             RPCError: no activation of ``workflow`` runs (``NOT_FOUND``), or Temporal refused the call.
         """
-        check_size(payload)
-        uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
+        size = check_size(payload)
         await self._check_codec(workflow)
+        if self._groups is not None and update_id is None:
+            return await self._groups.deliver(workflow, DeliveryRequest(entry=entry, payload=payload), size)
+        uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         handle = self.handle(workflow)
         # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
         # method's parameter type is RawValue while a client sends the request model.
@@ -333,15 +346,28 @@ class WfiClient:
             TemporalUnavailable: the client's codec does not match the activation's history.
         """
         out: list[DeliveryResult] = []
-        handle = self.handle(workflow)
         chunks = bulk_chunks(deliveries)
         await self._check_codec(workflow)
         for chunk in chunks:
-            uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-            send = functools.partial(handle.execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
-                                     rpc_timeout=self.update_timeout)
-            out.extend(await self._retry(send))
+            out.extend(await self._send_group(workflow, chunk))
         return out
+
+    async def _send_group(self, workflow: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
+        """One ``deliver_many`` update; by default its id binds its content, so a retry is answered by the first."""
+        uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
+        send = functools.partial(self.handle(workflow).execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
+                                 rpc_timeout=self.update_timeout)
+        return await self._retry(send)
+
+    async def _send_grouped(self, workflow: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
+        """A group of separate callers' deliveries: an update id of its own (its retries reuse it), so a
+        delivery sent again later is judged again (``duplicate``), as sent alone by a new caller would be."""
+        return await self._send_group(workflow, chunk, uid=f"group-{uuid.uuid4().hex}")
+
+    async def _send_alone(self, workflow: str, request: DeliveryRequest) -> DeliveryResult:
+        uid = f"group-{uuid.uuid4().hex}"
+        return await self._retry(lambda: self.handle(workflow).execute_update(
+            ActivationWorkflow.deliver, request, id=uid, rpc_timeout=self.update_timeout))  # type: ignore[arg-type]
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Deliver one event by signal: durable when this returns, with no disposition (read it with

@@ -32,6 +32,7 @@ from wf_initiation import _temporal
 from wf_initiation.client import DeliveryRefused, DeliveryTooLarge, WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
+from wf_initiation.core.limits import MAX_BULK
 
 from . import _auth, _payload
 from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
@@ -154,7 +155,9 @@ class Ingress:
     def _wfi(self, client: Any) -> WfiClient:
         if self._wfi_client is None or self._wfi_client.client is not client:
             self._wfi_client = WfiClient(client, task_queue=self.deployment.temporal.task_queue,
-                                         update_timeout=self.config.delivery_timeout)
+                                         update_timeout=self.config.delivery_timeout,
+                                         group_deliveries=self.config.group_deliveries,
+                                         group_window=self.config.group_window, groups_in_flight=self.config.groups_in_flight)
         return self._wfi_client
 
     # ------------------------------------------------------------------ delivery routes
@@ -292,7 +295,7 @@ class Ingress:
     async def _deliver(self, route: Route, payload: Any, update_id: str) -> Response:
         gate = self._gates.get(route.workflow)
         if gate is None:
-            gate = self._gates[route.workflow] = Gate(self.config.updates_per_workflow, self.config.max_waiting)
+            gate = self._gates[route.workflow] = Gate(self._slots(), self.config.max_waiting)
         try:
             await gate.enter(self.config.queue_timeout.total_seconds(), self.metrics.waiting.labels(route.workflow))
         except Pressure as exc:
@@ -308,13 +311,20 @@ class Ingress:
         self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
         return disposition_response(route, result, self.config.retry_after, self.config.deferred_retry_after)
 
+    def _slots(self) -> int:
+        """Deliveries in flight per workflow: one an update, or, grouped, up to 500 an update."""
+        config = self.config
+        return max(config.updates_per_workflow, config.groups_in_flight * MAX_BULK) if config.group_deliveries \
+            else config.updates_per_workflow
+
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
         retry = self.config.retry_after
         timeout = self.config.delivery_timeout.total_seconds()
         try:
             wfi = self._wfi(await self.client())
             async with asyncio.timeout(timeout):  # WfiClient ends its call on cancellation
-                return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=update_id)
+                grouped = self.config.group_deliveries  # a group's update id binds its members' content
+                return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=None if grouped else update_id)
         except DeliveryTooLarge as exc:
             return error(413, "payload_too_large", str(exc))
         except DeliveryRefused as exc:  # what the sender sent cannot be a payload: the same on every retry

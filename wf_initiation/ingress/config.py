@@ -144,6 +144,17 @@ class IngressConfig(_Strict):
     max_waiting: int = Field(
         default=256, ge=0, description="Requests waiting for a slot, per workflow; one more is answered 429.",
     )
+    group_deliveries: bool = Field(
+        default=True, description="Send concurrent requests to one workflow together, as deliver_many updates (each "
+        "request still answered with its own durable disposition): many more deliveries a second into one "
+        "activation. Then up to groups_in_flight x 500 requests per workflow are in flight (updates_per_workflow "
+        "bounds requests sent one update each when this is false).",
+    )
+    group_window: timedelta = Field(
+        default=timedelta(milliseconds=2), description="How long a request waits for others when no update of its "
+        "workflow is in flight (when one is, the next update goes as soon as one returns).",
+    )
+    groups_in_flight: int = Field(default=2, ge=1, le=8, description="Grouped updates in flight per workflow.")
     queue_timeout: timedelta = Field(default=timedelta(seconds=10), description="Longest wait for a slot; then 503.")
     delivery_timeout: timedelta = Field(
         default=timedelta(seconds=30), description="Longest wait for the durable disposition; then 503 (retry is safe).",
@@ -174,7 +185,7 @@ class IngressConfig(_Strict):
     )
 
     _d = field_validator("queue_timeout", "delivery_timeout", "header_timeout", "body_timeout", "keep_alive_timeout",
-                         mode="before")(_duration)
+                         "group_window", mode="before")(_duration)
 
     @field_validator("header_timeout", "body_timeout", "keep_alive_timeout")
     @classmethod
