@@ -13,7 +13,9 @@ ingress builds), in ``--rounds`` rounds (default 2) in A-B-B-A order, and measur
 the p50/p99 of each acknowledgement. Kinds: ``suppressed`` (``when`` is false: the update path, no
 run) and ``accepted`` (each starts a run; runs are drained between phases).
 
-Targets (ingress / direct): throughput >= 0.9x; p50 <= 1.2x direct + 5 ms. Prints the table and
+Targets (ingress / direct): throughput >= 2x at 16 and 64 clients (the ingress groups concurrent
+deliveries into ``deliver_many`` updates), >= 0.9x for one client; p50 <= 1.2x direct + the grouping
+window (2 ms). Prints the table and
 writes ``bench/results/ingress.json``. The server admits 100 updates in flight per workflow and the
 ingress uses up to 64 (see ``RAISED_LIMIT``); ``--server-defaults`` runs at 10 and 8 instead.
 """
@@ -51,6 +53,7 @@ CONCURRENCY = (1, 16, 64)
 # its callers below the limit; the comparison would measure that, not the ingress's own cost.
 RAISED_LIMIT = "history.maxInFlightUpdates=100"
 TOKEN = "bench-" + uuid.uuid4().hex
+GROUP_WINDOW_MS = 2.0  # ingress.group_window's default
 WORKFILE = """
 name: {name}
 on:
@@ -210,13 +213,17 @@ def compare(kind: str, c: int, n: int, results: dict[str, tuple[float, list[floa
     (rate_d, lat_d), (rate_h, lat_h) = results["direct"], results["http"]
     p50_d, p50_h = percentile(lat_d, 0.5) * 1000, percentile(lat_h, 0.5) * 1000
     p99_d, p99_h = percentile(lat_d, 0.99) * 1000, percentile(lat_h, 0.99) * 1000
-    note = f"{n} distinct deliveries, {kind}; bare = WfiClient.deliver directly"
+    note = f"{n} distinct deliveries, {kind}; bare = WfiClient.deliver directly, one update each"
+    # Issue 19: many concurrent clients are grouped into deliver_many updates (ingress.group_deliveries):
+    # at 16 and 64 clients the ingress must take twice what one update per delivery takes; alone, 0.9x.
+    wanted = 2.0 if c >= 16 else 0.9
     return [
         Figure(metric=f"{kind} deliveries/s, {c} client(s)", unit="/s", ours=rate_h, bare=rate_d,
-               target=Target(op=">=", value=0.9), note=note),
+               target=Target(op=">=", value=wanted), note=note),
         Figure(metric=f"{kind} ack p50, {c} client(s)", unit="ms", ours=p50_h, bare=p50_d, note=note),
-        Figure(metric=f"{kind} ack p50 - (1.2 x direct p50), {c} client(s)", unit="ms", ours=p50_h - 1.2 * p50_d,
-               target=Target(op="<=", value=5, on="ours"), note="target: p50 <= 1.2x direct + 5 ms"),
+        Figure(metric=f"{kind} ack p50 - (1.2 x direct p50 + window), {c} client(s)", unit="ms",
+               ours=p50_h - 1.2 * p50_d - GROUP_WINDOW_MS, target=Target(op="<=", value=0, on="ours"),
+               note=f"target: p50 <= 1.2x direct + the grouping window ({GROUP_WINDOW_MS:g} ms)"),
         Figure(metric=f"{kind} ack p99, {c} client(s)", unit="ms", ours=p99_h, bare=p99_d, note=note),
         Figure(metric=f"{kind} HTTP answers not 2xx, {c} client(s)", unit="", ours=failed,
                target=Target(op="<=", value=0, on="ours")),

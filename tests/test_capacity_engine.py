@@ -109,3 +109,14 @@ def test_capacity_is_what_continue_as_new_can_carry_with_a_margin() -> None:
     from wf_initiation.core.limits import MAX_CARRIED_STATE_BYTES
 
     assert CAPACITY_BYTES < MAX_CARRIED_STATE_BYTES
+
+
+def test_the_operator_page_shows_the_fill_past_the_warning_and_signals_not_run(tmp_path: pathlib.Path, small: None) -> None:
+    e = engine(tmp_path)
+    assert "capacity" not in e.markdown()
+    fill(e, 1200)
+    page = e.markdown()
+    assert "**capacity" in page and "new ids are deferred" in page
+    assert "signalled deliveries deferred" not in page
+    e.take_signal(None, hook("late-signal"), T0, may_wait=False)
+    assert "1 signalled deliveries deferred and not run" in e.markdown()

@@ -86,7 +86,7 @@ def defer_reason(engine: "Runs", size: int) -> str | None:
 
 
 def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any, *,
-             signalled: bool = False) -> DeliveryResult:
+             signalled: bool = False, quiet: bool = False) -> DeliveryResult:
     """Record a deferred event: nothing consumed, no run; the sender delivers it again later.
 
     A signalled one is recorded apart (``deferred_signal``): its sender was told it is durable and
@@ -99,7 +99,7 @@ def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: 
                             f"and not run ({reason}); its sender was told it is durable: deliver it again "
                             "(by update or HTTP, which answer deferred while the activation is under pressure)",
                             entry.name, kept)
-    else:
+    elif not quiet:
         engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
     return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
                           message=clip(reason), activation_id=engine.spec.activation_id)
@@ -143,6 +143,7 @@ def capacity_reason(engine: "Runs", size: int, now: Any) -> str | None:
     _warn(engine, estimate, now)
     needed = estimate + BYTES_PER_LIVE_RECORD + size
     if needed <= CAPACITY_BYTES:
+        engine.state.capacity_full = False
         return None
     if engine.spec.policies.at_capacity == "shed_oldest":
         # Make room for this event and 1% of capacity more, so shedding happens in steps, not per event.
@@ -158,6 +159,11 @@ def capacity_reason(engine: "Runs", size: int, now: Any) -> str | None:
     ids = len(engine.state.events) + len(engine.retired)
     expiry = engine.next_expiry()
     when = f", the next at {expiry.isoformat()}" if expiry else ""
+    if not engine.state.capacity_full:
+        engine.state.capacity_full = True
+        engine.record_error(now, "capacity_reached", f"the activation is at capacity with {ids} delivery ids kept for "
+                            f"deduplication: deliveries of new ids are deferred (counted in counters.deferred) until "
+                            f"retained ids are let go as their retention ends{when}")
     return (f"the activation is at capacity: it carries {ids} delivery ids kept for deduplication and "
             f"{held_bytes(engine)} bytes of payloads held for runs not started ({estimate} of {CAPACITY_BYTES} bytes); "
             f"ids are let go as their retention ({engine.spec.policies.dedup_retention}) ends{when}: deliver it again "

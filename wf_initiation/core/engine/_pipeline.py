@@ -126,13 +126,16 @@ class Pipeline(Runs):
         existing = self.lookup(key)
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
-        deferred = intake.defer_new or _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours
+        full = intake.defer_new is None and _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours
+        deferred = intake.defer_new or full or None
         if deferred is None:
             deferred = _intake.defer_reason(self, size)
             if deferred is not None and intake.may_wait and self.carry_blocked is None:
                 return None  # held payloads: room comes as runs start; the shell keeps the event waiting
         if deferred is not None:
-            return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled)
+            # At capacity every new id is deferred for hours: counted, not each recorded (one
+            # capacity_reached error says so), so the error list keeps what else happened.
+            return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full))
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
                               run_key=outcome.run_key, message=outcome.detail, activation_id=self.spec.activation_id)

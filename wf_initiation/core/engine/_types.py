@@ -293,6 +293,7 @@ class EngineState(_M):
     compact_events: bytes = Field(default=b"", description="Released dedup entries, packed (see _codec).")
     deactivation: Deactivation | None = Field(default=None, description="Set by `deactivate`; cleared by a re-activation.")
     capacity_warned: bool = Field(default=False, description="Past the capacity warning level (core.limits.CAPACITY_WARNING).")
+    capacity_full: bool = Field(default=False, description="At capacity: new ids are deferred (recorded once).")
     shed_through: datetime | None = Field(
         default=None, description="Dedup entries released up to this instant were shed early (at_capacity: shed_oldest): "
         "a redelivery of one of them was taken as new.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import CAPACITY_WARNING
 from . import _batch, _deactivate, _intake, _view
 from ._engine import Core
 from ._keys import event_key
@@ -109,8 +110,18 @@ def markdown(engine: Core) -> str:
         s = short(engine)
         notes.append(_deactivation_line(s["deactivation"], s))
     faults = engine.state.counters.get("start_faults", 0)
-    if faults:  # runs that could never be started (issue 11): an operator should look
+    if faults:  # runs that could never be started: an operator should look
         notes.append(f"**start faults {faults}**: runs that could not be started; see `wfi state` (errors)")
+    lost = engine.state.counters.get("deferred_signals", 0)
+    if lost:  # their senders were told they are durable: nobody else will deliver them again
+        notes.append(f"**{lost} signalled deliveries deferred and not run**: their senders must deliver them again; "
+                     "their entries and ids: `wfi state` (errors of kind deferred_signal)")
+    fill = _intake.capacity_fill(engine)
+    if fill >= CAPACITY_WARNING:
+        policy = engine.spec.policies.at_capacity
+        notes.append(f"**capacity {fill:.0%}**: what this activation carries (delivery ids kept for deduplication, "
+                     f"payloads held) is near its limit; at 100% new ids are "
+                     f"{'shed, oldest first' if policy == 'shed_oldest' else 'deferred'} (`wfi help limits`, capacity)")
     return _view.markdown(engine, status(engine), notes=notes)
 
 
