@@ -173,6 +173,7 @@ async def test_dispositions_and_latencies_are_counted_once_each_despite_replays(
         starts = [p for p in telemetry.points("wfi.run.start_latency") if p.attributes["wfi.workflow"] == name]
         assert sum(p.count for p in starts) == 5
         assert telemetry.gauge("wfi.dedup.size", name) == 6  # 5 accepted + 1 suppressed
+        assert 0 < telemetry.gauge("wfi.capacity.fill_percent", name) < 80
     await assert_eventually(counted, timeout=60)
 
 

@@ -85,7 +85,9 @@ class WfiTelemetry:
     def _wf_gauges(self, workflow: str, values: dict[str, int]) -> None:
         if self.metrics is not None:
             for name, value in values.items():
-                self.metrics.gauges[name].set(value, {"wfi.workflow": workflow})
+                gauge = self.metrics.gauges.get(name)  # a gauge of a newer build than this host's: skipped
+                if gauge is not None:
+                    gauge.set(value, {"wfi.workflow": workflow})
 
     # -------------------------------------------------------------- from activities and the client
     @contextmanager
@@ -148,6 +150,8 @@ class _Instruments:
         self.poll_failures = meter.create_counter("wfi.poll.failures", unit="{failure}", description="Failed polls")
         self.gauges = {
             name: meter.create_gauge(name, unit=unit, description=text) for name, unit, text in (
+                ("wfi.capacity.fill_percent", "%", "What the activation carries against its capacity; new ids are "
+                 "deferred or shed at 100 (docs/limits.md, capacity)"),
                 ("wfi.dedup.size", "{id}", "Delivery identities retained for dedup (live and compact)"),
                 ("wfi.runs.pending", "{run}", "Admitted runs not started: behind a queue key, overlap or concurrency"),
                 ("wfi.runs.in_flight", "{run}", "Runs starting or running"),
