@@ -50,6 +50,8 @@ from wf_initiation._delivery import (
 )
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
 from wf_initiation._grouping import DeliveryGroups
+from wf_initiation._shards import RoutingCache, combined_deactivation, combined_summary
+from wf_initiation.core.sharding import shard_of
 from wf_initiation._temporal import TemporalUnavailable, is_namespace_not_found
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -59,8 +61,8 @@ from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_d
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.wire import (
-    ACTIVATE_UPDATE, REBINDING, STALE_ACTIVATION, DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest,
-    OperatorAction, OperatorRequest, OperatorResult, as_action, workflow_id_for,
+    ACTIVATE_UPDATE, REBINDING, ROUTING_QUERY, STALE_ACTIVATION, DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest,
+    OperatorAction, OperatorRequest, OperatorResult, as_action, shard_workflow_id, workflow_id_for,
 )
 from wf_initiation.workflows.activation import ActivationWorkflow
 
@@ -180,6 +182,7 @@ class WfiClient:
         self.max_attempts = max_attempts
         self._groups = DeliveryGroups(self._send_grouped, self._send_alone, window=group_window.total_seconds(),
                                       in_flight=groups_in_flight) if group_deliveries else None
+        self._routing = RoutingCache(self._ask_routing)
         # An update only admitted when the server restarted is lost: the caller must time out and
         # retry with the same update id.
         self.update_timeout = update_timeout
@@ -220,7 +223,7 @@ class WfiClient:
         loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
         return cls(await _temporal.connect(loaded), task_queue=loaded.temporal.task_queue, **options)
 
-    def handle(self, workflow: str) -> WorkflowHandle[Any, Any]:
+    def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]:
         """The Temporal handle of the activation workflow ``wfi-activation:<workflow>``.
 
         Args:
@@ -229,7 +232,14 @@ class WfiClient:
         Returns:
             A handle of its latest run, typed with the activation workflow.
         """
-        return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
+        return self.client.get_workflow_handle_for(ActivationWorkflow.run, shard_workflow_id(workflow, shard))
+
+    async def _ask_routing(self, workflow: str) -> dict[str, Any]:
+        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict))
+
+    async def shards(self, workflow: str) -> int:
+        """How many activation workflows ``workflow``'s activation spans (its deployment's ``scale.shards``)."""
+        return (await self._routing.get(workflow)).shards
 
     async def activate(self, spec: ActivationSpec) -> Activation:
         """Start the activation of ``spec``, or rebind it when its binding changed; idempotent (INIT-4).
@@ -249,11 +259,23 @@ class WfiClient:
             WorkflowUpdateFailedError: the activation refused the spec (e.g. it is being deactivated).
         """
         await self._check_codec(spec.workflow)
-        before = await self._latest(spec.workflow)
+        first = await self._activate_shard(spec, 0)
+        if spec.shards > 1:  # each shard by its own idempotent update-with-start (core.sharding)
+            others = await asyncio.gather(*(self._activate_shard(spec, k) for k in range(1, spec.shards)))
+            started = [k for k, a in enumerate(others, start=1) if a.outcome == "activated"]
+            if started and first.outcome != "activated":
+                first = first.model_copy(update={"note": f"shard(s) {', '.join(map(str, started))} started again"})
+            self._routing.forget(spec.workflow)
+        return first
+
+    async def _activate_shard(self, spec: ActivationSpec, shard: int) -> Activation:
+        wid = shard_workflow_id(spec.workflow, shard)
+        spec = spec.as_shard(shard)
+        before = await self._latest(spec.workflow, shard)
         start_args: list[Any] = [spec, None]
-        update_id, note = f"activate-{spec.activation_id}", None
+        update_id, note = f"activate-{spec.activation_id}" + (f"-{shard}" if shard else ""), None
         if before is not None and before.status == WorkflowExecutionStatus.COMPLETED:
-            carried = await self._final_state(spec.workflow, before.run_id)
+            carried = await self._final_state(spec.workflow, before.run_id, shard)
             start_args = [spec, carried]
             # The server answers an update-with-start from a closed run that had the same update id:
             # a re-activation needs an id of its own (stable for retries of the same re-activation).
@@ -264,7 +286,7 @@ class WfiClient:
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=start_args, id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ActivationWorkflow.run, args=start_args, id=wid, task_queue=self.task_queue,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
             )
@@ -277,17 +299,17 @@ class WfiClient:
         return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=outcome(answer, running),
                           previous=answer.previous, note=note)
 
-    async def _latest(self, workflow: str) -> Any:
+    async def _latest(self, workflow: str, shard: int = 0) -> Any:
         """The description of the activation's latest run, or None when it never ran."""
         try:
-            return await self._retry(self.client.get_workflow_handle(workflow_id_for(workflow)).describe)
+            return await self._retry(self.client.get_workflow_handle(shard_workflow_id(workflow, shard)).describe)
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
                 return None
             raise
 
-    async def _final_state(self, workflow: str, run_id: str) -> bytes:
-        closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=run_id, result_type=DeactivatedResult)
+    async def _final_state(self, workflow: str, run_id: str, shard: int = 0) -> bytes:
+        closed = self.client.get_workflow_handle(shard_workflow_id(workflow, shard), run_id=run_id, result_type=DeactivatedResult)
         result = await self._retry(lambda: closed.result(follow_runs=False))
         return result.state
 
@@ -319,10 +341,11 @@ class WfiClient:
         """
         size = check_size(payload)
         await self._check_codec(workflow)
+        shard = (await self._routing.get(workflow)).shard(entry, payload)
         if self._groups is not None and update_id is None:
-            return await self._groups.deliver(workflow, DeliveryRequest(entry=entry, payload=payload), size)
+            return await self._groups.deliver(_lane(workflow, shard), DeliveryRequest(entry=entry, payload=payload), size)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
-        handle = self.handle(workflow)
+        handle = self.handle(workflow, shard)
         # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
         # method's parameter type is RawValue while a client sends the request model.
         return await self._retry(lambda: handle.execute_update(
@@ -345,18 +368,29 @@ class WfiClient:
                 payload before the first update is sent.
             TemporalUnavailable: the client's codec does not match the activation's history.
         """
-        out: list[DeliveryResult] = []
-        chunks = bulk_chunks(deliveries)
         await self._check_codec(workflow)
-        for chunk in chunks:
-            out.extend(await self._send_group(workflow, chunk))
-        return out
+        routing = await self._routing.get(workflow)
+        by_shard: dict[int, list[int]] = {}
+        for i, (entry, payload) in enumerate(deliveries):
+            by_shard.setdefault(routing.shard(entry, payload), []).append(i)
+        out: list[DeliveryResult | None] = [None] * len(deliveries)
 
-    async def _send_group(self, workflow: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
-        """One ``deliver_many`` update; by default its id binds its content, so a retry is answered by the first."""
+        async def send(shard: int, indexes: list[int]) -> None:
+            done = 0
+            for chunk in bulk_chunks([deliveries[i] for i in indexes]):
+                for i, result in zip(indexes[done:], await self._send_group(_lane(workflow, shard), chunk)):
+                    out[i] = result
+                done += len(chunk)
+
+        await asyncio.gather(*(send(shard, indexes) for shard, indexes in by_shard.items()))
+        return [r for r in out if r is not None]
+
+    async def _send_group(self, lane: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
+        """One ``deliver_many`` update to one shard (``lane``: workflow and shard); by default its id binds
+        its content, so a retry is answered by the first."""
         uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-        send = functools.partial(self.handle(workflow).execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
-                                 rpc_timeout=self.update_timeout)
+        send = functools.partial(self.handle(*_unlane(lane)).execute_update, ActivationWorkflow.deliver_many, chunk,
+                                 id=uid, rpc_timeout=self.update_timeout)
         return await self._retry(send)
 
     async def _send_grouped(self, workflow: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
@@ -364,9 +398,9 @@ class WfiClient:
         delivery sent again later is judged again (``duplicate``), as sent alone by a new caller would be."""
         return await self._send_group(workflow, chunk, uid=f"group-{uuid.uuid4().hex}")
 
-    async def _send_alone(self, workflow: str, request: DeliveryRequest) -> DeliveryResult:
+    async def _send_alone(self, lane: str, request: DeliveryRequest) -> DeliveryResult:
         uid = f"group-{uuid.uuid4().hex}"
-        return await self._retry(lambda: self.handle(workflow).execute_update(
+        return await self._retry(lambda: self.handle(*_unlane(lane)).execute_update(
             ActivationWorkflow.deliver, request, id=uid, rpc_timeout=self.update_timeout))  # type: ignore[arg-type]
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
@@ -385,7 +419,8 @@ class WfiClient:
         check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
-        await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
+        shard = (await self._routing.get(workflow)).shard(entry, payload)
+        await self._retry(lambda: self.handle(workflow, shard).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action, recorded in the activation's operator log.
@@ -432,8 +467,27 @@ class WfiClient:
         """
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).execute_update(
-            ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+        shards = (await self._routing.get(workflow)).shards
+
+        def one(shard: int) -> Awaitable[DeactivateResult]:
+            return self._retry(lambda: self.handle(workflow, shard).execute_update(
+                ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+
+        results = await asyncio.gather(*(one(k) for k in range(shards)))  # every shard, with the same action id
+        return results[0] if shards == 1 else combined_deactivation(results)
+
+    async def deactivated(self, workflow: str) -> DeactivatedResult:
+        """Wait until the activation (every shard of it) completed its deactivation; shard 0's result.
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+
+        Returns:
+            The final record, summary and state of the activation's shard 0.
+        """
+        shards = (await self._routing.get(workflow)).shards
+        results = await asyncio.gather(*(self.handle(workflow, k).result() for k in range(shards)))
+        return results[0]
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
         """The final state of a deactivated activation, which :meth:`activate` resumes from.
@@ -476,6 +530,9 @@ class WfiClient:
         await self._check_codec(workflow)
         query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
         state = await query()
+        shards = (await self._routing.get(workflow)).shards
+        if shards > 1:  # shard 0's full state, the whole activation's summary, each shard's summary
+            state["summary"] = await self.summary(workflow)
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
             for _ in range(settle - 1):  # every (state, events) pair here was read state first
@@ -498,15 +555,16 @@ class WfiClient:
             One entry each: key, entry, delivery id, disposition, run key, sequence number, times.
         """
         await self._check_codec(workflow)
-        after = 0
-        while True:
-            fetch = functools.partial(self.handle(workflow).query, ActivationWorkflow.events, args=[after, page])
-            chunk = await self._retry(fetch)
-            for event in chunk:
-                yield event
-            if len(chunk) < page:
-                return
-            after = chunk[-1]["seq"]
+        for shard in range((await self._routing.get(workflow)).shards):  # each shard's in its order
+            after = 0
+            while True:
+                fetch = functools.partial(self.handle(workflow, shard).query, ActivationWorkflow.events, args=[after, page])
+                chunk = await self._retry(fetch)
+                for event in chunk:
+                    yield event
+                if len(chunk) < page:
+                    break
+                after = chunk[-1]["seq"]
 
     async def summary(self, workflow: str) -> dict[str, Any]:
         """The activation's short summary, as ``wfi state --summary`` prints it.
@@ -524,7 +582,13 @@ class WfiClient:
             RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
         """
         await self._check_codec(workflow)
-        summary = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        shards = (await self._routing.get(workflow)).shards
+
+        def one(shard: int) -> Awaitable[dict[str, Any]]:
+            return self._retry(lambda: self.handle(workflow, shard).query(ActivationWorkflow.summary_query))
+
+        parts = await asyncio.gather(*(one(k) for k in range(shards)))
+        summary = parts[0] if shards == 1 else combined_summary(parts)
         await self._real_status(workflow, summary)
         return summary
 
@@ -552,7 +616,9 @@ class WfiClient:
             Its dedup entry (disposition, run key, times), or None when none is retained.
         """
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
+        routing = await self._routing.get(workflow)
+        shard = shard_of(entry, delivery_id, routing.shards) if entry in routing.entries else 0
+        return await self._retry(lambda: self.handle(workflow, shard).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
 
     async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
         delay = 0.05
@@ -585,3 +651,13 @@ class WfiClient:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")
+
+
+def _lane(workflow: str, shard: int) -> str:
+    """The key deliveries to one shard are grouped under (wf_initiation/_grouping.py)."""
+    return f"{workflow}\x1f{shard}"
+
+
+def _unlane(lane: str) -> tuple[str, int]:
+    workflow, _, shard = lane.partition("\x1f")
+    return workflow, int(shard or 0)

@@ -10,21 +10,24 @@ task. Deliveries share the workflow task's budget through the inbox (``_inbox``;
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._trace_context import current_carrier
+    from wf_initiation.core.activation import ActivationSpec
+    from wf_initiation.core.sharding import delivery_shard
     from wf_initiation.core.engine import Decision, DeliveryResult, Engine, LifecycleEvent, SubscribeRequest, UnsubscribeRequest
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
     from wf_initiation.wire import (
         DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE, HANDLER_FAILED, INVALID_ARGUMENT, LIFECYCLE_SIGNAL, MAX_BULK,
-        REBINDING, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, DeliveryRequest,
+        MISROUTED, REBINDING, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, DeliveryRequest, shard_workflow_id,
     )
 
     from ._admission import TicketAdmission
@@ -51,6 +54,8 @@ class DeliveryHandlers:
     _telemetry: ActivationTelemetry
     _pending_spec: Any
     _signals: int
+    _spec: ActivationSpec  # the whole binding (the engine has this shard's part)
+    _shard: int
     _absorb: Callable[[Decision[Any]], Any]
     _poke: Callable[[], None]
     _now: Callable[[], datetime]
@@ -78,6 +83,12 @@ class DeliveryHandlers:
         if isinstance(request, RawValue) and len(request.payload.data) > limit:
             raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
                              "reference (URL, object key) instead of the content")
+        if self._spec.shards > 1:
+            try:
+                decoded = decode(request, DeliveryRequest, max_bytes=limit, what="the delivery")
+            except Undecodable:
+                return  # the handler records it as invalid
+            self._refuse_misrouted([decoded])
 
     @workflow.update(name=DELIVER_MANY_UPDATE)
     async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
@@ -105,6 +116,8 @@ class DeliveryHandlers:
             raise ValueError(str(exc)) from None
         if len(decoded) > MAX_BULK:
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
+        if self._spec.shards > 1:
+            self._refuse_misrouted(decoded)
 
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
@@ -114,6 +127,11 @@ class DeliveryHandlers:
         except Undecodable as exc:
             self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
         else:
+            owner = self._owner(decoded)
+            if owner != self._shard:  # a sender with a stale routing: its shard takes it (a signal is kept)
+                asyncio.create_task(self._forward(owner, decoded), name="forward a misrouted delivery")
+                self._poke()
+                return
             carrier = current_carrier()
             if self._inbox is not None:
                 size = len(request.payload.data) if isinstance(request, RawValue) else 0
@@ -154,6 +172,30 @@ class DeliveryHandlers:
                 await self._tickets.admit(1)
                 take(NO_PRESSURE)
         self._poke()
+
+    # ------------------------------------------------------------------ shards (core.sharding)
+    def _owner(self, request: DeliveryRequest) -> int:
+        if self._spec.shards <= 1:
+            return 0
+        paths = {e.name: e.delivery_id_path for e in self._spec.entries if e.kind == "external"}
+        return delivery_shard(paths, request.entry, request.payload, self._spec.shards)
+
+    def _refuse_misrouted(self, requests: list[DeliveryRequest]) -> None:
+        wrong = next((self._owner(r) for r in requests if self._owner(r) != self._shard), None)
+        if wrong is not None:
+            raise ApplicationError(
+                f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
+                "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
+
+    async def _forward(self, owner: int, request: DeliveryRequest) -> None:
+        target = workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, owner))
+        try:
+            await target.signal(DELIVER_SIGNAL, request)
+        except FailureError as exc:
+            self._absorb(self._engine.record_error(self._now(), "signal_failed", f"a delivery signalled to shard "
+                                                   f"{self._shard} could not be passed to shard {owner}: {exc}"))
+        else:
+            self._absorb(self._engine.note_forwarded())
 
     # ------------------------------------------------------------------ helpers
     def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None, *,

@@ -32,8 +32,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from wf_initiation.wire import search_attributes as sa
     from wf_initiation.wire import (
-        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE, STATE_QUERY,
-        SUMMARY_QUERY, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult, OperatorRequest,
+        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE,
+        ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult, OperatorRequest,
         OperatorResult,
     )
     from wf_initiation.activities.clock import wait_for_instant
@@ -60,8 +60,10 @@ class ActivationWorkflow(DeliveryHandlers):
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
         self._compat = RunCompat(spec)
-        restored = decode_state(state) if state else initial_state(spec, now, compat=self._compat.engine)
-        self._engine = Engine(spec, restored, compat=self._compat.engine)
+        self._spec, self._shard = spec, spec.shard  # the whole binding; this shard's part goes to the engine
+        part = spec.shard_part()
+        restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
+        self._engine = Engine(part, restored, compat=self._compat.engine)
         self._dispatcher = Dispatcher(bounded=self._engine.bounded)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke,
@@ -214,7 +216,7 @@ class ActivationWorkflow(DeliveryHandlers):
         if self._inbox is not None:
             self._inbox.flush()
         await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
-        spec = self._pending_spec or self._engine.spec
+        spec = self._pending_spec or self._spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
         if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
@@ -226,7 +228,7 @@ class ActivationWorkflow(DeliveryHandlers):
         if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES:
             self._carry_over_limit(size)
             return
-        workflow.continue_as_new(args=[spec, state])
+        workflow.continue_as_new(args=[spec.as_shard(self._shard), state])
 
     def _carry_over_limit(self, size: int) -> None:
         """The state does not fit the continue-as-new payload: keep running on this history (it has
@@ -273,8 +275,8 @@ class ActivationWorkflow(DeliveryHandlers):
         if spec.activation_id == current.activation_id:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
                                   previous=self._engine.previous_activations)
-        self._pending_spec = spec
-        self._absorb(self._engine.rebind(spec, self._now()))
+        self._pending_spec = spec.as_shard(self._shard)
+        self._absorb(self._engine.rebind(self._pending_spec.shard_part(), self._now()))
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
                               previous=self._engine.previous_activations)
@@ -286,6 +288,10 @@ class ActivationWorkflow(DeliveryHandlers):
         if self._engine.deactivation_status() is not None:
             raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
                              f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
+        if spec.shards != self._spec.shards:
+            raise ValueError(f"the activation of {spec.workflow!r} runs on {self._spec.shards} shard(s); changing "
+                             f"scale.shards to {spec.shards} is not supported while it runs: deactivate it "
+                             "(`wfi deactivate --wait`), then activate it again")
         problems = spec_problems(spec)  # what `wfi activate` refuses, refused from a plain client too
         if problems:
             raise ValueError("the activation is out of bounds: " + "; ".join(problems)[:2000])
@@ -304,9 +310,17 @@ class ActivationWorkflow(DeliveryHandlers):
     def state(self) -> dict[str, Any]:
         return fit_to_bytes(self._engine.full_state())
 
+    @workflow.query(name=ROUTING_QUERY)
+    def routing(self) -> dict[str, Any]:
+        """How this activation's deliveries are spread over its shards (core.sharding; wf_initiation/_shards.py)."""
+        return {"shards": self._spec.shards,
+                "entries": {e.name: e.delivery_id_path for e in self._spec.entries if e.kind == "external"}}
+
     @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
         summary = self._engine.summary()
+        if self._spec.shards > 1:
+            summary["shard"], summary["shards"] = self._shard, self._spec.shards
         if self._inbox is not None:  # deliveries the workflow holds in memory, not yet taken
             summary["inbox"] = {"queued": len(self._inbox), "waiting_signals": self._inbox.waiting_signals}
         return fit_to_bytes(summary)

@@ -87,7 +87,7 @@ async def _wait(wfi: Any, args: argparse.Namespace, seconds: float) -> Deactivat
     changes; None after ``seconds``."""
     loop = asyncio.get_running_loop()
     deadline, shown = loop.time() + seconds, ""
-    result = asyncio.ensure_future(wfi.handle(args.workflow).result())
+    result = asyncio.ensure_future(wfi.deactivated(args.workflow))  # every shard of it
     try:
         while True:
             done, _ = await asyncio.wait([result], timeout=max(min(PROGRESS_EVERY, deadline - loop.time()), 0))

@@ -23,6 +23,7 @@ from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
 from ._bounds import MAX_BINDING_NAME
 from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
+from .sharding import sharding_problems
 
 
 class EntrySpec(BaseModel):
@@ -68,9 +69,22 @@ class ActivationSpec(BaseModel):
     capabilities: list[str]
     tzdata_version: str
     evaluation: int = Field(default=1, description="Evaluation rules (EVALUATION_VERSION); 1 for specs recorded before it.")
+    shards: int = Field(default=1, ge=1, description="Activation workflows this one spans (the deployment's scale.shards).")
+    shard: int = Field(default=0, ge=0, description="Which of them this workflow is (core.sharding); not part of the binding.")
 
     def entry(self, name: str) -> EntrySpec | None:
         return next((e for e in self.entries if e.name == name), None)
+
+    def as_shard(self, shard: int) -> "ActivationSpec":
+        """The spec shard ``shard`` of the activation is started with (the same binding)."""
+        return self if shard == self.shard else self.model_copy(update={"shard": shard})
+
+    def shard_part(self) -> "ActivationSpec":
+        """What this shard runs: shard 0 everything, the others only the external entries (each takes
+        its share of their deliveries; core.sharding)."""
+        if self.shard == 0:
+            return self
+        return self.model_copy(update={"entries": [e for e in self.entries if e.kind == "external"]})
 
 
 def build_activation(workfile: Workfile, deployment: Deployment, catalog: Catalog) -> ActivationSpec:
@@ -131,13 +145,18 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
         "workflow": workfile.name, "entries": [e.model_dump(mode="json") for e in entries], "inputs": inputs,
         "policies": _hashed_policies(policies), "run": settings.run.model_dump(mode="json"),
         "tzdata": tzdata.IANA_VERSION,
+        **({"shards": settings.scale.shards} if settings.scale.shards > 1 else {}),  # an unsharded id stays as it was
     }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return ActivationSpec(
+    spec = ActivationSpec(
         workflow=workfile.name, activation_id=f"{workfile.name}@{digest}", entries=entries, inputs=inputs,
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
-        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION,
+        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION, shards=settings.scale.shards,
     )
+    sharding = sharding_problems(spec)
+    if sharding:
+        raise DiagnosticError([Diagnostic(code="DEPLOY-SCALE", message=m) for m in sharding])
+    return spec
 
 
 def _hashed_policies(policies: Policies) -> dict[str, Any]:
@@ -232,7 +251,7 @@ def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagn
 def spec_problems(spec: ActivationSpec) -> list[str]:
     """The edge's bounds, checked again on a spec that reaches the activation workflow directly (a
     plain Temporal client can send the ``activate`` update): one line per problem, [] when fine."""
-    problems: list[str] = []
+    problems: list[str] = sharding_problems(spec)
     for model, value in ((Policies, spec.policies), (RunTarget, spec.run)):
         try:
             model.model_validate(value.model_dump(mode="json"), context=BOUNDED)

@@ -58,6 +58,7 @@ from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
 from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection
+from .sharding import MAX_SHARDS
 from wf_initiation.ingress.config import IngressConfig  # pydantic only, no web stack
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
@@ -263,8 +264,27 @@ class RunTarget(_Strict):
     _names = field_validator("workflow_type", "task_queue")(_temporal_name)
 
 
+class Scale(_Strict):
+    """How many Temporal workflows one activation spans (docs/limits.md, "scale")."""
+
+    shards: int = Field(
+        default=1, ge=1, le=MAX_SHARDS,
+        description="Activation workflows taking this workflow's external deliveries, each by its delivery id "
+        "(a power of two): each carries its own capacity of retained ids and takes its own share of deliveries. "
+        "Schedules, polls and lifecycle entries stay on the first.",
+    )
+
+    @field_validator("shards")
+    @classmethod
+    def _power_of_two(cls, n: int) -> int:
+        if n & (n - 1):
+            raise ValueError(f"shards must be a power of two (1, 2, 4, ... {MAX_SHARDS}), not {n}")
+        return n
+
+
 class WorkflowDeployment(Policies):
     workfile: str | None = Field(default=None, description="Path of the Workfile (relative to the deployment file).")
+    scale: Scale = Field(default_factory=Scale, description="Spread the activation over several workflows (docs/limits.md).")
     run: RunTarget
     inputs: dict[str, Any] = Field(default_factory=dict, description="Deployment inputs (binding member).")
     overlay: dict[str, dict[str, Any]] = Field(

@@ -15,6 +15,9 @@ NO_ACTIVATION = "NoActivation"
 """``wait_for`` named a workflow that has no running activation."""
 SUBSCRIPTION_REFUSED = "SubscriptionRefused"
 """``wait_for`` named a trigger the activation does not have (no such external or poll entry)."""
+MISROUTED = "Misrouted"
+"""A delivery reached a shard of a sharded activation that does not take its delivery id (a stale
+routing): nothing was recorded; ask shard 0's ``routing`` query again and send it to its shard."""
 ECHO_RUN_FAILED = "EchoRunFailed"
 """The sample run ``wfi.EchoRun`` was asked to fail by its payload."""
 POLL_SOURCE_UNAVAILABLE = "PollSourceUnavailable"
@@ -34,6 +37,6 @@ class StaleActivationError(RuntimeError):
 STALE_ACTIVATION = StaleActivationError.__name__
 
 __all__ = [
-    "ECHO_RUN_FAILED", "HANDLER_FAILED", "INVALID_ARGUMENT", "NO_ACTIVATION", "POLL_CONFIG_INVALID",
+    "ECHO_RUN_FAILED", "HANDLER_FAILED", "INVALID_ARGUMENT", "MISROUTED", "NO_ACTIVATION", "POLL_CONFIG_INVALID",
     "POLL_SOURCE_UNAVAILABLE", "REBINDING", "STALE_ACTIVATION", "SUBSCRIPTION_REFUSED", "StaleActivationError",
 ]

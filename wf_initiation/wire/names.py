@@ -42,6 +42,8 @@ STATE_QUERY = "state"
 SUMMARY_QUERY = "summary"
 EVENTS_QUERY = "events"
 DELIVERY_QUERY = "delivery"
+ROUTING_QUERY = "routing"
+"""Shard 0 answers how deliveries are spread: ``{"shards": N, "entries": {name: delivery id path}}``."""
 
 # --- activity names (histories carry them: never rename)
 START_RUNS_ACTIVITY = "wfi.start_runs"
@@ -51,6 +53,12 @@ PUBLISH_LIFECYCLE_ACTIVITY = "wfi.publish_lifecycle"
 WAIT_ACTIVITY = "wfi.wait_for_instant"
 POLL_ACTIVITY_PREFIX = "wfi.poll."
 """Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
+
+
+def shard_workflow_id(workflow: str, shard: int) -> str:
+    """The Temporal workflow id of shard ``shard`` of an activation: shard 0 is ``workflow_id_for``
+    (the id every sender knows), shard k its id followed by ``#k`` (core.sharding)."""
+    return workflow_id_for(workflow) if shard == 0 else f"{workflow_id_for(workflow)}#{shard}"
 
 
 def poll_activity_name(connector: str) -> str:
@@ -67,5 +75,5 @@ __all__ = [
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "WATCH_RUNS_ACTIVITY", "poll_activity_name", "workflow_id_for",
+    "ROUTING_QUERY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

@@ -249,6 +249,11 @@ class Engine:
         kept = self.compat.signals_kept
         return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait)))
 
+    def note_forwarded(self) -> Decision[None]:
+        """A delivery signalled to this shard was passed to the shard that takes it (core.sharding)."""
+        self._core.count("forwarded")
+        return self._decide(None)
+
     def undecodable(self, problem: str, now: datetime) -> Decision[DeliveryResult]:
         """A delivery whose argument could not be decoded: ``invalid``, recorded without identity."""
         return self._decide(_intake.undecodable(self._core, problem, now))

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._expr import ExpressionFault, canonical_key
 from ..activation import EntrySpec
+from ..sharding import delivery_identity, value_at
 
 
 def canonical_text(payload: Any) -> str:
@@ -38,23 +39,13 @@ def _normalised(value: Any) -> Any:
 
 def entry_delivery_id(entry: EntrySpec, payload: Any) -> Any:
     """The value at the manifest's ``delivery_id`` path, or None."""
-    value: Any = payload
-    for part in (entry.delivery_id_path or "").split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
+    return value_at(entry.delivery_id_path, payload)
 
 
 def identity(entry: EntrySpec, payload: Any) -> str | None:
-    """The delivery id at the manifest's path, as text; None when absent or not a JSON value."""
-    raw = entry_delivery_id(entry, payload)
-    if raw is None or isinstance(raw, str):
-        return raw
-    try:
-        return canonical_key(raw)
-    except ExpressionFault:
-        return None
+    """The delivery id at the manifest's path, as text; None when absent or not a JSON value (the
+    same text routes a delivery to its shard: core.sharding)."""
+    return delivery_identity(entry.delivery_id_path, payload)
 
 
 def payload_digest(payload: Any) -> str:

@@ -106,6 +106,10 @@ def _subscribe_problem(engine: Pipeline, entry: EntrySpec | None, request: Subsc
                 f"its external and poll entries are: {names}")
     if request.expires_at is not None and request.expires_at <= now:
         return f"the wait for {request.entry!r} had already timed out when the activation received it"
+    if entry.kind == "external" and engine.spec.shards > 1:
+        return (f"entry {entry.name!r} of workflow {engine.spec.workflow!r} takes its events on {engine.spec.shards} "
+                "shards (scale.shards), so no one of them sees every event to wait for; wait for a poll entry, or "
+                "deploy the workflow without scale")
     return None
 
 

@@ -1,0 +1,101 @@
+"""Which shard of a sharded activation takes a delivery (issue 21 item 2): a pure function with
+fixed vectors, so clients, the ingress and every shard agree across versions."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from tests.support.activation import make_spec
+from wf_initiation._shards import Routing, combined_summary
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core.sharding import MAX_SHARDS, delivery_identity, delivery_shard, shard_of, sharding_problems
+
+# (entry, delivery id, shards) -> shard. Computed once (and checked with `printf 'request\x1fd-2' |
+# sha256sum`): a change here re-routes the deliveries of every running sharded activation.
+VECTORS = [
+    ("request", "d-1", 2, 0),
+    ("request", "d-1", 8, 0),
+    ("request", "d-2", 8, 1),
+    ("orders", "4f9c2", 64, 18),
+    ("hook", "é-ü", 16, 6),
+    ("request", "", 4, 1),
+]
+
+WORKFILE = 'name: {name}\non:\n  http.request: {{}}\n  as: hook\n{extra}'
+
+
+@pytest.mark.parametrize(("entry", "ident", "shards", "expected"), VECTORS)
+def test_the_route_of_a_delivery_is_fixed(entry: str, ident: str, shards: int, expected: int) -> None:
+    assert shard_of(entry, ident, shards) == expected
+
+
+def test_one_shard_and_a_delivery_without_an_id_go_to_shard_zero() -> None:
+    assert shard_of("request", "anything", 1) == 0
+    assert shard_of("request", None, 8) == 0
+
+
+def test_routes_spread_over_every_shard() -> None:
+    counts = [0] * 8
+    for i in range(4000):
+        counts[shard_of("request", f"id-{i}", 8)] += 1
+    assert min(counts) > 400, counts
+
+
+def test_the_identity_routed_is_the_identity_deduplicated() -> None:
+    assert delivery_identity("delivery_id", {"delivery_id": "a"}) == "a"
+    assert delivery_identity("delivery_id", {"delivery_id": 7}) == "7"
+    assert delivery_identity("meta.id", {"meta": {"id": {"b": 1, "a": 2}}}) == '{"a":2,"b":1}'
+    assert delivery_identity("delivery_id", {"other": 1}) is None
+    paths = {"request": "delivery_id"}
+    assert delivery_shard(paths, None, {"delivery_id": "d-2"}, 8) == 1, "the only external entry when none named"
+    assert delivery_shard(paths, "missing", {"delivery_id": "d-2"}, 8) == 0
+    assert Routing(shards=8, entries=paths).shard("request", {"delivery_id": "d-2"}) == 1
+
+
+def test_a_sharded_workflow_refuses_what_no_one_shard_can_hold(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(DiagnosticError, match="queue_by"):
+        make_spec(tmp_path, WORKFILE.format(name="q", extra='  queue_by: "{{ hook.body.k }}"\n'), task_queue="q",
+                  scale={"shards": 4})
+    with pytest.raises(DiagnosticError, match="overlap"):
+        make_spec(tmp_path, WORKFILE.format(name="o", extra=""), task_queue="q", scale={"shards": 4}, overlap="skip")
+    with pytest.raises(DiagnosticError, match="max_concurrent_runs"):
+        make_spec(tmp_path, WORKFILE.format(name="m", extra=""), task_queue="q", scale={"shards": 2}, max_concurrent_runs=3)
+    with pytest.raises(DiagnosticError, match="power of two"):
+        make_spec(tmp_path, WORKFILE.format(name="p", extra=""), task_queue="q", scale={"shards": 6})
+    with pytest.raises(DiagnosticError):
+        make_spec(tmp_path, WORKFILE.format(name="b", extra=""), task_queue="q", scale={"shards": MAX_SHARDS * 2})
+    spec = make_spec(tmp_path, WORKFILE.format(name="fine", extra='  when: "{{ hook.body.go }}"\n'), task_queue="q",
+                     scale={"shards": 4})
+    assert spec.shards == 4 and sharding_problems(spec) == []
+
+
+def test_a_shard_runs_the_external_entries_and_the_id_names_the_scale(tmp_path: pathlib.Path) -> None:
+    mixed = """
+name: mixed
+on:
+  - http.request: {}
+    as: hook
+  - time.schedule: {cron: "0 * * * *", timezone: UTC}
+    as: tick
+"""
+    one = make_spec(tmp_path, mixed, task_queue="q")
+    four = make_spec(tmp_path, mixed, task_queue="q", scale={"shards": 4})
+    assert one.activation_id != four.activation_id, "the scale is part of the binding"
+    assert make_spec(tmp_path, mixed, task_queue="q", scale={"shards": 1}).activation_id == one.activation_id, \
+        "an unsharded binding hashes as before scale existed"
+    assert [e.name for e in four.as_shard(0).shard_part().entries] == ["hook", "tick"]
+    assert [e.name for e in four.as_shard(3).shard_part().entries] == ["hook"]
+    assert four.as_shard(3).shard_part().activation_id == four.activation_id
+
+
+def test_the_whole_activation_sums_its_shards() -> None:
+    parts = [{"status": "active", "counters": {"deliveries": 3, "accepted": 2}, "error_counts": {}, "dedup_entries": 3,
+              "runs_running": 1, "capacity": {"fill": 0.1}, "shard": 0, "schedules": {"tick": {}}},
+             {"status": "active", "counters": {"deliveries": 5}, "error_counts": {"invalid": 1}, "dedup_entries": 5,
+              "runs_running": 2, "capacity": {"fill": 0.3}, "shard": 1}]
+    whole = combined_summary(parts)
+    assert whole["counters"] == {"deliveries": 8, "accepted": 2} and whole["error_counts"] == {"invalid": 1}
+    assert whole["dedup_entries"] == 8 and whole["runs_running"] == 3 and whole["capacity"] == {"fill": 0.3}
+    assert whole["schedules"] == {"tick": {}} and [s["shard"] for s in whole["shards"]] == [0, 1]

@@ -1,0 +1,106 @@
+"""Where a client sends a delivery of a sharded activation (core.sharding), learned once per workflow.
+
+Shard 0 answers the ``routing`` query with the shard count and each external entry's delivery-id
+path; the client computes a delivery's shard itself (``core.sharding.shard_of``) and keeps the
+answer for the client's life: the shard count of a live activation never changes (a re-activation
+that would change it is refused), so a cached answer stays right. An activation of a build before
+sharding has no such query and is one shard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from wf_initiation.core.sharding import delivery_shard
+
+
+@dataclasses.dataclass(frozen=True)
+class Routing:
+    """How one activation's deliveries are spread."""
+
+    shards: int = 1
+    entries: dict[str, str | None] = dataclasses.field(default_factory=dict)  # external entry -> delivery id path
+
+    def shard(self, entry: str | None, payload: Any) -> int:
+        """The shard that takes this delivery (0 when there is one, or when the entry is not known:
+        shard 0 then answers what is wrong with it)."""
+        return delivery_shard(self.entries, entry, payload, self.shards)
+
+    @classmethod
+    def from_answer(cls, answer: dict[str, Any]) -> "Routing":
+        return cls(shards=int(answer.get("shards", 1)), entries=dict(answer.get("entries", {})))
+
+
+UNSHARDED = Routing()
+
+
+class RoutingCache:
+    """Routing per workflow, asked for at most once per client (``ask`` queries shard 0)."""
+
+    def __init__(self, ask: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
+        self._ask = ask
+        self._known: dict[str, Routing] = {}
+
+    async def get(self, workflow: str) -> Routing:
+        known = self._known.get(workflow)
+        if known is not None:
+            return known
+        try:
+            routing = Routing.from_answer(await self._ask(workflow))
+        except WorkflowQueryFailedError:
+            routing = UNSHARDED  # a build before sharding: no routing query, one shard
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return UNSHARDED  # no activation yet: shard 0 answers that (not kept: it may start)
+        self._known[workflow] = routing
+        return routing
+
+    def forget(self, workflow: str) -> None:
+        self._known.pop(workflow, None)
+
+
+# ---------------------------------------------------------------------------- the whole activation
+SUMMED = ("counters", "error_counts")
+SUMMED_NUMBERS = ("dedup_entries", "dedup_retired", "runs_pending", "runs_starting", "runs_running")
+
+
+def combined_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a sharded activation: shard 0's (schedules, polls, status, ...), with counters
+    and counts summed over every shard, the fullest shard's capacity, and each shard's own under
+    ``shards`` (what ``wfi state --summary`` shows)."""
+    whole = dict(parts[0])
+    for field in SUMMED:
+        total: dict[str, int] = {}
+        for part in parts:
+            for key, n in part.get(field, {}).items():
+                total[key] = total.get(key, 0) + n
+        whole[field] = total
+    for field in SUMMED_NUMBERS:
+        whole[field] = sum(part.get(field, 0) for part in parts)
+    capacities = [part["capacity"] for part in parts if "capacity" in part]
+    if capacities:
+        whole["capacity"] = max(capacities, key=lambda c: c.get("fill", 0))
+    whole["shards"] = [{"shard": part.get("shard", k), "status": part.get("status"), "counters": part.get("counters", {}),
+                        "dedup_entries": part.get("dedup_entries", 0), "capacity": part.get("capacity", {}).get("fill")}
+                       for k, part in enumerate(parts)]
+    whole.pop("shard", None)
+    return whole
+
+
+def combined_deactivation(results: list[Any]) -> Any:
+    """One answer for a deactivation of every shard: settled only when every shard is."""
+    first = results[0]
+    remaining: dict[str, int] = {}
+    for result in results:
+        for key, n in result.remaining.items():
+            remaining[key] = remaining.get(key, 0) + n
+    statuses = [r.status for r in results]
+    status = next((s for s in ("refused", "deactivating", "active") if s in statuses), "deactivated")
+    return first.model_copy(update={"ok": all(r.ok for r in results), "status": status, "remaining": remaining,
+                                    "message": "; ".join(dict.fromkeys(r.message for r in results))})

@@ -1,0 +1,96 @@
+"""One activation spread over several Temporal workflows: which shard takes an event (pure).
+
+A workflow deployed with ``scale: {shards: N}`` is activated as N activation workflows, shard 0 with
+the id every sender already knows (``wfi-activation:<workflow>``) and shard k with ``...#k``. Each
+external delivery is taken by exactly one shard, chosen from its entry and delivery id alone
+(:func:`shard_of`), so its dedup, conflict detection and disposition live in that shard whatever the
+payload says; redelivering an id always reaches the shard that kept it. Everything else (schedules,
+polls, lifecycle-event entries, subscriptions, operator actions) is shard 0's: their events have one
+source, so nothing is gained by spreading them.
+
+What a shard cannot know is what another holds, so entries that relate events to each other across
+ids (``queue_by``, ``batch``) and the activation-wide ``overlap`` and ``max_concurrent_runs`` are
+refused on external entries of a sharded workflow (:func:`sharding_problems`). Capacity (docs/limits.md)
+is each shard's: N shards carry N times the delivery ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._expr import ExpressionFault, canonical_key
+
+if TYPE_CHECKING:
+    from .activation import ActivationSpec
+
+MAX_SHARDS = 64
+"""Shards one activation may have (a power of two: a later split doubles them)."""
+
+
+def shard_of(entry: str, delivery_id: str | None, shards: int) -> int:
+    """The shard that takes an external delivery: SHA-256 of ``entry``, 0x1F, ``delivery_id`` (UTF-8),
+    its first 8 bytes as a big-endian integer, modulo ``shards``. A delivery without an id goes to
+    shard 0 (it is ``invalid`` anywhere). Fixed: clients, the ingress and every shard must agree,
+    across versions (tests/test_sharding.py pins vectors)."""
+    if shards <= 1 or delivery_id is None:
+        return 0
+    digest = hashlib.sha256(f"{entry}\x1f{delivery_id}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def delivery_shard(paths: Mapping[str, str | None], entry: str | None, payload: Any, shards: int) -> int:
+    """The shard of a delivery to ``entry`` (None: the only external entry) of an activation whose
+    external entries have these delivery-id ``paths``; 0 for an entry it does not have (shard 0
+    answers what is wrong with the delivery). What clients and every shard compute alike."""
+    if shards <= 1:
+        return 0
+    name = entry if entry is not None else (next(iter(paths)) if len(paths) == 1 else None)
+    if name is None or name not in paths:
+        return 0
+    return shard_of(name, delivery_identity(paths[name], payload), shards)
+
+
+def value_at(path: str | None, payload: Any) -> Any:
+    """The value at a manifest's dotted ``delivery_id`` path, or None."""
+    value: Any = payload
+    for part in (path or "").split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def delivery_identity(path: str | None, payload: Any) -> str | None:
+    """The delivery id at ``path`` as text (a string as it is, any other JSON value canonically);
+    None when absent or not a JSON value. The dedup key and the shard are computed from it."""
+    raw = value_at(path, payload)
+    if raw is None or isinstance(raw, str):
+        return raw
+    try:
+        return canonical_key(raw)
+    except ExpressionFault:
+        return None
+
+
+def sharding_problems(spec: "ActivationSpec") -> list[str]:
+    """Why this activation cannot be spread over ``spec.shards`` workflows (empty when it can)."""
+    if spec.shards <= 1:
+        return []
+    problems = []
+    if spec.shards > MAX_SHARDS or spec.shards & (spec.shards - 1):
+        problems.append(f"scale.shards is {spec.shards}: it must be a power of two up to {MAX_SHARDS}")
+    external = [e for e in spec.entries if e.kind == "external"]
+    for e in external:
+        for field, what in (("queue_by", "orders its events by key"), ("batch", "batches its events")):
+            if getattr(e, field):
+                problems.append(f"entry {e.name!r} {what} ({field}): a sharded workflow's external entries take each "
+                                "event on its own shard, so no shard sees them all; remove scale, or the " + field)
+    if external and spec.policies.overlap != "allow":
+        problems.append(f"overlap: {spec.policies.overlap} spans every run of the activation; with external entries "
+                        "spread over shards it cannot hold: use overlap: allow, or remove scale")
+    if external and spec.policies.max_concurrent_runs is not None:
+        problems.append("max_concurrent_runs spans every run of the activation; with external entries spread over "
+                        "shards it cannot hold: remove it, or remove scale")
+    return problems
