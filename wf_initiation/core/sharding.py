@@ -25,7 +25,7 @@ from ._expr import ExpressionFault, canonical_key
 if TYPE_CHECKING:
     from .activation import ActivationSpec
 
-MAX_SHARDS = 64
+MAX_SHARDS = 256
 """Shards one activation may have (a power of two: a later split doubles them)."""
 
 
