@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
 
-from wf_initiation import _temporal
+import wf_initiation._temporal as _temporal  # the connection, as every wfi command makes it
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.wire import ACTIVATION_ID_PREFIX  # the workflow id webhook bridges address (README)
 

@@ -311,6 +311,13 @@ async def test_wfi_up_with_its_own_server_takes_the_data_converter_flag_for_work
         assert proc.stdout is not None
         await _lines_until(proc.stdout, f"activated {team.name}", seen)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ingress_port}", timeout=60) as http:
+            async def listening() -> None:  # the ingress is a process of its own under wfi up
+                try:
+                    assert (await http.get("/healthz")).status_code == 200
+                except httpx.TransportError as exc:
+                    raise AssertionError(f"the ingress does not answer yet: {exc}") from None
+
+            await assert_eventually(listening, timeout=60)
             answer = await http.post(f"/hooks/{team.name}", json={"secret": team.secret}, headers={"Idempotency-Key": "u-1"})
             assert answer.status_code == 202 and answer.json()["disposition"] == "accepted", answer.text
         client = await Client.connect(f"127.0.0.1:{port}", data_converter=team.module.data_converter,

@@ -238,7 +238,14 @@ class WfiClient:
         return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict))
 
     async def shards(self, workflow: str) -> int:
-        """How many activation workflows ``workflow``'s activation spans (its deployment's ``scale.shards``)."""
+        """How many activation workflows an activation spans (its deployment's ``scale.shards``).
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+
+        Returns:
+            1 for an unsharded activation (or one of a build before sharding), else its shard count.
+        """
         return (await self._routing.get(workflow)).shards
 
     async def activate(self, spec: ActivationSpec) -> Activation:
