@@ -99,3 +99,13 @@ def test_the_whole_activation_sums_its_shards() -> None:
     assert whole["counters"] == {"deliveries": 8, "accepted": 2} and whole["error_counts"] == {"invalid": 1}
     assert whole["dedup_entries"] == 8 and whole["runs_running"] == 3 and whole["capacity"] == {"fill": 0.3}
     assert whole["schedules"] == {"tick": {}} and [s["shard"] for s in whole["shards"]] == [0, 1]
+
+
+def test_each_shard_s_page_says_which_shard_it_is(tmp_path: pathlib.Path) -> None:
+    from datetime import UTC, datetime
+
+    from wf_initiation.core.engine import Engine, initial_state
+
+    spec = make_spec(tmp_path, WORKFILE.format(name="paged", extra=""), task_queue="q", scale={"shards": 4}).as_shard(2)
+    page = Engine(spec.shard_part(), initial_state(spec.shard_part(), datetime(2026, 1, 1, tzinfo=UTC))).markdown()
+    assert "**shard 2 of 4**" in page and "wfi state --workflow paged --summary" in page

@@ -116,6 +116,10 @@ def markdown(engine: Core) -> str:
     if lost:  # their senders were told they are durable: nobody else will deliver them again
         notes.append(f"**{lost} signalled deliveries deferred and not run**: their senders must deliver them again; "
                      "their entries and ids: `wfi state` (errors of kind deferred_signal)")
+    if engine.spec.shards > 1:  # each shard's page is its own: say where the whole activation is
+        notes.append(f"**shard {engine.spec.shard} of {engine.spec.shards}**: this page shows this shard's deliveries"
+                     + (" and the schedules and polls" if engine.spec.shard == 0 else "")
+                     + f"; the whole activation: `wfi state --workflow {engine.spec.workflow} --summary`")
     fill = _intake.capacity_fill(engine)
     if fill >= CAPACITY_WARNING:
         policy = engine.spec.policies.at_capacity
