@@ -26,11 +26,14 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowExecutionStatus as Status
+from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowFailureError, WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 QUERY_IDS = 100
 """Runs named in one visibility query."""
+LONG_POLLS = 2
+"""Runs of one watch also awaited by a long poll each, oldest first: their end is learned at once
+(the head of a ``queue_by`` key, a lone run), at most 2 per watch and 16 per activation."""
 DESCRIBE_CONCURRENCY = 8
 """Describe calls of one watch in flight at once."""
 MIN_INTERVAL = 0.2
@@ -83,7 +86,50 @@ class RunWatcher:
         return [key for key, future in self.outcomes.items() if not future.done()]
 
     async def run(self) -> None:
-        """Sweep until every run ended."""
+        """Sweep until every run ended (and long-poll the oldest few meanwhile)."""
+        polling = asyncio.create_task(self._long_polls())
+        try:
+            await self._sweeps()
+        finally:
+            polling.cancel()
+
+    async def _long_polls(self) -> None:
+        """Await the end of the oldest :data:`LONG_POLLS` runs still watched, one long poll each."""
+        waiting: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for key in self.watching:
+                    if len(waiting) >= LONG_POLLS:
+                        break
+                    if key not in waiting:
+                        waiting[key] = asyncio.create_task(self._await_end(key))
+                if not waiting:
+                    return
+                done, _ = await asyncio.wait(waiting.values(), return_when=asyncio.FIRST_COMPLETED)
+                for key in [k for k, t in waiting.items() if t in done]:
+                    del waiting[key]
+        finally:  # the watch is over (or cancelled): no long poll outlives it
+            for task in waiting.values():
+                task.cancel()
+
+    async def _await_end(self, key: str) -> None:
+        try:
+            await self._client.get_workflow_handle(key).result(follow_runs=True)
+            status: str | None = "completed"
+        except WorkflowFailureError:
+            try:
+                status = await self._describe(key)
+            except (RPCError, RPCTimeoutOrCancelledError):
+                return  # the sweeps learn it instead
+        except (RPCError, RPCTimeoutOrCancelledError) as exc:  # the sweeps learn it instead
+            _log.debug("long poll of watched run %s: %s", key, _text(exc))
+            await asyncio.sleep(MAX_INTERVAL)
+            return
+        future = self.outcomes.get(key)
+        if status is not None and future is not None and not future.done():
+            future.set_result(status)
+
+    async def _sweeps(self) -> None:
         interval, first = MIN_INTERVAL, True
         while self.watching:
             try:

@@ -2,8 +2,9 @@
 
 One long poll per running run used to count against the namespace's concurrent long-poll limit
 (3,000 running runs failed 47 watch activities). The watcher asks the visibility store which of its
-runs closed, a few describe calls at a time, and never opens a long poll. These tests count every
-RPC the watching client makes, in flight at once, per RPC: on a real dev server.
+runs closed, a few describe calls at a time, and long-polls only its oldest two runs (so the end of
+a lone run or a queue's head is learned at once). These tests count every RPC the watching client
+makes, in flight at once, per RPC: on a real dev server.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, still_serves
-from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY
+from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -134,7 +135,7 @@ async def test_many_runs_are_watched_in_bounded_calls_and_a_missing_run_fails_no
             if key not in seen and key != keys[3]:
                 await handles[key].terminate("test over")
 
-    assert counter.total[LONG_POLL] == 0, "no long poll per run"
+    assert counter.most[LONG_POLL] <= LONG_POLLS, "no long poll per run: the oldest two at most"
     assert counter.most[LIST] == 1, counter.most
     assert 1 <= counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
 
@@ -167,7 +168,7 @@ async def test_an_activation_with_400_running_runs_learns_every_ending_in_bounde
             assert state["runs"] == {}, f"{len(state['runs'])} runs not reported ended yet"
 
         await assert_eventually(all_ended, timeout=300, interval=1.0)
-        assert counter.total[LONG_POLL] == 0, "no long poll per run"
+        assert counter.most[LONG_POLL] <= WATCHERS * LONG_POLLS, "no long poll per run: two per watch at most"
         assert counter.most[LIST] <= WATCHERS, counter.most
         assert counter.most[DESCRIBE] <= WATCHERS * DESCRIBE_CONCURRENCY, counter.most
         await still_serves(wfi, client, name, ident=f"normal-{uuid.uuid4().hex[:6]}")
@@ -188,5 +189,5 @@ async def test_a_server_without_visibility_listing_is_watched_by_bounded_describ
         assert seen == {k: "completed" for k in keys[:10]}
         for handle in handles[10:]:
             await handle.terminate("test over")
-    assert counter.total[LONG_POLL] == 0 and counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
+    assert counter.most[LONG_POLL] <= LONG_POLLS and counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
     assert counter.total[LIST] >= 1, "the listing was tried"
