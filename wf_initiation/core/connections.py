@@ -87,6 +87,24 @@ def parse_ref(value: Any) -> SecretRef | None:
     return SecretRef(scheme=found.group(1), target=found.group(2))  # type: ignore[arg-type]
 
 
+def check_reference(ref: str) -> str:
+    """``ref`` itself when it is a well-formed secret reference (as a pydantic validator returns it).
+
+    Raises:
+        ValueError: an inline value or a malformed reference; the message names the fix.
+    """
+    parsed = parse_ref(ref)
+    if parsed is None:
+        raise ValueError(
+            "a secret is given by reference, never inline: write env:NAME (an environment variable of the "
+            "ingress process) or file:/absolute/path (a file holding the secret)"
+        )
+    problem = parsed.problem()
+    if problem is not None:
+        raise ValueError(problem)
+    return ref
+
+
 def is_secret_key(key: str) -> bool:
     """Does a setting (or HTTP header) of this name hold a secret?"""
     return bool(_SECRET_WORD.search(key)) and not _LOCATION_KEY.search(key)

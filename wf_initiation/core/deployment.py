@@ -58,7 +58,7 @@ from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
 from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection
-from wf_initiation.ingress.config import IngressConfig  # pydantic only, no web stack
+from .ingress import IngressConfig
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")

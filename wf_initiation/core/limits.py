@@ -38,6 +38,19 @@ MAX_DELIVERY_ID_CHARS = 1024
 MAX_MESSAGE_CHARS = 500
 """Characters of an error message or detail kept in the state or returned; longer ones are cut."""
 
+# ---------------------------------------------------------------------------- the HTTP ingress
+ENVELOPE_BYTES = 16 * KIB
+"""The JSON of an ``http.request`` payload without its body (delivery id, method, path, kept
+headers, query): 431 past it. The payload limit is split in two: this for the envelope, the rest
+(``MAX_BODY_BYTES``) for the body, so a body within its limit under an envelope within its own
+always makes a payload within ``MAX_DELIVERY_BYTES`` (as long as the body's JSON form is no longer
+than the body: true of JSON bodies re-serialised compactly, except numbers in exponent form)."""
+MAX_BODY_BYTES = MAX_DELIVERY_BYTES - ENVELOPE_BYTES
+"""A request body, as sent and as decoded from its content coding: 413 past it (245,760 bytes)."""
+MAX_UPDATES_IN_FLIGHT = 10
+"""Temporal admits 10 updates in flight per workflow (``history.maxInFlightUpdates``); the ingress
+keeps below it so that its own callers are queued there, not refused and retried by the server."""
+
 # ---------------------------------------------------------------------------- many deliveries
 MAX_BULK = 500
 """Deliveries in one ``deliver_many`` update. Past it: the client splits; the handler refuses."""

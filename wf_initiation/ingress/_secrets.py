@@ -13,26 +13,11 @@ import os
 import pathlib
 from collections.abc import Mapping
 
-from wf_initiation.core.connections import MAX_SECRET_FILE_BYTES, parse_ref
+from wf_initiation.core.connections import MAX_SECRET_FILE_BYTES
 
 
 class SecretUnavailable(RuntimeError):
     """A reference that does not resolve; the message names the reference, never a value."""
-
-
-def check_reference(ref: str) -> str:
-    """Raise ``ValueError`` naming the fix unless ``ref`` is a well-formed reference (the syntax and
-    rules of connection secrets, ``wf_initiation.core.connections``)."""
-    parsed = parse_ref(ref)
-    if parsed is None:
-        raise ValueError(
-            "a secret is given by reference, never inline: write env:NAME (an environment variable of the "
-            "ingress process) or file:/absolute/path (a file holding the secret)"
-        )
-    problem = parsed.problem()
-    if problem is not None:
-        raise ValueError(problem)
-    return ref
 
 
 @dataclasses.dataclass
