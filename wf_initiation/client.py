@@ -58,10 +58,11 @@ from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_d
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.wire import (
-    ACTIVATE_UPDATE, REBINDING, STALE_ACTIVATION, DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest,
-    OperatorAction, OperatorRequest, OperatorResult, as_action, workflow_id_for,
+    ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE,
+    DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE, REBINDING, STALE_ACTIVATION, STATE_QUERY, SUMMARY_QUERY,
+    DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorAction, OperatorRequest,
+    OperatorResult, as_action, workflow_id_for,
 )
-from wf_initiation.workflows.activation import ActivationWorkflow
 
 __all__ = [
     "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
@@ -216,9 +217,10 @@ class WfiClient:
             workflow: The workflow identity (the Workfile's ``name``).
 
         Returns:
-            A handle of its latest run, typed with the activation workflow.
+            A handle of its latest run. Calls on it name the activation's updates, signals and
+            queries by their wire names (``wf_initiation.wire``), with their result types.
         """
-        return self.client.get_workflow_handle_for(ActivationWorkflow.run, workflow_id_for(workflow))
+        return self.client.get_workflow_handle(workflow_id_for(workflow), result_type=DeactivatedResult)
 
     async def activate(self, spec: ActivationSpec) -> Activation:
         """Start the activation of ``spec``, or rebind it when its binding changed; idempotent (INIT-4).
@@ -253,7 +255,8 @@ class WfiClient:
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=start_args, id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                ACTIVATION_WORKFLOW, args=start_args, id=workflow_id_for(spec.workflow), task_queue=self.task_queue,
+                result_type=DeactivatedResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
             )
@@ -310,10 +313,8 @@ class WfiClient:
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         await self._check_codec(workflow)
         handle = self.handle(workflow)
-        # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
-        # method's parameter type is RawValue while a client sends the request model.
         return await self._retry(lambda: handle.execute_update(
-            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,  # type: ignore[arg-type]
+            DELIVER_UPDATE, DeliveryRequest(entry=entry, payload=payload), id=uid, result_type=DeliveryResult,
             rpc_timeout=self.update_timeout))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
@@ -338,8 +339,8 @@ class WfiClient:
         await self._check_codec(workflow)
         for chunk in chunks:
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-            send = functools.partial(handle.execute_update, ActivationWorkflow.deliver_many, chunk, id=uid,
-                                     rpc_timeout=self.update_timeout)
+            send = functools.partial(handle.execute_update, DELIVER_MANY_UPDATE, chunk, id=uid,
+                                     result_type=list[DeliveryResult], rpc_timeout=self.update_timeout)
             out.extend(await self._retry(send))
         return out
 
@@ -359,7 +360,7 @@ class WfiClient:
         check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
-        await self._retry(lambda: self.handle(workflow).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
+        await self._retry(lambda: self.handle(workflow).signal(DELIVER_SIGNAL, request))
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action, recorded in the activation's operator log.
@@ -388,7 +389,7 @@ class WfiClient:
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
-            ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
+            OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout))
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
@@ -407,7 +408,8 @@ class WfiClient:
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
         await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
-            ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+            DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
+            rpc_timeout=self.update_timeout))
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
         """The final state of a deactivated activation, which :meth:`activate` resumes from.
@@ -448,7 +450,7 @@ class WfiClient:
             RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
         """
         await self._check_codec(workflow)
-        query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
+        query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict))  # noqa: E731
         state = await query()
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
@@ -474,7 +476,7 @@ class WfiClient:
         await self._check_codec(workflow)
         after = 0
         while True:
-            fetch = functools.partial(self.handle(workflow).query, ActivationWorkflow.events, args=[after, page])
+            fetch = functools.partial(self.handle(workflow).query, EVENTS_QUERY, args=[after, page], result_type=list)
             chunk = await self._retry(fetch)
             for event in chunk:
                 yield event
@@ -498,7 +500,7 @@ class WfiClient:
             RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
         """
         await self._check_codec(workflow)
-        summary = await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.summary_query))
+        summary = await self._retry(lambda: self.handle(workflow).query(SUMMARY_QUERY, result_type=dict))
         await self._real_status(workflow, summary)
         return summary
 
@@ -526,7 +528,7 @@ class WfiClient:
             Its dedup entry (disposition, run key, times), or None when none is retained.
         """
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
+        return await self._retry(lambda: self.handle(workflow).query(DELIVERY_QUERY, args=[entry, delivery_id]))
 
     async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
         delay = 0.05
