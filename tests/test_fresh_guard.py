@@ -10,7 +10,8 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import Worker
 
 from wf_initiation import _uncached
-from wf_initiation.client import WfiClient, query_failure_type
+from wf_initiation._sdk import query_failure_type
+from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import STALE_ACTIVATION, StaleActivationError
 from wf_initiation.workflows._fresh import is_stale

@@ -20,7 +20,8 @@ from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect, listed, meets_restart, ride_out
 from tests.support.runs import describe_or_none
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
-from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_call_timeout, is_transport_error
+from wf_initiation._sdk import is_call_timeout, is_transport_error
+from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest

@@ -27,6 +27,7 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter, PayloadCodec
 
+from wf_initiation._sdk import unknown_encoding
 from wf_initiation._temporal import TemporalUnavailable
 from wf_initiation.core.deployment import CODEC_ENDPOINT_URL, DATA_CONVERTER_REFERENCE
 CODEC_FIX = ("give every command the team's codec: --data-converter MODULE:ATTR or --codec-endpoint URL, "
@@ -301,11 +302,7 @@ def _encoding(payload: Payload) -> str:
     return payload.metadata.get("encoding", b"").decode(errors="replace") or "(no encoding)"
 
 
-def is_unknown_encoding(exc: BaseException) -> bool:
-    """The payload converter met an encoding it does not know: the payload went through a codec."""
-    return isinstance(exc, KeyError) and "Unknown payload encoding" in str(exc)
-
-
 def unknown_encoding_message(exc: BaseException, what: str) -> str:
-    encoding = str(exc).strip("'\"").removeprefix("Unknown payload encoding ").strip()
+    """One line for an answer in an encoding this client cannot read (``_sdk.is_unknown_encoding``)."""
+    encoding = unknown_encoding(exc)
     return f"{what} is encoded as {encoding} (a payload codec) and this client has no codec to read it; {CODEC_FIX}"

@@ -7,10 +7,10 @@ import asyncio
 import hashlib
 from typing import Any
 
-from temporalio.api.errordetails.v1 import QueryFailedFailure
-from temporalio.client import RPCError, WorkflowQueryFailedError
+from temporalio.client import RPCError
 from temporalio.service import RPCStatusCode
 
+from wf_initiation._sdk import is_call_timeout, is_transport_error, workflow_not_ready
 from wf_initiation.core._expr import canonical_key
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
 from wf_initiation.wire import MAX_BULK, MAX_DELIVERY_BYTES, DeliveryRequest
@@ -19,66 +19,12 @@ _RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCSt
               RPCStatusCode.ABORTED}
 
 
-_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect",
-              "tcp connect error", "h2 protocol error", "connection closed")
-
-
 def retryable(exc: RPCError) -> bool:
     # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
     # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
     if exc.status in _RETRYABLE:
         return True
-    if is_transport_error(exc) or is_call_timeout(exc):
-        return True
-    return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
-
-
-def is_transport_error(exc: RPCError) -> bool:
-    """Whether the connection to the server failed (it is restarting): the call may not have arrived.
-
-    Args:
-        exc: The error of a call.
-
-    Returns:
-        True for a transport failure, which a caller retries with the same id.
-    """
-    text = str(exc.message).lower()
-    return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
-                          RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
-
-
-def is_call_timeout(exc: RPCError) -> bool:
-    """Whether the call's own deadline passed before the server answered (the SDK reports it as
-    CANCELLED, "Timeout expired"): a query to a busy worker, for one. Every call retried on it is
-    idempotent (reads, updates and signals by id).
-
-    Args:
-        exc: The error of a call.
-
-    Returns:
-        True for the call's own timeout.
-    """
-    return exc.status == RPCStatusCode.CANCELLED and "timeout expired" in str(exc.message).lower()
-
-
-def query_failure_type(exc: WorkflowQueryFailedError) -> str | None:
-    """The failure type of a failed query, as the worker reported it (the server passes it on in the
-    error's ``QueryFailedFailure`` detail).
-
-    Args:
-        exc: The query's error.
-
-    Returns:
-        The ``ApplicationError`` type, or None when it carries none.
-    """
-    rpc = exc.__cause__ or exc.__context__
-    if not isinstance(rpc, RPCError):
-        return None
-    for detail in rpc.grpc_status.details:
-        failure = QueryFailedFailure()
-        if detail.Unpack(failure) and failure.HasField("failure"):
-            return failure.failure.application_failure_info.type or None
-    return None
+    return is_transport_error(exc) or is_call_timeout(exc) or workflow_not_ready(exc)
 
 
 def cancelling() -> bool:

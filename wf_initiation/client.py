@@ -43,13 +43,13 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCStatusCode
 
-from wf_initiation._codec import CodecError, history_problem, is_unknown_encoding, unknown_encoding_message
+from wf_initiation._codec import CodecError, history_problem, unknown_encoding_message
 from wf_initiation._delivery import (
-    DeliveryRefused, DeliveryTooLarge, bound_update_id, bulk_chunks, cancelling, check_size, is_call_timeout,
-    is_transport_error, query_failure_type, retryable, update_id_for,
+    DeliveryRefused, DeliveryTooLarge, bound_update_id, bulk_chunks, cancelling, check_size, retryable, update_id_for,
 )
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
-from wf_initiation._temporal import TemporalUnavailable, is_namespace_not_found
+from wf_initiation._sdk import is_namespace_not_found, is_unknown_encoding, query_failure_type
+from wf_initiation._temporal import TemporalUnavailable
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core._validate import load_workfile
@@ -66,8 +66,7 @@ from wf_initiation.wire import (
 
 __all__ = [
     "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
-    "activation_spec", "bound_update_id", "build_spec", "bulk_chunks", "is_call_timeout", "is_transport_error",
-    "query_failure_type", "spec_from_files", "update_id_for",
+    "activation_spec", "bound_update_id", "build_spec", "bulk_chunks", "spec_from_files", "update_id_for",
 ]
 
 _T = TypeVar("_T")

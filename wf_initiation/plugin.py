@@ -32,6 +32,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wf_initiation import _uncached
+from wf_initiation._sdk import release_shutdown
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
 from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
@@ -218,10 +219,10 @@ class WfiPlugin(SimplePlugin):
             try:
                 await self._search_attributes_checked(worker.client)
             except SearchAttributesMissing as exc:
-                _release_shutdown(worker)
+                release_shutdown(worker)
                 raise WfiSetupError(str(exc)) from None
             except BaseException:
-                _release_shutdown(worker)
+                release_shutdown(worker)
                 raise
         await super().run_worker(worker, next)
 
@@ -255,17 +256,6 @@ def _worker_connections(deployment: Deployment | str | os.PathLike[str] | None) 
         except DiagnosticError as exc:
             raise WfiSetupError(f"WfiPlugin(deployment=...): {exc.diagnostics[0].message}") from None
     return WorkerConnections(deployment.connections)
-
-
-def _release_shutdown(worker: Worker) -> None:
-    """Let ``Worker.shutdown()`` return although the worker never ran.
-
-    In temporalio 1.35 it waits for an event that only the worker's own run sets, so a plugin
-    failing before the worker runs would leave ``async with Worker(...)`` hanging on exit.
-    """
-    done = getattr(worker, "_shutdown_complete_event", None)
-    if done is not None:
-        done.set()
 
 
 def _is_tracing(interceptor: Any) -> bool:

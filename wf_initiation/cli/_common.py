@@ -208,7 +208,8 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
     from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from wf_initiation._codec import is_unknown_encoding, unknown_encoding_message
+    from wf_initiation._codec import unknown_encoding_message
+    from wf_initiation._sdk import is_unknown_encoding
     from wf_initiation.client import DeliveryRefused
 
     if isinstance(exc, UserError | KeyboardInterrupt):
@@ -234,18 +235,20 @@ def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deploymen
 def _rpc_message(exc: Any, args: argparse.Namespace, deployment: Deployment, workflow: str | None) -> str:
     from temporalio.service import RPCStatusCode
 
-    if _temporal.is_namespace_not_found(exc):
+    from wf_initiation._sdk import is_namespace_not_found, workflow_already_completed
+
+    if is_namespace_not_found(exc):
         options = _temporal.connect_options(deployment.temporal, connect_flags(args))
         return _temporal.namespace_missing_message(options["namespace"], options["target_host"])
+    if workflow_already_completed(exc) and workflow:
+        return (f"the activation of workflow {workflow!r} has ended; activate it again with "
+                f"`wfi activate WORKFILE --deployment {args.deployment}`")
     if exc.status == RPCStatusCode.NOT_FOUND and workflow:
         return (f"no activation of workflow {workflow!r} is running; start one with "
                 f"`wfi activate WORKFILE --deployment {args.deployment}`")
     if exc.status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
         return (f"Temporal refused the credentials ({exc.message}); check --api-key / TEMPORAL_API_KEY, "
                 "the TLS certificate flags or the profile")
-    if "already completed" in exc.message and workflow:
-        return (f"the activation of workflow {workflow!r} has ended; activate it again with "
-                f"`wfi activate WORKFILE --deployment {args.deployment}`")
     return f"Temporal refused the call: {exc.message}"
 
 
