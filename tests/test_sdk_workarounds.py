@@ -31,7 +31,7 @@ from temporalio.worker import Worker
 
 from tests.conftest import assert_eventually, binary
 from wf_initiation import _sdk
-from wf_initiation._delivery import retryable
+from wf_initiation._from_temporal import retryable
 
 
 class Order(BaseModel):

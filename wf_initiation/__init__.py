@@ -3,6 +3,7 @@
 The public face of the package::
 
     from wf_initiation import WfiPlugin, WfiClient, activation_spec, RunInput, Disposition, wait_for
+    from wf_initiation.errors import WfiError   # every error the package raises (help(wf_initiation.errors))
 
 Names are loaded on first use (:mod:`wf_initiation._lazy`), so importing a submodule (the workflow
 sandbox imports ``wf_initiation.workflows``) does not pull in the client, the CLI or the worker wiring.
@@ -14,13 +15,15 @@ from typing import TYPE_CHECKING
 
 from wf_initiation._lazy import lazy_exports
 
-__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "activation_spec", "wait_for"]
+__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiError", "WfiPlugin", "__version__", "activation_spec",
+           "wait_for"]
 
 if TYPE_CHECKING:
     from wf_initiation._version import __version__
     from wf_initiation.client import WfiClient, activation_spec
     from wf_initiation.core.engine import DeliveryResult, Disposition
     from wf_initiation.core.runinput import RunInput
+    from wf_initiation.errors import WfiError
     from wf_initiation.plugin import WfiPlugin
     from wf_initiation.workflows.runapi import wait_for
 
@@ -28,6 +31,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "__version__": "._version",
     "WfiPlugin": ".plugin",
     "WfiClient": ".client",
+    "WfiError": ".errors",
     "activation_spec": ".client",
     "RunInput": ".core.runinput",
     "Disposition": ".core.engine",

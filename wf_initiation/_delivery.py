@@ -1,5 +1,5 @@
-"""What the client checks and derives before it sends (limits, update ids, bulk chunks) and which
-of Temporal's errors it retries with the same id. Public through :mod:`wf_initiation.client`."""
+"""What the client checks and derives before it sends (limits, update ids, bulk chunks). Which of
+Temporal's errors it retries with the same id: :mod:`wf_initiation._from_temporal`."""
 
 from __future__ import annotations
 
@@ -7,37 +7,16 @@ import asyncio
 import hashlib
 from typing import Any
 
-from temporalio.client import RPCError
-from temporalio.service import RPCStatusCode
-
-from wf_initiation._sdk import is_call_timeout, is_transport_error, workflow_not_ready
 from wf_initiation.core._expr import canonical_key
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
+from wf_initiation.errors import DeliveryRefused, DeliveryTooLarge
 from wf_initiation.wire import MAX_BULK, MAX_DELIVERY_BYTES, DeliveryRequest
-
-_RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
-              RPCStatusCode.ABORTED}
-
-
-def retryable(exc: RPCError) -> bool:
-    # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
-    # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
-    if exc.status in _RETRYABLE:
-        return True
-    return is_transport_error(exc) or is_call_timeout(exc) or workflow_not_ready(exc)
 
 
 def cancelling() -> bool:
+    """Whether the running task is being cancelled (a caller's timeout): a call is then not retried."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-class DeliveryRefused(ValueError):
-    """A delivery refused before sending: the message says why and what to send instead."""
-
-
-class DeliveryTooLarge(DeliveryRefused):
-    """A payload larger than a delivery may be (docs/limits.md): send a reference instead."""
 
 
 def update_id_for(entry: str | None, payload: Any) -> str:

@@ -38,14 +38,11 @@ from typing import Any
 
 from wf_initiation._sdk import ACTIVITY_LOGGERS, client_connect_config, connect_error_reason
 from wf_initiation.core.deployment import TemporalTarget
+from wf_initiation.errors import TemporalUnavailable
 
 DEFAULT_ADDRESS = "localhost:7233"
 READY_TIMEOUT = 60.0
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
-
-
-class TemporalUnavailable(RuntimeError):
-    """Temporal could not be reached, or the embedded server could not be started; the message names the fix."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@
 Deliveries by update return the disposition once it is durable (EXT-8). The server admits only a
 few updates in flight per workflow; a refused caller is retried with the *same* update id, so a
 retry can never be applied twice, and callers never see the limit. Transport errors around a server
-restart are retried the same way.
+restart are retried the same way. Every error a method raises is a :class:`wf_initiation.errors.WfiError`
+(Temporal's own error is its ``__cause__``): ``type`` names it, ``retryable`` says whether the same
+call may succeed later.
 
 Before anything is sent, a payload must be a plain JSON value within ``core.limits`` (size, depth,
 finite numbers: NaN would otherwise silently become something else on the way); ``DeliveryRefused``
@@ -30,28 +32,17 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from temporalio.client import (
-    Client,
-    RPCError,
-    RPCTimeoutOrCancelledError,
-    WithStartWorkflowOperation,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCStatusCode
 
-from wf_initiation._codec import CodecError, history_problem, unknown_encoding_message
-from wf_initiation._delivery import (
-    DeliveryRefused, DeliveryTooLarge, bound_update_id, bulk_chunks, cancelling, check_size, retryable, update_id_for,
-)
+from wf_initiation._codec import history_problem
+from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
+from wf_initiation._from_temporal import from_temporal
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
-from wf_initiation._sdk import is_namespace_not_found, is_unknown_encoding, query_failure_type
-from wf_initiation._temporal import TemporalUnavailable
 from wf_initiation.core._catalog import Catalog
-from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.errors import (
+    ActivationNotFound, CodecError, DeliveryRefused, DeliveryTooLarge, DiagnosticError, TemporalUnavailable,
+)
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
@@ -59,7 +50,7 @@ from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.wire import (
     ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE,
-    DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE, REBINDING, STALE_ACTIVATION, STATE_QUERY, SUMMARY_QUERY,
+    DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE, STATE_QUERY, SUMMARY_QUERY,
     DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorAction, OperatorRequest,
     OperatorResult, as_action, workflow_id_for,
 )
@@ -151,6 +142,11 @@ class WfiClient:
     first call about a workflow it checks that the client's codec matches the activation's history
     (docs/plugin.md, "With an encrypting codec"). Example: docs/client.md.
 
+    Every method raises only :class:`wf_initiation.errors.WfiError` subclasses (Temporal's own error
+    kept as ``__cause__``): besides those each names, ``ActivationNotFound`` when no activation of
+    the workflow runs, ``TemporalError`` when Temporal refuses a call (``TemporalUnavailable`` and
+    ``CallTimeout`` once the retries ran out), ``CodecError`` when the client's codec does not match.
+
     Args:
         client: A connected ``temporalio.client.Client`` whose data converter carries pydantic
             models (``Client.connect(..., plugins=[WfiPlugin()])``, or the pydantic data converter),
@@ -180,7 +176,7 @@ class WfiClient:
         encrypted history); once per workflow and client."""
         if workflow in self._codec_checked:
             return
-        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)))
+        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)), workflow=workflow)
         if problem is not None:
             raise CodecError(problem)
         self._codec_checked.add(workflow)
@@ -235,8 +231,8 @@ class WfiClient:
             What happened: ``activated``, ``unchanged`` or ``rebound``, as ``wfi activate`` says it.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            WorkflowUpdateFailedError: the activation refused the spec (e.g. it is being deactivated).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationRefused: the activation refused the spec (e.g. it is being deactivated).
         """
         await self._check_codec(spec.workflow)
         before = await self._latest(spec.workflow)
@@ -263,7 +259,7 @@ class WfiClient:
         answer = await self._retry(lambda: self.client.execute_update_with_start_workflow(
             ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=ActivateAnswer,
             rpc_timeout=self.update_timeout,
-        ))
+        ), workflow=spec.workflow)
         running = before is not None and before.status == WorkflowExecutionStatus.RUNNING
         return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=outcome(answer, running),
                           previous=answer.previous, note=note)
@@ -271,19 +267,18 @@ class WfiClient:
     async def _latest(self, workflow: str) -> Any:
         """The description of the activation's latest run, or None when it never ran."""
         try:
-            return await self._retry(self.client.get_workflow_handle(workflow_id_for(workflow)).describe)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
-                return None
-            raise
+            return await self._retry(self.client.get_workflow_handle(workflow_id_for(workflow)).describe, workflow=workflow)
+        except ActivationNotFound:
+            return None
 
     async def _final_state(self, workflow: str, run_id: str) -> bytes:
         closed = self.client.get_workflow_handle(workflow_id_for(workflow), run_id=run_id, result_type=DeactivatedResult)
-        result = await self._retry(lambda: closed.result(follow_runs=False))
+        result = await self._retry(lambda: closed.result(follow_runs=False), workflow=workflow)
         return result.state
 
     async def _restart_from(self, closed: Any, spec: ActivationSpec) -> tuple[list[Any], str]:
-        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history)
+        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history,
+                                    workflow=spec.workflow)
         return await restart_args(self.client.data_converter, closed, history.events, spec)
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
@@ -305,8 +300,9 @@ class WfiClient:
 
         Raises:
             DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` runs (``NOT_FOUND``), or Temporal refused the call.
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` runs (``ActivationEnded``: its workflow ended).
+            TemporalError: Temporal refused the call, or it stayed unavailable through every retry.
         """
         check_size(payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
@@ -314,7 +310,7 @@ class WfiClient:
         handle = self.handle(workflow)
         return await self._retry(lambda: handle.execute_update(
             DELIVER_UPDATE, DeliveryRequest(entry=entry, payload=payload), id=uid, result_type=DeliveryResult,
-            rpc_timeout=self.update_timeout))
+            rpc_timeout=self.update_timeout), workflow=workflow)
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
         """Many deliveries in as few updates as possible (each carries at most ``MAX_BULK`` deliveries
@@ -330,7 +326,7 @@ class WfiClient:
         Raises:
             DeliveryRefused: a payload is not plain JSON within the limits; checked for every
                 payload before the first update is sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         out: list[DeliveryResult] = []
         handle = self.handle(workflow)
@@ -340,7 +336,7 @@ class WfiClient:
             uid = "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
             send = functools.partial(handle.execute_update, DELIVER_MANY_UPDATE, chunk, id=uid,
                                      result_type=list[DeliveryResult], rpc_timeout=self.update_timeout)
-            out.extend(await self._retry(send))
+            out.extend(await self._retry(send, workflow=workflow))
         return out
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
@@ -354,12 +350,12 @@ class WfiClient:
 
         Raises:
             DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
-        await self._retry(lambda: self.handle(workflow).signal(DELIVER_SIGNAL, request))
+        await self._retry(lambda: self.handle(workflow).signal(DELIVER_SIGNAL, request), workflow=workflow)
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action, recorded in the activation's operator log.
@@ -375,7 +371,7 @@ class WfiClient:
             ``ok`` and the activation's message (why it was refused, when it was).
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
         # The update id also carries the content's digest: the same action id with another content
@@ -388,7 +384,7 @@ class WfiClient:
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
-            OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout))
+            OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
@@ -402,13 +398,13 @@ class WfiClient:
             Its status (``deactivating``, ``deactivated``, ``refused``) and what is left to settle.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
         await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
             DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
-            rpc_timeout=self.update_timeout))
+            rpc_timeout=self.update_timeout), workflow=workflow)
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
         """The final state of a deactivated activation, which :meth:`activate` resumes from.
@@ -445,11 +441,11 @@ class WfiClient:
             log, and ``events`` when asked for.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
-        query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict))  # noqa: E731
+        query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict), workflow=workflow)  # noqa: E731
         state = await query()
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
@@ -476,7 +472,7 @@ class WfiClient:
         after = 0
         while True:
             fetch = functools.partial(self.handle(workflow).query, EVENTS_QUERY, args=[after, page], result_type=list)
-            chunk = await self._retry(fetch)
+            chunk = await self._retry(fetch, workflow=workflow)
             for event in chunk:
                 yield event
             if len(chunk) < page:
@@ -495,11 +491,11 @@ class WfiClient:
             word, with ``closed`` saying when), entries, counters, schedules and polls.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
-        summary = await self._retry(lambda: self.handle(workflow).query(SUMMARY_QUERY, result_type=dict))
+        summary = await self._retry(lambda: self.handle(workflow).query(SUMMARY_QUERY, result_type=dict), workflow=workflow)
         await self._real_status(workflow, summary)
         return summary
 
@@ -527,36 +523,30 @@ class WfiClient:
             Its dedup entry (disposition, run key, times), or None when none is retained.
         """
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).query(DELIVERY_QUERY, args=[entry, delivery_id]))
+        return await self._retry(lambda: self.handle(workflow).query(DELIVERY_QUERY, args=[entry, delivery_id]),
+                                 workflow=workflow)
 
-    async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None) -> _T:
+        """``await call()``, again with the same ids while what it raises is retryable (the server's
+        limit of updates in flight, a restarting server, a rebinding activation, a stale answer of a
+        restarted worker), at most ``max_attempts`` times; Temporal's errors raised as
+        wf-initiation's (:mod:`wf_initiation._from_temporal`), the original as ``__cause__``."""
         delay = 0.05
         for attempt in range(self.max_attempts):
             try:
                 return await call()
-            except RPCError as exc:
-                if not retryable(exc) or attempt == self.max_attempts - 1 or cancelling():
+            except Exception as exc:
+                error = from_temporal(exc, workflow=workflow, client=self.client)
+                if error is None:
                     raise
-            except RPCTimeoutOrCancelledError:
-                # The SDK turns a cancellation of the call into this error: a caller's timeout
-                # (asyncio.wait_for) must end the call as cancelled, not be retried.
                 if cancelling():
-                    raise asyncio.CancelledError() from None
-                if attempt == self.max_attempts - 1:
-                    raise
-            except WorkflowUpdateFailedError as exc:
-                cause = getattr(exc.cause, "type", None)
-                if cause != REBINDING or attempt == self.max_attempts - 1:
-                    raise
-            except KeyError as exc:
-                if is_unknown_encoding(exc):  # an answer written through a codec this client lacks
-                    raise CodecError(unknown_encoding_message(exc, "the activation's answer")) from None
-                raise
-            except WorkflowQueryFailedError as exc:
-                # A query that reached a restarted worker with events it must not decide on yet
-                # (workflows/_fresh.py): the worker replays the run at its next task; ask again.
-                if query_failure_type(exc) != STALE_ACTIVATION or attempt == self.max_attempts - 1:
-                    raise
+                    # The SDK turns a cancellation of the call into an RPC timeout: a caller's timeout
+                    # (asyncio.wait_for) must end the call as cancelled, not be retried.
+                    raise asyncio.CancelledError() from exc
+                if not error.retryable or attempt == self.max_attempts - 1:
+                    if error is exc:
+                        raise
+                    raise error from exc
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")

@@ -44,25 +44,24 @@ from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
-from wf_initiation.wire.search_attributes import SearchAttributesMissing, ensure_registered
+from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
+from wf_initiation.wire.search_attributes import ensure_registered
 
 logger = logging.getLogger(__name__)
 
 # Pure, deterministic libraries the engine uses inside workflow code. Passed through the sandbox:
 # they import lazily (jinja2 compiles templates on first use) and hold locks/caches that are safe.
 # Only the project's own namespaced modules pass through (never a bare name a user's module could
-# share, such as ``activities``): the pure core, the activity request models and the telemetry
-# bridge (its context variable must be the one the worker's interceptor sets).
+# share, such as ``activities``): the pure core, the error tree (one class object inside and outside
+# the sandbox, so that an ``except`` in workflow code matches what the core raises), the activity
+# request models and the telemetry bridge (its context variable must be the one the worker's
+# interceptor sets).
 PASSTHROUGH_MODULES = (
     "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation._trace_context",
-    "wf_initiation._uncached",
+    "wf_initiation._uncached", "wf_initiation.errors",
     "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs",
     "croniter", "dateutil", "tzdata", "ruamel", "opentelemetry",
 )
-
-
-class WfiSetupError(RuntimeError):
-    """The worker or client cannot serve wf-initiation as configured; the one-line message names the fix."""
 
 
 def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:

@@ -34,6 +34,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from wf_initiation.errors import ConnectionRefused, SecretUnavailable
+
 REDACTED = "***"
 _REF = re.compile(r"^(env|file):(.*)\Z", re.DOTALL)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -241,14 +243,6 @@ class Connection(BaseModel):
     def serves(self, connector: str) -> bool:
         """Does this connection serve ``connector`` (``sql.row_inserted``) or its prefix (``sql``)?"""
         return self.connector in (connector.split(".")[0], connector)
-
-
-class SecretUnavailable(ValueError):
-    """A reference that cannot be resolved on this worker; the message names it, never a value."""
-
-
-class ConnectionRefused(SecretUnavailable):
-    """A connection sent to this worker that is not one of its deployment's: nothing in it is resolved."""
 
 
 WORKER_FIX = ("start the worker with the deployment that defines the connection (`wfi worker --deployment FILE`, "

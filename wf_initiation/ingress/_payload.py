@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from wf_initiation.core.limits import json_problem, json_size
+from wf_initiation.errors import InvalidInput
 
 from ._auth import AUTH_HEADERS
 from .limits import ENVELOPE_BYTES, MAX_INT_DIGITS
@@ -39,7 +40,7 @@ TRANSPORT_HEADERS = frozenset({
 IDEMPOTENCY_KEY = "idempotency-key"
 
 
-class BadRequest(ValueError):
+class BadRequest(InvalidInput, ValueError):
     """The request cannot become a payload; ``status``, ``code`` and ``headers`` say how to answer."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):

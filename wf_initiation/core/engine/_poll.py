@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from wf_initiation.errors import InvalidInput
+
 from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, MAX_INT_DIGITS, clip, is_utf8_text, json_problem, retained_id, strict_json
@@ -228,7 +230,7 @@ def cursor_problem(cursor: str | None) -> str | None:
     return None if problem is None else f"{problem}; set a value the connector returned"
 
 
-class _TooManyDigits(Exception):
+class _TooManyDigits(InvalidInput):
     def __init__(self, digits: int) -> None:
         super().__init__(digits)
         self.digits = digits
