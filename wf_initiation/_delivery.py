@@ -8,9 +8,11 @@ import hashlib
 from typing import Any
 
 from wf_initiation.core._expr import canonical_key
-from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
+from wf_initiation.core.limits import (
+    MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size, length_problem, payload_size_problem,
+)
 from wf_initiation.errors import DeliveryRefused, DeliveryTooLarge
-from wf_initiation.wire import MAX_BULK, MAX_DELIVERY_BYTES, DeliveryRequest
+from wf_initiation.wire import MAX_BULK, DeliveryRequest
 
 
 def cancelling() -> bool:
@@ -52,8 +54,9 @@ def bound_update_id(update_id: str, entry: str | None, payload: Any) -> str:
     Raises:
         DeliveryRefused: the caller's id is longer than ``MAX_ACTION_ID_CHARS``.
     """
-    if len(update_id) > MAX_ACTION_ID_CHARS:
-        raise DeliveryRefused(f"the update id has {len(update_id)} characters; the limit is {MAX_ACTION_ID_CHARS}")
+    too_long = length_problem("the update id", update_id, MAX_ACTION_ID_CHARS)
+    if too_long is not None:
+        raise DeliveryRefused(too_long)
     return f"{update_id}~{update_id_for(entry, payload)[4:20]}"
 
 
@@ -63,11 +66,9 @@ def check_size(payload: Any) -> int:
     if problem is not None:
         raise DeliveryRefused(f"the payload cannot be delivered: {problem}")
     size = json_size(payload)
-    if size > MAX_DELIVERY_BYTES:
-        raise DeliveryTooLarge(
-            f"payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES} (Temporal payload limits): "
-            "send a reference (URL, object key) instead of the content"
-        )
+    too_large = payload_size_problem(size)
+    if too_large is not None:
+        raise DeliveryTooLarge(too_large)
     return size
 
 
