@@ -65,10 +65,16 @@ PASSTHROUGH_MODULES = (
 
 
 def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
-    if existing is not None and not isinstance(existing, SandboxedWorkflowRunner):
+    """The worker's workflow runner with wf-initiation's modules passed through the sandbox.
+
+    A sandboxed runner of the user's is kept with everything it sets (its restrictions, its
+    ``runner_class``) and only the pass-through modules added; an unsandboxed one is kept as it is.
+    """
+    if existing is None:
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    if not isinstance(existing, SandboxedWorkflowRunner):
         return existing  # the user chose an unsandboxed runner; nothing to add
-    restrictions = existing.restrictions if isinstance(existing, SandboxedWorkflowRunner) else SandboxRestrictions.default
-    return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    return dataclasses.replace(existing, restrictions=existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
 # ---------------------------------------------------------------------------- data converter
