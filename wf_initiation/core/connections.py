@@ -67,6 +67,7 @@ class SecretRef:
 
     @property
     def text(self) -> str:
+        """The reference as written (``env:NAME``, ``file:/path``)."""
         return f"{self.scheme}:{self.target}"
 
     def problem(self) -> str | None:
@@ -271,6 +272,7 @@ class WorkerConnections:
 
     @property
     def has_deployment(self) -> bool:
+        """Whether the worker was started with a deployment (else it resolves no reference)."""
         return self._connections is not None
 
     def bind(self, connector: str, sent: Mapping[str, Any]) -> dict[str, Any]:
@@ -340,6 +342,7 @@ class ResolvedConnection:
     secrets: frozenset[str]
 
     def redactor(self) -> "Redactor":
+        """A redactor of these secrets (and of passwords embedded in URLs and DSNs)."""
         return Redactor(self.secrets)
 
 
@@ -371,7 +374,7 @@ def _resolve_tree(
     ref = parse_ref(node)
     if ref is None:
         if isinstance(node, str) and (found := embedded_password(node)):
-            secrets.add(found)  # an inline DSN password (a deployment loaded before references existed)
+            secrets.add(found)  # an inline DSN password (a spec recorded before secrets had to be references)
         return node
     value = _resolve_ref(ref, env, read_file, where.rstrip("."))
     secrets.add(value)
@@ -414,6 +417,7 @@ class Redactor:
         self._secrets = sorted({s for s in secrets if len(s) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``."""
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED if m.group("pw") else m.group(0), text)

@@ -1,4 +1,4 @@
-"""What the engine refuses at intake, before any rule runs (issue 11): payloads it cannot carry.
+"""What the engine refuses at intake, before any rule runs: payloads it cannot carry.
 
 Called by the acceptance pipeline (``_pipeline``). Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
 is not a plain JSON value within :mod:`core.limits` (too deep, NaN or infinity, an integer of

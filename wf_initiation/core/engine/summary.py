@@ -109,7 +109,7 @@ def markdown(engine: Core) -> str:
         s = short(engine)
         notes.append(_deactivation_line(s["deactivation"], s))
     faults = engine.state.counters.get("start_faults", 0)
-    if faults:  # runs that could never be started (issue 11): an operator should look
+    if faults:  # runs that could never be started (a start fault): an operator should look
         notes.append(f"**start faults {faults}**: runs that could not be started; see `wfi state` (errors)")
     return _view.markdown(engine, status(engine), notes=notes)
 
