@@ -179,6 +179,12 @@ class WfiPlugin(SimplePlugin):
 
     # -------------------------------------------------------------- client
     def configure_client(self, config: ClientConfig) -> ClientConfig:
+        """The client's config with a data converter that carries pydantic models (the user's codec
+        and failure converter kept) and the telemetry interceptors asked for.
+
+        Raises:
+            WfiSetupError: the user's payload converter cannot carry pydantic models.
+        """
         config = super().configure_client(config)
         check_payload_converter(config["data_converter"])
         config["interceptors"] = [*config.get("interceptors", []), *self._missing_interceptors(config.get("interceptors", []))]
@@ -195,6 +201,12 @@ class WfiPlugin(SimplePlugin):
 
     # -------------------------------------------------------------- worker
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """The worker's config with the activation workflow, the run, lifecycle and poll activities
+        (bound to the worker's client), the sandbox pass-through and the interceptors added.
+
+        Raises:
+            WfiSetupError: the client's payload converter cannot carry pydantic models.
+        """
         config = super().configure_worker(config)
         _uncached.record(config["task_queue"], max_cached_workflows=config.get("max_cached_workflows"))
         client = config["client"]
@@ -220,6 +232,12 @@ class WfiPlugin(SimplePlugin):
         return _derived_client(client, interceptors=[*on_client, self._tracing])
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Check (and where allowed register) the Wfi search attributes, then run the worker.
+
+        Raises:
+            WfiSetupError: the namespace lacks them and this worker may not add them; the message
+                names the command that does.
+        """
         if self._check_search_attributes:
             try:
                 await self._search_attributes_checked(worker.client)

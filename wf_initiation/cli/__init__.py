@@ -52,6 +52,7 @@ class UserError(WfiError):
 
 
 def version() -> str:
+    """The installed wf-initiation's version (``wfi --version``)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
@@ -70,6 +71,7 @@ class _Version(argparse._VersionAction):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``wfi`` argument parser, with every group of :data:`GROUPS` registered."""
     parser = argparse.ArgumentParser(
         prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
         epilog="`wfi COMMAND --help` describes a command; `wfi help cli` prints every flag and exit status, "

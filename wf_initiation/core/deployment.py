@@ -128,6 +128,8 @@ DEFAULT_TASK_QUEUE = "wfi-activations"
 
 
 class TemporalTarget(_Strict):
+    """The deployment's ``temporal:`` section: where activations run (flags, ``TEMPORAL_*`` and a profile win over it)."""
+
     address: str | None = Field(default=None, description="host:port, when no flag, TEMPORAL_ADDRESS or profile says; "
                                 "else localhost:7233.")
     namespace: str = Field(default="default", description="When no flag, TEMPORAL_NAMESPACE or profile says.")
@@ -254,6 +256,8 @@ class Policies(_Strict):
 
 
 class RunTarget(_Strict):
+    """A workflow's ``run:`` section: the workflow type and task queue each run executes on."""
+
     workflow_type: str = Field(description="Workflow type each run executes.")
     task_queue: str = Field(description="Task queue of the run workflows.")
     execution_timeout: timedelta | None = None
@@ -264,6 +268,8 @@ class RunTarget(_Strict):
 
 
 class WorkflowDeployment(Policies):
+    """One ``workflows.<name>:`` section merged over ``defaults:``: its Workfile, run target, inputs and policies."""
+
     workfile: str | None = Field(default=None, description="Path of the Workfile (relative to the deployment file).")
     run: RunTarget
     inputs: dict[str, Any] = Field(default_factory=dict, description="Deployment inputs (binding member).")
@@ -273,6 +279,11 @@ class WorkflowDeployment(Policies):
 
 
 class Deployment(_Strict):
+    """A deployment file: where and how a set of Workfiles is activated (every key: docs/deployment.md).
+
+    Load one with :func:`load_deployment` (a file) or :func:`parse_deployment` (parsed data).
+    """
+
     temporal: TemporalTarget = TemporalTarget()
     capabilities: list[str] = Field(default_factory=lambda: list(ALL_CAPABILITIES))
     defaults: dict[str, Any] = Field(default_factory=dict)
@@ -308,6 +319,7 @@ class Deployment(_Strict):
         return {k: c for k, c in self.connections.items() if c.serves(connector)}
 
     def resolve_path(self, path: str) -> pathlib.Path:
+        """``path`` resolved against the deployment file's directory (an absolute path as it is)."""
         p = pathlib.Path(path)
         return p if p.is_absolute() or not self.base_dir else pathlib.Path(self.base_dir) / p
 
@@ -349,6 +361,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
+    """Validate a deployment already parsed from YAML or JSON.
+
+    Args:
+        data: The document (a mapping).
+        base_dir: The directory relative paths (``workfile:``) resolve against.
+
+    Raises:
+        DiagnosticError: the document is not a valid deployment; each diagnostic names the fix.
+    """
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic(code="DEPLOY-SHAPE", message="a deployment file is a mapping at top level")])
     try:

@@ -226,6 +226,7 @@ def _scalar_problem(item: Any, max_int_digits: int = MAX_INT_DIGITS) -> str | No
 
 
 def is_utf8_text(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (it holds no lone surrogate)."""
     if text.isascii():
         return True
     try:
