@@ -135,10 +135,49 @@ async def test_a_call_to_a_server_that_went_away_is_a_transport_error() -> None:
     assert retryable(lost.value)
 
 
+class StallingProxy:
+    """A TCP proxy to the dev server that can stop passing bytes on while its connections stay open:
+    a call then gets no answer at all (a server that holds a call answers DEADLINE_EXCEEDED itself)."""
+
+    def __init__(self, target: str) -> None:
+        self.host, port = target.rsplit(":", 1)
+        self.port = int(port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return f"127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        self._writers += [writer, up_writer]
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer), return_exceptions=True)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            await self.flowing.wait()
+            writer.write(data)
+            await writer.drain()
+
+    async def close(self) -> None:
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+
+
 async def test_a_call_past_its_own_deadline_is_a_call_timeout(dev_env) -> None:
     # _sdk.is_call_timeout: CANCELLED, the status of a cancelled call too, with "Timeout expired".
-    with pytest.raises(RPCError) as late:
-        await dev_env.client.get_workflow_handle(f"nobody-{uuid.uuid4()}").describe(rpc_timeout=timedelta(microseconds=1))
+    proxy = StallingProxy(dev_env.client.service_client.config.target_host)
+    client = await Client.connect(await proxy.start())
+    try:
+        proxy.flowing.clear()
+        with pytest.raises(RPCError) as late:
+            await client.get_workflow_handle(f"nobody-{uuid.uuid4()}").describe(rpc_timeout=timedelta(milliseconds=300))
+    finally:
+        proxy.flowing.set()
+        await proxy.close()
     assert _sdk.is_call_timeout(late.value), (late.value.status, late.value.message)
     assert not _sdk.is_call_timeout(RPCError("operation cancelled", RPCStatusCode.CANCELLED, b""))
 
