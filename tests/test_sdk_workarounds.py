@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowQueryFailedError
 from temporalio.common import RetryPolicy, WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
@@ -240,9 +240,15 @@ async def test_an_update_to_a_workflow_whose_task_keeps_failing_is_not_ready(dev
         await assert_eventually(failing_for_a_while, timeout=120, interval=0.5)
         with pytest.raises(RPCError) as refused:
             await handle.execute_update(Broken.poke, id="poke")
+        # As WfiClient.activate sends it: an update-with-start, whose refusal nests the detail.
+        start = WithStartWorkflowOperation(Broken.run, id=handle.id, task_queue=task_queue,
+                                           id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING)
+        with pytest.raises(RPCError) as refused_with_start:
+            await dev_env.client.execute_update_with_start_workflow(Broken.poke, start_workflow_operation=start, id="poke-2")
         await handle.terminate()
-    assert _sdk.workflow_not_ready(refused.value), (refused.value.status, refused.value.message)
-    assert retryable(refused.value)
+    for error in (refused.value, refused_with_start.value):
+        assert _sdk.workflow_not_ready(error), (error.status, error.message)
+        assert retryable(error)
 
 
 async def test_a_missing_namespace_is_told_apart_from_a_missing_workflow(dev_env) -> None:

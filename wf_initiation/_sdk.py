@@ -109,8 +109,10 @@ def workflow_not_ready(exc: RPCError) -> bool:
     """Whether an update was refused because the workflow's task keeps failing (transient: e.g. at
     a continue-as-new, or a worker that cannot take the task yet). The server answers
     ``FAILED_PRECONDITION`` with a ``WorkflowNotReadyFailure`` detail (temporal
-    ``service/history/api/updateworkflow/api.go``), which the SDK does not raise as its own type."""
-    return exc.status == RPCStatusCode.FAILED_PRECONDITION and _has_detail(exc, "WorkflowNotReadyFailure")
+    ``service/history/api/updateworkflow/api.go``), which the SDK does not raise as its own type;
+    for an update-with-start the detail sits inside a ``MultiOperationExecutionFailure``, so the
+    status's raw bytes are searched rather than its top-level details."""
+    return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReadyFailure" in (exc.raw_grpc_status or b"")
 
 
 def is_namespace_not_found(exc: BaseException) -> bool:
