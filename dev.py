@@ -3,7 +3,7 @@
 
     python3 dev.py up      # the main job: Temporal dev server (+ Web UI) and the worker
     python3 dev.py test    # static checks, then the whole test suite (what .ci/run calls)
-    python3 dev.py lint    # the static checks alone: ruff and mypy, settings in pyproject.toml
+    python3 dev.py lint    # the static checks alone: ruff, mypy and the layers (import-linter), settings in pyproject.toml
     python3 dev.py spec    # rewrite docs/specification.md's links from rule to tests (--check: only check)
 
 Both create `.venv/` next to this file on first use and install the project into it.
@@ -115,10 +115,25 @@ def _lint(args: list[str]) -> int:
     )
     print(_repo_paths(mypy.stdout).rstrip("\n"), flush=True)
     sys.stderr.write(mypy.stderr)
-    if ruff or mypy.returncode:
-        print("dev.py: static checks failed (ruff and mypy, settings in pyproject.toml)", file=sys.stderr)
+    layers = _import_contracts()
+    if ruff or mypy.returncode or layers:
+        print("dev.py: static checks failed (ruff, mypy and import-linter, settings in pyproject.toml)", file=sys.stderr)
         return 1
     return 0
+
+
+def _import_contracts() -> int:
+    """import-linter's contracts (the layers of docs/architecture.md) on the package as installed: run
+    in the typecheck tree, whose wf_initiation holds workflows/, activities/ and conformance/ (the
+    repository's own wf_initiation/ directory would shadow it from the repository root)."""
+    linter = subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache", str(ROOT / "pyproject.toml")], cwd=TYPECHECK,
+        env=dict(os.environ, PYTHONPATH=str(TYPECHECK)), capture_output=True, text=True,
+    )
+    if linter.returncode:
+        report = linter.stdout[linter.stdout.find("Broken contracts"):] if "Broken contracts" in linter.stdout else linter.stdout
+        print(_repo_paths(report).rstrip("\n") + linter.stderr, flush=True)
+    return linter.returncode
 
 
 def _test(args: list[str]) -> int:

@@ -24,6 +24,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from wf_initiation._sdk import refused_for_good, started_new_run
 from wf_initiation.activities._watch import TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.wire import (
@@ -75,14 +76,14 @@ class RunActivities:
                     request_eager_start=True,
                 )
             # USE_EXISTING answers a retried start with the running run: count only a real start.
-            if getattr(getattr(handle, "_start_workflow_response", None), "started", True):
+            if started_new_run(handle):
                 self._telemetry.run_started(initiation.workflow, run.input.trigger.name, initiation.accepted_at,
                                             initiation.scheduled_at)
             return StartedRun(run_key=run.run_key, run_id=handle.result_run_id)
         except WorkflowAlreadyStartedError:
             return await self._describe_closed(run.run_key)
         except RPCError as exc:
-            if not _refused_for_good(exc):
+            if not refused_for_good(exc):
                 raise  # transient (server unavailable, ...): the activity is retried
             return StartedRun(run_key=run.run_key, error=f"the server refused the start: {exc.message}")
         except ValueError as exc:  # the input cannot be encoded (e.g. pydantic serialisation)
@@ -137,13 +138,6 @@ class RunActivities:
 
     def all(self) -> list[Any]:
         return [self.start_runs, self.watch_runs, self.control_run]
-
-
-def _refused_for_good(exc: RPCError) -> bool:
-    """A refusal no retry can change: this run's request is over a server limit."""
-    text = str(exc.message).lower()
-    return exc.status == RPCStatusCode.INVALID_ARGUMENT and any(
-        word in text for word in ("size", "exceeds", "too large", "too long", "limit"))
 
 
 async def wait_for_burst(

@@ -36,6 +36,7 @@ from ruamel.yaml import YAML
 
 import wf_initiation._temporal as _temporal  # the connection, as every wfi command makes it
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.errors import WfiError
 from wf_initiation.wire import ACTIVATION_ID_PREFIX  # the workflow id webhook bridges address (README)
 
 from .report import CLAIMABLE as CAPABILITIES
@@ -51,7 +52,7 @@ CaseFn = Callable[["Target"], Awaitable[None]]
 CLEANUP_TIMEOUT = 120.0
 
 
-class CaseFailed(AssertionError):
+class CaseFailed(WfiError, AssertionError):
     """A conformance check did not hold; the message says what was expected and what was seen."""
 
 

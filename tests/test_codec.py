@@ -310,6 +310,8 @@ async def test_wfi_up_with_its_own_server_takes_the_data_converter_flag_for_work
     try:
         assert proc.stdout is not None
         await _lines_until(proc.stdout, f"activated {team.name}", seen)
+        if not any(line.startswith("webhook ingress on") for line in seen):  # its own process: may come later
+            await _lines_until(proc.stdout, "^webhook ingress on", seen)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{ingress_port}", timeout=60) as http:
             async def listening() -> None:  # the ingress is a process of its own under wfi up
                 try:

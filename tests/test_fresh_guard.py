@@ -10,7 +10,9 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import Worker
 
 from wf_initiation import _uncached
-from wf_initiation.client import WfiClient, query_failure_type
+from wf_initiation._sdk import query_failure_type
+from wf_initiation.client import WfiClient
+from wf_initiation.errors import QueryFailed
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import STALE_ACTIVATION, StaleActivationError
 from wf_initiation.workflows._fresh import is_stale
@@ -85,8 +87,9 @@ async def test_a_stale_activation_refusal_is_recognised_by_its_type_and_retried(
         lookalike = await client.start_workflow(StaleOnQuery.run, True, id=f"stale-{uuid.uuid4()}", task_queue=task_queue)
         assert await lookalike.query(StaleOnQuery.answer) == "answered"
         REFUSALS["left"] = 1
-        with pytest.raises(WorkflowQueryFailedError):
+        with pytest.raises(QueryFailed) as lookalike_failed:
             await wfi._retry(lambda: lookalike.query(StaleOnQuery.answer))
+        assert not lookalike_failed.value.retryable and lookalike_failed.value.failure_type == "LookalikeError"
         REFUSALS["left"] = 0
         for h in (handle, lookalike):
             await h.terminate()

@@ -20,8 +20,10 @@ from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect, listed, meets_restart, ride_out
 from tests.support.runs import describe_or_none
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
-from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_call_timeout, is_transport_error
+from wf_initiation._sdk import is_call_timeout, is_transport_error
+from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
+from wf_initiation.errors import TemporalError
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 from wf_initiation.wire import workflow_id_for
@@ -236,6 +238,6 @@ async def test_a_call_whose_own_deadline_passed_is_asked_again() -> None:
         raise RPCError("operation cancelled", RPCStatusCode.CANCELLED, b"")
 
     calls.clear()
-    with pytest.raises(RPCError):
+    with pytest.raises(TemporalError) as raised:
         await wfi._retry(refused)
-    assert len(calls) == 1
+    assert len(calls) == 1 and not raised.value.retryable and isinstance(raised.value.__cause__, RPCError)

@@ -15,14 +15,12 @@ import random
 import sqlite3
 from typing import Any
 
-from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError
-
 from tests.conftest import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, keep
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
+from wf_initiation.errors import WfiError
 from wf_initiation.core.engine import payload_digest
 from wf_initiation.wire import OperatorRequest
 
@@ -176,7 +174,7 @@ async def _sample(wfi: WfiClient, name: str, expect: Expectation, samples: list[
     while True:
         try:
             state = await wfi.state(name, include_events=True, settle=1)  # state first: the invariant's reading
-        except (RPCError, WorkflowQueryFailedError):
+        except WfiError:
             await asyncio.sleep(0.2)  # the worker is down: nothing to observe
             continue
         samples.append(expect.check_not_ahead(state))

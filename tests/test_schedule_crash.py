@@ -23,6 +23,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
+from wf_initiation.errors import WfiError
 from wf_initiation.core import schedule as seq
 from wf_initiation.wire import OperatorRequest
 
@@ -37,7 +38,7 @@ async def kill_while_starting(wfi: WfiClient, name: str, worker: WorkerProcess) 
             if (await wfi.summary(name))["runs_starting"] > 0:
                 worker.kill()
                 return True
-        except RPCError:
+        except WfiError:  # the activation is not up yet
             pass
         await asyncio.sleep(0.005)
     worker.kill()

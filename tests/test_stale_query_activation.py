@@ -23,7 +23,8 @@ from temporalio.service import RPCError
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
-from wf_initiation.client import WfiClient, query_failure_type
+from wf_initiation._sdk import query_failure_type
+from wf_initiation.client import WfiClient
 from wf_initiation.core import schedule as seq
 from wf_initiation.wire import STALE_ACTIVATION, OperatorRequest
 from wf_initiation.workflows.activation import ActivationWorkflow

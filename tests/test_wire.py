@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
-
 from wf_initiation import wire
 from wf_initiation.wire import errors as wire_errors
 from wf_initiation.wire import names as wire_names
@@ -134,63 +132,16 @@ def test_handlers_and_calls_name_the_contract_through_wire() -> None:
     assert not found, "handler and call names spelled as literals (use wf_initiation.wire):\n" + "\n".join(found)
 
 
-def _imports(path: pathlib.Path) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
-        elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-    return {m for m in out if m == "wf_initiation" or m.startswith("wf_initiation.")}
+# Which part may import which (wire below everything but the core, activities never importing
+# workflows, the conformance kit black-box) is checked by import-linter's contracts in
+# pyproject.toml (`python3 dev.py lint`), for the whole package.
 
 
-def _imported_by(area: pathlib.Path) -> dict[str, set[str]]:
-    return {str(p.relative_to(area.parent)): _imports(p) for p in _files([area])}
-
-
-def _offenders(area: pathlib.Path, allowed: tuple[str, ...]) -> list[str]:
-    return [f"{f} imports {m}" for f, ms in _imported_by(area).items() for m in sorted(ms)
-            if not any(m == a or m.startswith(a + ".") for a in allowed)]
-
-
-ROOT_MODULES = ("wf_initiation.client", "wf_initiation.cli", "wf_initiation.plugin", "wf_initiation.ingress",
-                "wf_initiation._temporal", "wf_initiation.telemetry", "wf_initiation._trace_context")
-
-
-@pytest.mark.parametrize(("area", "allowed"), [
-    # wire is below everything but the pure core
-    ("wire", ("wf_initiation.wire", "wf_initiation.core")),
-    # activities never import workflows (workflows may import activities, to call them by reference)
-    ("activities", ("wf_initiation.activities", "wf_initiation.wire", "wf_initiation.core", "wf_initiation.telemetry")),
-    # the conformance kit is black-box: the CLI imports it, it imports no part of the root package but
-    # the connection (it connects as every wfi command does: profile, TEMPORAL_*, the team's codec)
-    ("conformance", ("wf_initiation.conformance", "wf_initiation.wire", "wf_initiation.core", "wf_initiation.workflows.runapi",
-                     "wf_initiation._temporal")),
-])
-def test_the_import_graph_points_one_way(area: str, allowed: tuple[str, ...]) -> None:
-    folder = WIRE if area == "wire" else AREAS[area]
-    offenders = _offenders(folder, allowed)
-    assert not offenders, "\n".join(offenders)
-    if area == "conformance":
-        assert not [m for ms in _imported_by(folder).values() for m in ms
-                    if m.startswith(ROOT_MODULES) and m != "wf_initiation._temporal"]
-    if area == "activities":  # and the other way round holds: workflows reach activities only by reference
-        assert not [m for ms in _imported_by(AREAS["activities"]).values() for m in ms if m.startswith("wf_initiation.workflows")]
-
-
-def test_the_import_graph_test_sees_an_offender(tmp_path: pathlib.Path) -> None:
+def test_the_literal_check_sees_a_contract_string_written_outside_wire(tmp_path: pathlib.Path) -> None:
     # The checks above only pass because nothing offends: one that would must be found.
-    area = tmp_path / "activities"
-    area.mkdir()
-    bad = area / "bad.py"
-    bad.write_text("from wf_initiation.workflows.activation import ActivationWorkflow\nx = 'wfi.EchoRun'\n")
-    assert _offenders(area, ("wf_initiation.activities",)) == [
-        "activities/bad.py imports wf_initiation.workflows.activation",
-        "activities/bad.py imports wf_initiation.workflows.activation.ActivationWorkflow",
-    ]
-    assert (2, "wfi.EchoRun") in _literals(bad) and "wfi.EchoRun" in _distinctive()
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 'wfi.EchoRun'\n")
+    assert (1, "wfi.EchoRun") in _literals(bad) and "wfi.EchoRun" in _distinctive()
 
 
 def test_the_activation_calls_its_activities_by_reference_and_their_names_stay() -> None:

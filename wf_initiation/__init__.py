@@ -3,51 +3,38 @@
 The public face of the package::
 
     from wf_initiation import WfiPlugin, WfiClient, activation_spec, RunInput, Disposition, wait_for
+    from wf_initiation.errors import WfiError   # every error the package raises (help(wf_initiation.errors))
 
-Names are loaded on first use (PEP 562), so importing a submodule (the workflow sandbox imports
-``wf_initiation.workflows``) does not pull in the client, the CLI or the worker wiring.
+Names are loaded on first use (:mod:`wf_initiation._lazy`), so importing a submodule (the workflow
+sandbox imports ``wf_initiation.workflows``) does not pull in the client, the CLI or the worker wiring.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiPlugin", "__version__", "activation_spec", "wait_for"]
+from wf_initiation._lazy import lazy_exports
 
-_LAZY = {
-    "WfiPlugin": "wf_initiation.plugin",
-    "WfiClient": "wf_initiation.client",
-    "activation_spec": "wf_initiation.client",
-    "RunInput": "wf_initiation.core.runinput",
-    "Disposition": "wf_initiation.core.engine",
-    "DeliveryResult": "wf_initiation.core.engine",
-    "wait_for": "wf_initiation.workflows.runapi",
-}
+__all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiError", "WfiPlugin", "__version__", "activation_spec",
+           "wait_for"]
 
 if TYPE_CHECKING:
+    from wf_initiation._version import __version__
     from wf_initiation.client import WfiClient, activation_spec
     from wf_initiation.core.engine import DeliveryResult, Disposition
     from wf_initiation.core.runinput import RunInput
+    from wf_initiation.errors import WfiError
     from wf_initiation.plugin import WfiPlugin
     from wf_initiation.workflows.runapi import wait_for
 
-
-def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("wf-initiation")
-        except PackageNotFoundError:  # running from a source tree that was never installed
-            return "0+unknown"
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wf_initiation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "__version__": "._version",
+    "WfiPlugin": ".plugin",
+    "WfiClient": ".client",
+    "WfiError": ".errors",
+    "activation_spec": ".client",
+    "RunInput": ".core.runinput",
+    "Disposition": ".core.engine",
+    "DeliveryResult": ".core.engine",
+    "wait_for": ".workflows.runapi",
+})

@@ -27,18 +27,13 @@ from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter, PayloadCodec
 
-from wf_initiation._temporal import TemporalUnavailable
+from wf_initiation._sdk import unknown_encoding
 from wf_initiation.core.deployment import CODEC_ENDPOINT_URL, DATA_CONVERTER_REFERENCE
+from wf_initiation.errors import CodecError
 CODEC_FIX = ("give every command the team's codec: --data-converter MODULE:ATTR or --codec-endpoint URL, "
              "or temporal.data_converter / temporal.codec_endpoint in the deployment (wfi help deployment)")
 HISTORY_PAGE = 64  # events read to find out how the activation's payloads are encoded
 SAMPLE = 8  # encoded payloads decoded as a probe
-
-
-class CodecError(TemporalUnavailable):
-    """The data converter cannot be loaded or used, or does not match the activation's history; the
-    one-line message names the fix. A :class:`TemporalUnavailable`: nothing was sent (the ingress
-    answers 503 and logs the message)."""
 
 
 @dataclass(frozen=True)
@@ -301,11 +296,7 @@ def _encoding(payload: Payload) -> str:
     return payload.metadata.get("encoding", b"").decode(errors="replace") or "(no encoding)"
 
 
-def is_unknown_encoding(exc: BaseException) -> bool:
-    """The payload converter met an encoding it does not know: the payload went through a codec."""
-    return isinstance(exc, KeyError) and "Unknown payload encoding" in str(exc)
-
-
 def unknown_encoding_message(exc: BaseException, what: str) -> str:
-    encoding = str(exc).strip("'\"").removeprefix("Unknown payload encoding ").strip()
+    """One line for an answer in an encoding this client cannot read (``_sdk.is_unknown_encoding``)."""
+    encoding = unknown_encoding(exc)
     return f"{what} is encoded as {encoding} (a payload codec) and this client has no codec to read it; {CODEC_FIX}"

@@ -1,5 +1,5 @@
-"""What the client checks and derives before it sends (limits, update ids, bulk chunks) and which
-of Temporal's errors it retries with the same id. Public through :mod:`wf_initiation.client`."""
+"""What the client checks and derives before it sends (limits, update ids, bulk chunks). Which of
+Temporal's errors it retries with the same id: :mod:`wf_initiation._from_temporal`."""
 
 from __future__ import annotations
 
@@ -7,91 +7,18 @@ import asyncio
 import hashlib
 from typing import Any
 
-from temporalio.api.errordetails.v1 import QueryFailedFailure
-from temporalio.client import RPCError, WorkflowQueryFailedError
-from temporalio.service import RPCStatusCode
-
 from wf_initiation.core._expr import canonical_key
-from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size
-from wf_initiation.wire import MAX_BULK, MAX_DELIVERY_BYTES, DeliveryRequest
-
-_RETRYABLE = {RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED,
-              RPCStatusCode.ABORTED}
-
-
-_TRANSPORT = ("transport error", "connection refused", "connection reset", "broken pipe", "error trying to connect",
-              "tcp connect error", "h2 protocol error", "connection closed")
-
-
-def retryable(exc: RPCError) -> bool:
-    # The update limit (RESOURCE_EXHAUSTED), a restarting server, and an update that met a failed
-    # or rejected workflow task (e.g. at a continue-as-new) are all transient: retry with the same id.
-    if exc.status in _RETRYABLE:
-        return True
-    if is_transport_error(exc) or is_call_timeout(exc):
-        return True
-    return exc.status == RPCStatusCode.FAILED_PRECONDITION and b"WorkflowNotReady" in (exc.raw_grpc_status or b"")
-
-
-def is_transport_error(exc: RPCError) -> bool:
-    """Whether the connection to the server failed (it is restarting): the call may not have arrived.
-
-    Args:
-        exc: The error of a call.
-
-    Returns:
-        True for a transport failure, which a caller retries with the same id.
-    """
-    text = str(exc.message).lower()
-    return exc.status in (RPCStatusCode.UNKNOWN, RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED,
-                          RPCStatusCode.INTERNAL) and any(t in text for t in _TRANSPORT)
-
-
-def is_call_timeout(exc: RPCError) -> bool:
-    """Whether the call's own deadline passed before the server answered (the SDK reports it as
-    CANCELLED, "Timeout expired"): a query to a busy worker, for one. Every call retried on it is
-    idempotent (reads, updates and signals by id).
-
-    Args:
-        exc: The error of a call.
-
-    Returns:
-        True for the call's own timeout.
-    """
-    return exc.status == RPCStatusCode.CANCELLED and "timeout expired" in str(exc.message).lower()
-
-
-def query_failure_type(exc: WorkflowQueryFailedError) -> str | None:
-    """The failure type of a failed query, as the worker reported it (the server passes it on in the
-    error's ``QueryFailedFailure`` detail).
-
-    Args:
-        exc: The query's error.
-
-    Returns:
-        The ``ApplicationError`` type, or None when it carries none.
-    """
-    rpc = exc.__cause__ or exc.__context__
-    if not isinstance(rpc, RPCError):
-        return None
-    for detail in rpc.grpc_status.details:
-        failure = QueryFailedFailure()
-        if detail.Unpack(failure) and failure.HasField("failure"):
-            return failure.failure.application_failure_info.type or None
-    return None
+from wf_initiation.core.limits import (
+    MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size, length_problem, payload_size_problem,
+)
+from wf_initiation.errors import DeliveryRefused, DeliveryTooLarge
+from wf_initiation.wire import MAX_BULK, DeliveryRequest
 
 
 def cancelling() -> bool:
+    """Whether the running task is being cancelled (a caller's timeout): a call is then not retried."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
-
-
-class DeliveryRefused(ValueError):
-    """A delivery refused before sending: the message says why and what to send instead."""
-
-
-class DeliveryTooLarge(DeliveryRefused):
-    """A payload larger than a delivery may be (docs/limits.md): send a reference instead."""
 
 
 def update_id_for(entry: str | None, payload: Any) -> str:
@@ -127,8 +54,9 @@ def bound_update_id(update_id: str, entry: str | None, payload: Any) -> str:
     Raises:
         DeliveryRefused: the caller's id is longer than ``MAX_ACTION_ID_CHARS``.
     """
-    if len(update_id) > MAX_ACTION_ID_CHARS:
-        raise DeliveryRefused(f"the update id has {len(update_id)} characters; the limit is {MAX_ACTION_ID_CHARS}")
+    too_long = length_problem("the update id", update_id, MAX_ACTION_ID_CHARS)
+    if too_long is not None:
+        raise DeliveryRefused(too_long)
     return f"{update_id}~{update_id_for(entry, payload)[4:20]}"
 
 
@@ -138,11 +66,9 @@ def check_size(payload: Any) -> int:
     if problem is not None:
         raise DeliveryRefused(f"the payload cannot be delivered: {problem}")
     size = json_size(payload)
-    if size > MAX_DELIVERY_BYTES:
-        raise DeliveryTooLarge(
-            f"payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES} (Temporal payload limits): "
-            "send a reference (URL, object key) instead of the content"
-        )
+    too_large = payload_size_problem(size)
+    if too_large is not None:
+        raise DeliveryTooLarge(too_large)
     return size
 
 

@@ -21,10 +21,10 @@ import collections
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-from temporalio.client import WorkflowUpdateFailedError
 
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.limits import MAX_BULK, MAX_BULK_BYTES
+from wf_initiation.errors import ActivationRefused
 from wf_initiation.wire import DeliveryRequest
 
 SendMany = Callable[[str, list[DeliveryRequest]], Awaitable[list[DeliveryResult]]]
@@ -146,4 +146,4 @@ def _fail(group: list[_Item], exc: BaseException) -> None:
 
 def _refused_as_a_whole(exc: Exception) -> bool:
     """An update the activation failed (one delivery made its handler fail): each alone then."""
-    return isinstance(exc, WorkflowUpdateFailedError)
+    return isinstance(exc, ActivationRefused) and not exc.retryable

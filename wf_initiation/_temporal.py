@@ -36,15 +36,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from wf_initiation._sdk import ACTIVITY_LOGGERS, client_connect_config, connect_error_reason
 from wf_initiation.core.deployment import TemporalTarget
+from wf_initiation.errors import TemporalUnavailable
 
 DEFAULT_ADDRESS = "localhost:7233"
 READY_TIMEOUT = 60.0
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
-
-
-class TemporalUnavailable(RuntimeError):
-    """Temporal could not be reached, or the embedded server could not be started; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -124,16 +122,10 @@ def _environment_config(target: TemporalTarget, flags: ConnectFlags, environ: Ma
     command is told not to read the environment."""
     if not flags.environment:
         return {}
-    from temporalio import envconfig
-
     env = dict(os.environ if environ is None else environ)
     named = flags.profile or env.get("TEMPORAL_PROFILE") or target.profile
     try:
-        # The SDK's ClientConfigProfile drops the `codec` table that the `temporal` CLI defines
-        # (`codec.endpoint`, `codec.auth`); its bridge returns it, merged with TEMPORAL_CODEC_*.
-        return dict(envconfig._bridge_envconfig.load_client_connect_config(
-            profile=named, path=flags.config_file, data=None, disable_file=False, disable_env=False,
-            config_file_strict=False, env_vars=env))
+        return client_connect_config(named, flags.config_file, env)
     except Exception as exc:  # the SDK raises its ConfigError, OSError or a TOML error
         where = flags.config_file or env.get("TEMPORAL_CONFIG_FILE") or "the default Temporal config file"
         raise TemporalUnavailable(
@@ -248,14 +240,9 @@ async def connect(target: Any, flags: ConnectFlags = ConnectFlags()) -> Any:
         raise TemporalUnavailable(unreachable_message(options["target_host"], exc)) from None
 
 
-# The SDK's connect errors are Rust debug strings; these hold the human part of the usual ones.
-_REASON = re.compile(r'(?:message|error): "([^"]+)"')
-
-
 def unreachable_message(address: str, exc: BaseException) -> str:
     """One line naming the address, the cause (e.g. "Connection refused") and the fixes."""
-    found = _REASON.search(str(exc))
-    reason = found.group(1) if found else _shorten(str(exc).removeprefix("Failed client connect: "))
+    reason = connect_error_reason(exc) or _shorten(str(exc).removeprefix("Failed client connect: "))
     return (
         f"cannot reach Temporal at {address} ({reason}); start one with `wfi up` (embedded dev server), "
         "or point at a running cluster with --address, the deployment's temporal.address, or TEMPORAL_ADDRESS"
@@ -273,12 +260,6 @@ def _shorten(text: str, limit: int = 200) -> str:
 def one_line(exc: BaseException | str) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def is_namespace_not_found(exc: BaseException) -> bool:
-    """An RPC refused because the namespace does not exist (its error details say so)."""
-    details = getattr(getattr(exc, "grpc_status", None), "details", None) or []
-    return any(d.type_url.endswith("NamespaceNotFoundFailure") for d in details)
 
 
 def namespace_missing_message(namespace: str, address: str) -> str:
@@ -383,7 +364,7 @@ def configure_logging(level: int = logging.INFO) -> None:
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     polls = PollFailuresOncePerSource()
-    for name in ("temporalio.activity", "temporalio.worker._activity"):
+    for name in ACTIVITY_LOGGERS:
         logging.getLogger(name).addFilter(polls)
         logging.getLogger(name).addFilter(_OneLineApplicationErrors())
 

@@ -7,7 +7,9 @@
 Deliveries by update return the disposition once it is durable (EXT-8). The server admits only a
 few updates in flight per workflow; a refused caller is retried with the *same* update id, so a
 retry can never be applied twice, and callers never see the limit. Transport errors around a server
-restart are retried the same way.
+restart are retried the same way. Every error a method raises is a :class:`wf_initiation.errors.WfiError`
+(Temporal's own error is its ``__cause__``): ``type`` names it, ``retryable`` says whether the same
+call may succeed later.
 
 Before anything is sent, a payload must be a plain JSON value within ``core.limits`` (size, depth,
 finite numbers: NaN would otherwise silently become something else on the way); ``DeliveryRefused``
@@ -30,46 +32,36 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from temporalio.client import (
-    Client,
-    RPCError,
-    RPCTimeoutOrCancelledError,
-    WithStartWorkflowOperation,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCStatusCode
 
-from wf_initiation._codec import CodecError, history_problem, is_unknown_encoding, unknown_encoding_message
-from wf_initiation._delivery import (
-    DeliveryRefused, DeliveryTooLarge, bound_update_id, bulk_chunks, cancelling, check_size, is_call_timeout,
-    is_transport_error, query_failure_type, retryable, update_id_for,
-)
-from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._codec import history_problem
+from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
+from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_summary
-from wf_initiation.core.sharding import shard_of
-from wf_initiation._temporal import TemporalUnavailable, is_namespace_not_found
+from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
 from wf_initiation.core._catalog import Catalog
-from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.errors import (
+    ActivationNotFound, ActivationRefused, CodecError, DeliveryRefused, DeliveryTooLarge, DiagnosticError,
+    TemporalUnavailable,
+)
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
+from wf_initiation.core.sharding import shard_of
 from wf_initiation.wire import (
-    ACTIVATE_UPDATE, REBINDING, ROUTING_QUERY, STALE_ACTIVATION, DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest,
-    OperatorAction, OperatorRequest, OperatorResult, as_action, shard_workflow_id, workflow_id_for,
+    ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE,
+    DELIVERY_QUERY, EVENTS_QUERY, MISROUTED, OPERATE_UPDATE, ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY,
+    DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorAction, OperatorRequest,
+    OperatorResult, as_action, shard_workflow_id, workflow_id_for,
 )
-from wf_initiation.workflows.activation import ActivationWorkflow
 
 __all__ = [
     "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
-    "activation_spec", "bound_update_id", "build_spec", "bulk_chunks", "is_call_timeout", "is_transport_error",
-    "query_failure_type", "spec_from_files", "update_id_for",
+    "activation_spec", "bound_update_id", "build_spec", "bulk_chunks", "spec_from_files", "update_id_for",
 ]
 
 _T = TypeVar("_T")
@@ -154,6 +146,11 @@ class WfiClient:
     first call about a workflow it checks that the client's codec matches the activation's history
     (docs/plugin.md, "With an encrypting codec"). Example: docs/client.md.
 
+    Every method raises only :class:`wf_initiation.errors.WfiError` subclasses (Temporal's own error
+    kept as ``__cause__``): besides those each names, ``ActivationNotFound`` when no activation of
+    the workflow runs, ``TemporalError`` when Temporal refuses a call (``TemporalUnavailable`` and
+    ``CallTimeout`` once the retries ran out), ``CodecError`` when the client's codec does not match.
+
     Args:
         client: A connected ``temporalio.client.Client`` whose data converter carries pydantic
             models (``Client.connect(..., plugins=[WfiPlugin()])``, or the pydantic data converter),
@@ -194,7 +191,7 @@ class WfiClient:
         encrypted history); once per workflow and client."""
         if workflow in self._codec_checked:
             return
-        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)))
+        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)), workflow=workflow)
         if problem is not None:
             raise CodecError(problem)
         self._codec_checked.add(workflow)
@@ -224,18 +221,20 @@ class WfiClient:
         return cls(await _temporal.connect(loaded), task_queue=loaded.temporal.task_queue, **options)
 
     def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]:
-        """The Temporal handle of the activation workflow ``wfi-activation:<workflow>``.
+        """The Temporal handle of the activation workflow ``wfi-activation:<workflow>`` (or of its shard).
 
         Args:
             workflow: The workflow identity (the Workfile's ``name``).
+            shard: Which shard of a sharded activation (``scale.shards``); 0 is the one every sender knows.
 
         Returns:
-            A handle of its latest run, typed with the activation workflow.
+            A handle of its latest run. Calls on it name the activation's updates, signals and
+            queries by their wire names (``wf_initiation.wire``), with their result types.
         """
-        return self.client.get_workflow_handle_for(ActivationWorkflow.run, shard_workflow_id(workflow, shard))
+        return self.client.get_workflow_handle(shard_workflow_id(workflow, shard), result_type=DeactivatedResult)
 
     async def _ask_routing(self, workflow: str) -> dict[str, Any]:
-        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict))
+        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict), workflow=workflow)
 
     async def shards(self, workflow: str) -> int:
         """How many activation workflows an activation spans (its deployment's ``scale.shards``).
@@ -262,8 +261,8 @@ class WfiClient:
             What happened: ``activated``, ``unchanged`` or ``rebound``, as ``wfi activate`` says it.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            WorkflowUpdateFailedError: the activation refused the spec (e.g. it is being deactivated).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationRefused: the activation refused the spec (e.g. it is being deactivated).
         """
         await self._check_codec(spec.workflow)
         first = await self._activate_shard(spec, 0)
@@ -293,7 +292,8 @@ class WfiClient:
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
             return WithStartWorkflowOperation(
-                ActivationWorkflow.run, args=start_args, id=wid, task_queue=self.task_queue,
+                ACTIVATION_WORKFLOW, args=start_args, id=wid, task_queue=self.task_queue,
+                result_type=DeactivatedResult,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
             )
@@ -301,7 +301,7 @@ class WfiClient:
         answer = await self._retry(lambda: self.client.execute_update_with_start_workflow(
             ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=ActivateAnswer,
             rpc_timeout=self.update_timeout,
-        ))
+        ), workflow=spec.workflow)
         running = before is not None and before.status == WorkflowExecutionStatus.RUNNING
         return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=outcome(answer, running),
                           previous=answer.previous, note=note)
@@ -309,19 +309,20 @@ class WfiClient:
     async def _latest(self, workflow: str, shard: int = 0) -> Any:
         """The description of the activation's latest run, or None when it never ran."""
         try:
-            return await self._retry(self.client.get_workflow_handle(shard_workflow_id(workflow, shard)).describe)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND and not is_namespace_not_found(exc):
-                return None
-            raise
+            return await self._retry(self.client.get_workflow_handle(shard_workflow_id(workflow, shard)).describe,
+                                     workflow=workflow)
+        except ActivationNotFound:
+            return None
 
     async def _final_state(self, workflow: str, run_id: str, shard: int = 0) -> bytes:
-        closed = self.client.get_workflow_handle(shard_workflow_id(workflow, shard), run_id=run_id, result_type=DeactivatedResult)
-        result = await self._retry(lambda: closed.result(follow_runs=False))
+        closed = self.client.get_workflow_handle(shard_workflow_id(workflow, shard), run_id=run_id,
+                                                 result_type=DeactivatedResult)
+        result = await self._retry(lambda: closed.result(follow_runs=False), workflow=workflow)
         return result.state
 
     async def _restart_from(self, closed: Any, spec: ActivationSpec) -> tuple[list[Any], str]:
-        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history)
+        history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history,
+                                    workflow=spec.workflow)
         return await restart_args(self.client.data_converter, closed, history.events, spec)
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
@@ -343,21 +344,27 @@ class WfiClient:
 
         Raises:
             DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` runs (``NOT_FOUND``), or Temporal refused the call.
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` runs (``ActivationEnded``: its workflow ended).
+            TemporalError: Temporal refused the call, or it stayed unavailable through every retry.
         """
         size = check_size(payload)
         await self._check_codec(workflow)
-        shard = (await self._routing.get(workflow)).shard(entry, payload)
-        if self._groups is not None and update_id is None:
-            return await self._groups.deliver(_lane(workflow, shard), DeliveryRequest(entry=entry, payload=payload), size)
+        request = DeliveryRequest(entry=entry, payload=payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
-        handle = self.handle(workflow, shard)
-        # The handlers take their argument raw (they decode it themselves, docs/limits.md), so the
-        # method's parameter type is RawValue while a client sends the request model.
-        return await self._retry(lambda: handle.execute_update(
-            ActivationWorkflow.deliver, DeliveryRequest(entry=entry, payload=payload), id=uid,  # type: ignore[arg-type]
-            rpc_timeout=self.update_timeout))
+        for attempt in (1, 2):  # a second time only after a shard said it is not this delivery's
+            shard = (await self._routing.get(workflow)).shard(entry, payload)
+            try:
+                if self._groups is not None and update_id is None:
+                    return await self._groups.deliver(_lane(workflow, shard), request, size)
+                send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_UPDATE, request, id=uid,
+                                         result_type=DeliveryResult, rpc_timeout=self.update_timeout)
+                return await self._retry(send, workflow=workflow)
+            except ActivationRefused as exc:
+                if exc.cause_type != MISROUTED or attempt == 2:
+                    raise
+                self._routing.forget(workflow)  # a routing of an earlier activation: ask again
+        raise AssertionError("unreachable")
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
         """Many deliveries in as few updates as possible (each carries at most ``MAX_BULK`` deliveries
@@ -373,8 +380,9 @@ class WfiClient:
         Raises:
             DeliveryRefused: a payload is not plain JSON within the limits; checked for every
                 payload before the first update is sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
+        bulk_chunks(deliveries)  # every payload checked before the first update is sent
         await self._check_codec(workflow)
         routing = await self._routing.get(workflow)
         by_shard: dict[int, list[int]] = {}
@@ -395,20 +403,23 @@ class WfiClient:
     async def _send_group(self, lane: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
         """One ``deliver_many`` update to one shard (``lane``: workflow and shard); by default its id binds
         its content, so a retry is answered by the first."""
+        workflow, shard = _unlane(lane)
         uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-        send = functools.partial(self.handle(*_unlane(lane)).execute_update, ActivationWorkflow.deliver_many, chunk,
-                                 id=uid, rpc_timeout=self.update_timeout)
-        return await self._retry(send)
+        send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_MANY_UPDATE, chunk, id=uid,
+                                 result_type=list[DeliveryResult], rpc_timeout=self.update_timeout)
+        return await self._retry(send, workflow=workflow)
 
-    async def _send_grouped(self, workflow: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
+    async def _send_grouped(self, lane: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
         """A group of separate callers' deliveries: an update id of its own (its retries reuse it), so a
         delivery sent again later is judged again (``duplicate``), as sent alone by a new caller would be."""
-        return await self._send_group(workflow, chunk, uid=f"group-{uuid.uuid4().hex}")
+        return await self._send_group(lane, chunk, uid=f"group-{uuid.uuid4().hex}")
 
     async def _send_alone(self, lane: str, request: DeliveryRequest) -> DeliveryResult:
+        workflow, shard = _unlane(lane)
         uid = f"group-{uuid.uuid4().hex}"
-        return await self._retry(lambda: self.handle(*_unlane(lane)).execute_update(
-            ActivationWorkflow.deliver, request, id=uid, rpc_timeout=self.update_timeout))  # type: ignore[arg-type]
+        return await self._retry(lambda: self.handle(workflow, shard).execute_update(
+            DELIVER_UPDATE, request, id=uid, result_type=DeliveryResult, rpc_timeout=self.update_timeout),
+            workflow=workflow)
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Deliver one event by signal: durable when this returns, with no disposition (read it with
@@ -421,13 +432,13 @@ class WfiClient:
 
         Raises:
             DeliveryRefused: the payload is not plain JSON within the limits; nothing was sent.
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
-        shard = (await self._routing.get(workflow)).shard(entry, payload)
-        await self._retry(lambda: self.handle(workflow, shard).signal(ActivationWorkflow.deliver_signal, request))  # type: ignore[call-overload]
+        shard = (await self._routing.get(workflow)).shard(entry, payload)  # a shard passes on a misrouted one
+        await self._retry(lambda: self.handle(workflow, shard).signal(DELIVER_SIGNAL, request), workflow=workflow)
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action, recorded in the activation's operator log.
@@ -443,7 +454,7 @@ class WfiClient:
             ``ok`` and the activation's message (why it was refused, when it was).
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         # Every action gets an id, so a retried call (timeout, restart) is applied once (engine dedup).
         # The update id also carries the content's digest: the same action id with another content
@@ -456,7 +467,7 @@ class WfiClient:
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
         return await self._retry(lambda: self.handle(workflow).execute_update(
-            ActivationWorkflow.operate, request, id=uid, rpc_timeout=self.update_timeout))
+            OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
@@ -470,7 +481,7 @@ class WfiClient:
             Its status (``deactivating``, ``deactivated``, ``refused``) and what is left to settle.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
+            CodecError: the client's codec does not match the activation's history.
         """
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
         await self._check_codec(workflow)
@@ -478,7 +489,8 @@ class WfiClient:
 
         def one(shard: int) -> Awaitable[DeactivateResult]:
             return self._retry(lambda: self.handle(workflow, shard).execute_update(
-                ActivationWorkflow.deactivate, request, id=f"deactivate-{request.action_id}", rpc_timeout=self.update_timeout))
+                DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
+                rpc_timeout=self.update_timeout), workflow=workflow)
 
         results = await asyncio.gather(*(one(k) for k in range(shards)))  # every shard, with the same action id
         return results[0] if shards == 1 else combined_deactivation(results)
@@ -531,14 +543,13 @@ class WfiClient:
             log, and ``events`` when asked for.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
-        query = lambda: self._retry(lambda: self.handle(workflow).query(ActivationWorkflow.state))  # noqa: E731
+        query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict), workflow=workflow)  # noqa: E731
         state = await query()
-        shards = (await self._routing.get(workflow)).shards
-        if shards > 1:  # shard 0's full state, the whole activation's summary, each shard's summary
+        if (await self._routing.get(workflow)).shards > 1:  # shard 0's state; the whole activation's summary
             state["summary"] = await self.summary(workflow)
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
@@ -565,8 +576,9 @@ class WfiClient:
         for shard in range((await self._routing.get(workflow)).shards):  # each shard's in its order
             after = 0
             while True:
-                fetch = functools.partial(self.handle(workflow, shard).query, ActivationWorkflow.events, args=[after, page])
-                chunk = await self._retry(fetch)
+                fetch = functools.partial(self.handle(workflow, shard).query, EVENTS_QUERY, args=[after, page],
+                                          result_type=list)
+                chunk = await self._retry(fetch, workflow=workflow)
                 for event in chunk:
                     yield event
                 if len(chunk) < page:
@@ -585,14 +597,14 @@ class WfiClient:
             word, with ``closed`` saying when), entries, counters, schedules and polls.
 
         Raises:
-            TemporalUnavailable: the client's codec does not match the activation's history.
-            RPCError: no activation of ``workflow`` exists (``NOT_FOUND``).
+            CodecError: the client's codec does not match the activation's history.
+            ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
         shards = (await self._routing.get(workflow)).shards
 
         def one(shard: int) -> Awaitable[dict[str, Any]]:
-            return self._retry(lambda: self.handle(workflow, shard).query(ActivationWorkflow.summary_query))
+            return self._retry(lambda: self.handle(workflow, shard).query(SUMMARY_QUERY, result_type=dict), workflow=workflow)
 
         parts = await asyncio.gather(*(one(k) for k in range(shards)))
         summary = parts[0] if shards == 1 else combined_summary(parts)
@@ -625,36 +637,30 @@ class WfiClient:
         await self._check_codec(workflow)
         routing = await self._routing.get(workflow)
         shard = shard_of(entry, delivery_id, routing.shards) if entry in routing.entries else 0
-        return await self._retry(lambda: self.handle(workflow, shard).query(ActivationWorkflow.delivery, args=[entry, delivery_id]))
+        return await self._retry(lambda: self.handle(workflow, shard).query(DELIVERY_QUERY, args=[entry, delivery_id]),
+                                 workflow=workflow)
 
-    async def _retry(self, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None) -> _T:
+        """``await call()``, again with the same ids while what it raises is retryable (the server's
+        limit of updates in flight, a restarting server, a rebinding activation, a stale answer of a
+        restarted worker), at most ``max_attempts`` times; Temporal's errors raised as
+        wf-initiation's (:mod:`wf_initiation._from_temporal`), the original as ``__cause__``."""
         delay = 0.05
         for attempt in range(self.max_attempts):
             try:
                 return await call()
-            except RPCError as exc:
-                if not retryable(exc) or attempt == self.max_attempts - 1 or cancelling():
+            except Exception as exc:
+                error = from_temporal(exc, workflow=workflow, client=self.client)
+                if error is None:
                     raise
-            except RPCTimeoutOrCancelledError:
-                # The SDK turns a cancellation of the call into this error: a caller's timeout
-                # (asyncio.wait_for) must end the call as cancelled, not be retried.
                 if cancelling():
-                    raise asyncio.CancelledError() from None
-                if attempt == self.max_attempts - 1:
-                    raise
-            except WorkflowUpdateFailedError as exc:
-                cause = getattr(exc.cause, "type", None)
-                if cause != REBINDING or attempt == self.max_attempts - 1:
-                    raise
-            except KeyError as exc:
-                if is_unknown_encoding(exc):  # an answer written through a codec this client lacks
-                    raise CodecError(unknown_encoding_message(exc, "the activation's answer")) from None
-                raise
-            except WorkflowQueryFailedError as exc:
-                # A query that reached a restarted worker with events it must not decide on yet
-                # (workflows/_fresh.py): the worker replays the run at its next task; ask again.
-                if query_failure_type(exc) != STALE_ACTIVATION or attempt == self.max_attempts - 1:
-                    raise
+                    # The SDK turns a cancellation of the call into an RPC timeout: a caller's timeout
+                    # (asyncio.wait_for) must end the call as cancelled, not be retried.
+                    raise asyncio.CancelledError() from exc
+                if not error.retryable or attempt == self.max_attempts - 1:
+                    if error is exc:
+                        raise
+                    raise error from exc
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")

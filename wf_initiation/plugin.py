@@ -32,6 +32,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wf_initiation import _uncached
+from wf_initiation._sdk import release_shutdown
 from wf_initiation.activities.clock import wait_for_instant
 from wf_initiation.activities.lifecycle import LifecycleActivities
 from wf_initiation.activities.poll import poll_activities as resolve_poll_activities
@@ -43,32 +44,37 @@ from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
-from wf_initiation.wire.search_attributes import SearchAttributesMissing, ensure_registered
+from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
+from wf_initiation.wire.search_attributes import ensure_registered
 
 logger = logging.getLogger(__name__)
 
 # Pure, deterministic libraries the engine uses inside workflow code. Passed through the sandbox:
 # they import lazily (jinja2 compiles templates on first use) and hold locks/caches that are safe.
 # Only the project's own namespaced modules pass through (never a bare name a user's module could
-# share, such as ``activities``): the pure core, the activity request models and the telemetry
-# bridge (its context variable must be the one the worker's interceptor sets).
+# share, such as ``activities``): the pure core, the error tree (one class object inside and outside
+# the sandbox, so that an ``except`` in workflow code matches what the core raises), the activity
+# request models and the telemetry bridge (its context variable must be the one the worker's
+# interceptor sets).
 PASSTHROUGH_MODULES = (
     "wf_initiation.core", "wf_initiation.wire", "wf_initiation.activities", "wf_initiation._trace_context",
-    "wf_initiation._uncached",
+    "wf_initiation._uncached", "wf_initiation.errors",
     "jinja2", "markupsafe", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attrs",
     "croniter", "dateutil", "tzdata", "ruamel", "opentelemetry",
 )
 
 
-class WfiSetupError(RuntimeError):
-    """The worker or client cannot serve wf-initiation as configured; the one-line message names the fix."""
-
-
 def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
-    if existing is not None and not isinstance(existing, SandboxedWorkflowRunner):
+    """The worker's workflow runner with wf-initiation's modules passed through the sandbox.
+
+    A sandboxed runner of the user's is kept with everything it sets (its restrictions, its
+    ``runner_class``) and only the pass-through modules added; an unsandboxed one is kept as it is.
+    """
+    if existing is None:
+        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    if not isinstance(existing, SandboxedWorkflowRunner):
         return existing  # the user chose an unsandboxed runner; nothing to add
-    restrictions = existing.restrictions if isinstance(existing, SandboxedWorkflowRunner) else SandboxRestrictions.default
-    return SandboxedWorkflowRunner(restrictions=restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    return dataclasses.replace(existing, restrictions=existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
 
 
 # ---------------------------------------------------------------------------- data converter
@@ -173,6 +179,12 @@ class WfiPlugin(SimplePlugin):
 
     # -------------------------------------------------------------- client
     def configure_client(self, config: ClientConfig) -> ClientConfig:
+        """The client's config with a data converter that carries pydantic models (the user's codec
+        and failure converter kept) and the telemetry interceptors asked for.
+
+        Raises:
+            WfiSetupError: the user's payload converter cannot carry pydantic models.
+        """
         config = super().configure_client(config)
         check_payload_converter(config["data_converter"])
         config["interceptors"] = [*config.get("interceptors", []), *self._missing_interceptors(config.get("interceptors", []))]
@@ -189,6 +201,12 @@ class WfiPlugin(SimplePlugin):
 
     # -------------------------------------------------------------- worker
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """The worker's config with the activation workflow, the run, lifecycle and poll activities
+        (bound to the worker's client), the sandbox pass-through and the interceptors added.
+
+        Raises:
+            WfiSetupError: the client's payload converter cannot carry pydantic models.
+        """
         config = super().configure_worker(config)
         _uncached.record(config["task_queue"], max_cached_workflows=config.get("max_cached_workflows"))
         client = config["client"]
@@ -214,14 +232,20 @@ class WfiPlugin(SimplePlugin):
         return _derived_client(client, interceptors=[*on_client, self._tracing])
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Check (and where allowed register) the Wfi search attributes, then run the worker.
+
+        Raises:
+            WfiSetupError: the namespace lacks them and this worker may not add them; the message
+                names the command that does.
+        """
         if self._check_search_attributes:
             try:
                 await self._search_attributes_checked(worker.client)
             except SearchAttributesMissing as exc:
-                _release_shutdown(worker)
+                release_shutdown(worker)
                 raise WfiSetupError(str(exc)) from None
             except BaseException:
-                _release_shutdown(worker)
+                release_shutdown(worker)
                 raise
         await super().run_worker(worker, next)
 
@@ -255,17 +279,6 @@ def _worker_connections(deployment: Deployment | str | os.PathLike[str] | None) 
         except DiagnosticError as exc:
             raise WfiSetupError(f"WfiPlugin(deployment=...): {exc.diagnostics[0].message}") from None
     return WorkerConnections(deployment.connections)
-
-
-def _release_shutdown(worker: Worker) -> None:
-    """Let ``Worker.shutdown()`` return although the worker never ran.
-
-    In temporalio 1.35 it waits for an event that only the worker's own run sets, so a plugin
-    failing before the worker runs would leave ``async with Worker(...)`` hanging on exit.
-    """
-    done = getattr(worker, "_shutdown_complete_event", None)
-    if done is not None:
-        done.set()
 
 
 def _is_tracing(interceptor: Any) -> bool:

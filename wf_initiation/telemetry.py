@@ -49,6 +49,7 @@ DELIVERY_UPDATES = frozenset({DELIVER_UPDATE, DELIVER_MANY_UPDATE})
 
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 def workflow_name(workflow_id: str) -> str:
+    """The workflow identity of an activation's workflow id (``wfi-activation:<name>`` -> ``<name>``)."""
     return workflow_id.removeprefix(ACTIVATION_PREFIX)
 
 
@@ -126,6 +127,7 @@ class WfiTelemetry:
             self.metrics.poll_items.add(items, attrs)
 
     def acceptance(self, workflow: str, operation: str, seconds: float, ok: bool) -> None:
+        """Record how long a delivery took to be answered (``wfi.acceptance.latency``), by operation and outcome."""
         if self.metrics is not None:
             self.metrics.acceptance_latency.record(
                 seconds, {"wfi.workflow": workflow, "wfi.operation": operation, "wfi.outcome": "ok" if ok else "error"})
@@ -173,6 +175,7 @@ class ActivationTracingInterceptor(TracingInterceptor):
     def intercept_activity(
         self, next: temporalio.worker.ActivityInboundInterceptor,
     ) -> temporalio.worker.ActivityInboundInterceptor:
+        """The SDK's activity tracing, skipped for the activation's activities that carry no trace."""
         return _UntracedWhenAlone(next, super().intercept_activity(next))
 
 
@@ -195,16 +198,19 @@ class WfiTelemetryInterceptor(temporalio.client.Interceptor, temporalio.worker.I
         self.telemetry = telemetry
 
     def intercept_client(self, next: temporalio.client.OutboundInterceptor) -> temporalio.client.OutboundInterceptor:
+        """Times deliveries sent through this client (acceptance latency)."""
         return _ClientOutbound(next, self.telemetry)
 
     def intercept_activity(
         self, next: temporalio.worker.ActivityInboundInterceptor,
     ) -> temporalio.worker.ActivityInboundInterceptor:
+        """Measures poll activities (duration, items, failures)."""
         return _ActivityInbound(next, self.telemetry)
 
     def workflow_interceptor_class(
         self, input: temporalio.worker.WorkflowInterceptorClassInput,
     ) -> type[temporalio.worker.WorkflowInboundInterceptor]:
+        """Gives the activation workflow its replay-safe metrics channel (an extern function)."""
         input.unsafe_extern_functions[EXTERN] = self.telemetry.workflow_event
         return _WorkflowInbound
 

@@ -43,6 +43,7 @@ from wf_initiation.client import WfiClient, spec_from_files
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.runinput import RunInput
+from wf_initiation.errors import MissingTestServer
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import SEARCH_ATTRIBUTES, workflow_id_for
 
@@ -51,10 +52,6 @@ __all__ = ["ActivationUnderTest", "MissingTestServer", "StartedRun", "WfiTestEnv
 TEST_SERVER = "temporal-test-server"
 _SHUTDOWN_LIMIT = timedelta(seconds=30)
 _SKIP_STEP = timedelta(days=1)
-
-
-class MissingTestServer(RuntimeError):
-    """The time-skipping test server is not installed (and is never downloaded)."""
 
 
 def _find_test_server() -> str:

@@ -18,11 +18,12 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.limits import clip
+    from wf_initiation.errors import InvalidInput
 
 T = TypeVar("T")
 
 
-class Undecodable(ValueError):
+class Undecodable(InvalidInput, ValueError):
     """The argument could not be taken: its one-line reason is the message."""
 
 

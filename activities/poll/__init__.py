@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wf_initiation.activities.poll._lazy import lazy_exports
+from wf_initiation._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from wf_initiation.activities.poll._contract import (
@@ -54,13 +54,13 @@ __all__ = [
     "run_poll",
 ]
 
-__getattr__ = lazy_exports(__name__, {
-    **{name: "_contract" for name in ("POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest",
+__getattr__, __dir__ = lazy_exports(__name__, {
+    **{name: "._contract" for name in ("POLL_CONFIG_INVALID", "POLL_SOURCE_UNAVAILABLE", "PollItem", "PollRequest",
                                        "PollResponse", "activity_name_for")},
-    **{name: "_registry" for name in ("POLL_ACTIVITIES", "poll_activities")},
-    **{name: "_budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
-    "run_poll": "_runtime",
-    "poll_rss": "rss.activity",
-    "poll_sheet": "sheet.activity",
-    "poll_sql": "sql.activity",
+    **{name: "._registry" for name in ("POLL_ACTIVITIES", "poll_activities")},
+    **{name: "._budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
+    "run_poll": "._runtime",
+    "poll_rss": ".rss.activity",
+    "poll_sheet": ".sheet.activity",
+    "poll_sql": ".sql.activity",
 })

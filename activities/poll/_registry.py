@@ -18,11 +18,12 @@ from temporalio import activity
 
 from wf_initiation.activities.poll._contract import activity_name_for
 from wf_initiation.core._catalog import Catalog, Manifest
+from wf_initiation.errors import ConfigurationError
 
 _log = logging.getLogger("wf_initiation.poll")
 
 
-class ImplementationError(ValueError):
+class ImplementationError(ConfigurationError, ValueError):
     """A poll manifest's ``implementation`` cannot be used as its activity."""
 
 

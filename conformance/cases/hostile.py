@@ -1,4 +1,4 @@
-"""Hostile input checked from outside (issue 11): no payload, delivery id or operator action within
+"""Hostile input checked from outside: no payload, delivery id or operator action within
 the documented limits may wedge an activation, stall it or make an acknowledged delivery disappear.
 
 Each case sends exactly one kind of hostile input, the way a sender would: through ``wfi`` (which

@@ -21,7 +21,7 @@ from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowExecut
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from wf_initiation.client import is_transport_error
+from wf_initiation._sdk import is_transport_error
 
 T = TypeVar("T")
 

@@ -21,6 +21,8 @@ import os
 import sys
 from typing import NoReturn
 
+from wf_initiation.errors import WfiError
+
 GROUPS = (
     "wf_initiation.cli.validate",
     "wf_initiation.cli.schedule",
@@ -39,8 +41,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT / SIGPIPE, as a shell reports them
 
 
-class UserError(Exception):
-    """A problem the user can fix; printed as one line without a traceback."""
+class UserError(WfiError):
+    """A problem the user can fix; printed as one line without a traceback, ending ``wfi`` with ``exit_code``."""
+
+    type = "user_error"
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED):
         super().__init__(message)
@@ -48,6 +52,7 @@ class UserError(Exception):
 
 
 def version() -> str:
+    """The installed wf-initiation's version (``wfi --version``)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
@@ -66,6 +71,7 @@ class _Version(argparse._VersionAction):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``wfi`` argument parser, with every group of :data:`GROUPS` registered."""
     parser = argparse.ArgumentParser(
         prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
         epilog="`wfi COMMAND --help` describes a command; `wfi help cli` prints every flag and exit status, "

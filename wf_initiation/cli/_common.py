@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,10 @@ from wf_initiation import _temporal
 from wf_initiation.cli import EXIT_FAILED, EXIT_USAGE, UserError
 from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.errors import (
+    ActivationEnded, ActivationNotFound, ActivationRefused, CallTimeout, CredentialsRefused, DeliveryRefused,
+    NamespaceNotFound, QueryFailed, TemporalUnavailable, WfiError, most_specific,
+)
 
 T = TypeVar("T")
 
@@ -146,7 +151,7 @@ async def connect(args: argparse.Namespace, deployment: Deployment) -> Any:
     """A connected ``temporalio.client.Client``; a UserError naming the fix when that fails."""
     try:
         return await _temporal.connect(deployment, connect_flags(args))
-    except _temporal.TemporalUnavailable as exc:
+    except TemporalUnavailable as exc:
         raise UserError(str(exc)) from None
 
 
@@ -204,49 +209,66 @@ def _timeout_message(args: argparse.Namespace, deployment: Deployment, workflow:
 
 
 def _explain(exc: BaseException, args: argparse.Namespace, deployment: Deployment, workflow: str | None) -> BaseException:
-    """The UserError for an exception of a request; anything unexpected is returned as it is."""
-    from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
-    from temporalio.service import RPCError
-
-    from wf_initiation._codec import is_unknown_encoding, unknown_encoding_message
-    from wf_initiation.client import DeliveryRefused
+    """The UserError for an exception of a request (Temporal's mapped onto wf_initiation.errors
+    first, as WfiClient maps them); anything else is returned as it is."""
+    from wf_initiation._from_temporal import from_temporal
 
     if isinstance(exc, UserError | KeyboardInterrupt):
         return exc
-    if isinstance(exc, _temporal.TemporalUnavailable):
-        return UserError(str(exc))
-    if is_unknown_encoding(exc):
-        return UserError(unknown_encoding_message(exc, "the activation's answer"))
-    if isinstance(exc, DeliveryRefused):
-        return UserError(str(exc), EXIT_USAGE)  # the client's own refusals of a delivery (size, content, ids)
-    if isinstance(exc, RPCError):
-        return UserError(_rpc_message(exc, args, deployment, workflow))
-    if isinstance(exc, WorkflowUpdateFailedError):
-        cause = getattr(exc.cause, "message", None) or str(exc.cause or exc)
-        return UserError(f"the activation refused the request: {cause}")
-    if isinstance(exc, WorkflowQueryFailedError):
-        return UserError(f"the activation could not answer: {exc}")
-    if isinstance(exc, RPCTimeoutOrCancelledError):
-        return UserError(_timeout_message(args, deployment, workflow, "call"))
-    return exc
+    error = from_temporal(exc, workflow=workflow)
+    if error is None:
+        return exc
+    row = most_specific(type(error), EXPLAIN)
+    assert row is not None  # WfiError has a row
+    code, say = EXPLAIN[row]
+    return UserError(say(error, _Asked(args, deployment, workflow)), code)
 
 
-def _rpc_message(exc: Any, args: argparse.Namespace, deployment: Deployment, workflow: str | None) -> str:
-    from temporalio.service import RPCStatusCode
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """What the command was asked: its flags, deployment and workflow, for the fix a line names."""
 
-    if _temporal.is_namespace_not_found(exc):
-        options = _temporal.connect_options(deployment.temporal, connect_flags(args))
-        return _temporal.namespace_missing_message(options["namespace"], options["target_host"])
-    if exc.status == RPCStatusCode.NOT_FOUND and workflow:
-        return (f"no activation of workflow {workflow!r} is running; start one with "
-                f"`wfi activate WORKFILE --deployment {args.deployment}`")
-    if exc.status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
-        return (f"Temporal refused the credentials ({exc.message}); check --api-key / TEMPORAL_API_KEY, "
-                "the TLS certificate flags or the profile")
-    if "already completed" in exc.message and workflow:
-        return (f"the activation of workflow {workflow!r} has ended; activate it again with "
-                f"`wfi activate WORKFILE --deployment {args.deployment}`")
-    return f"Temporal refused the call: {exc.message}"
+    args: argparse.Namespace
+    deployment: Deployment
+    workflow: str | None
+
+    def activate_hint(self) -> str:
+        return f"`wfi activate WORKFILE --deployment {self.args.deployment}`"
+
+
+def _namespace_missing(error: Any, asked: _Asked) -> str:
+    options = _temporal.connect_options(asked.deployment.temporal, connect_flags(asked.args))
+    return _temporal.namespace_missing_message(options["namespace"], options["target_host"])
+
+
+def _ended(error: Any, asked: _Asked) -> str:
+    return (f"the activation of workflow {asked.workflow!r} has ended; activate it again with {asked.activate_hint()}"
+            if asked.workflow else str(error))
+
+
+def _not_running(error: Any, asked: _Asked) -> str:
+    return (f"no activation of workflow {asked.workflow!r} is running; start one with {asked.activate_hint()}"
+            if asked.workflow else str(error))
+
+
+def _credentials(error: Any, asked: _Asked) -> str:
+    return (f"Temporal refused the credentials ({error.detail}); check --api-key / TEMPORAL_API_KEY, "
+            "the TLS certificate flags or the profile")
+
+
+# Exit status and one line per error type of wf_initiation.errors: a type without a row takes its
+# nearest ancestor's (tests/test_cli_errors.py checks the rows).
+EXPLAIN: dict[type[WfiError], tuple[int, Callable[[Any, _Asked], str]]] = {
+    WfiError: (EXIT_FAILED, lambda error, asked: str(error)),  # each names its fix in its message
+    DeliveryRefused: (EXIT_USAGE, lambda error, asked: str(error)),  # the client's own refusals (size, content, ids)
+    NamespaceNotFound: (EXIT_FAILED, _namespace_missing),
+    ActivationNotFound: (EXIT_FAILED, _not_running),
+    ActivationEnded: (EXIT_FAILED, _ended),
+    CredentialsRefused: (EXIT_FAILED, _credentials),
+    CallTimeout: (EXIT_FAILED, lambda error, asked: _timeout_message(asked.args, asked.deployment, asked.workflow, "call")),
+    ActivationRefused: (EXIT_FAILED, lambda error, asked: f"the activation refused the request: {error}"),
+    QueryFailed: (EXIT_FAILED, lambda error, asked: f"the activation could not answer: {error}"),
+}
 
 
 # ---------------------------------------------------------------------------- output

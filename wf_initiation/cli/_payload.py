@@ -10,12 +10,14 @@ larger than ``MAX_DELIVERY_BYTES`` (wf_initiation.core.limits; the activation en
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Any, BinaryIO
 
 from wf_initiation.cli import EXIT_USAGE, UserError
-from wf_initiation.core.limits import MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH
+from wf_initiation.core.limits import (
+    MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH, nesting_depth, payload_size_problem, strict_json,
+)
+from wf_initiation.errors import JsonNumberError
 
 # Indented JSON is larger than its compact form: read this much before judging the size.
 MAX_TEXT_BYTES = 8 * MAX_DELIVERY_BYTES
@@ -72,64 +74,34 @@ def parse(text: str, source: str) -> Any:
     if not text.strip():
         raise PayloadRefused(f"the payload from {source} is empty; give a JSON value")
     try:
-        value = json.loads(text, parse_constant=_refuse_constant(source), parse_float=_finite_float(source))
+        value = strict_json(text)
+    except JsonNumberError as exc:
+        raise _number_refused(source, exc) from None
     except json.JSONDecodeError as exc:
         raise PayloadRefused(f"the payload from {source} is not valid JSON: {exc}") from None
     except RecursionError:  # json's decoder recurses once per level: ~1,000 levels end it
         raise _too_deep(source, "too many to read") from None
-    except ValueError as exc:  # Python's own int-string limit (4300 digits) ends the parse
-        if "integer string conversion" in str(exc):
-            raise _long_integer(source) from None
-        raise
-    depth, longest_int = measure(value)
+    depth = nesting_depth(value)
     if depth > MAX_PAYLOAD_DEPTH:
         raise _too_deep(source, f"{depth} levels")
-    if longest_int > MAX_INT_DIGITS:
-        raise _long_integer(source)
     _check_value(value, source)
     return value
 
 
-def measure(value: Any) -> tuple[int, int]:
-    """Levels of arrays and objects in a JSON value (a scalar is 0, ``[]`` is 1) and the most digits
-    of an integer in it, without recursion (so without a limit of its own)."""
-    deepest, longest, stack = 0, 0, [(value, 0)]
-    big = 10**MAX_INT_DIGITS
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            deepest = max(deepest, depth + 1)
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) >= big:
-            longest = max(longest, len(str(abs(node))))
-    return deepest, longest
-
-
-def _long_integer(source: str) -> PayloadRefused:
-    return PayloadRefused(f"the payload from {source} has an integer of more than {MAX_INT_DIGITS} digits: "
-                          "send such a number as a string")
+def _number_refused(source: str, exc: JsonNumberError) -> PayloadRefused:
+    if exc.kind == "digits":
+        return PayloadRefused(f"the payload from {source} has an integer of more than {MAX_INT_DIGITS} digits: "
+                              "send such a number as a string")
+    if exc.kind == "constant":
+        return PayloadRefused(f"the payload from {source} contains {exc.text}, which is not a JSON number: "
+                              "send null or a string instead")
+    return PayloadRefused(f"the payload from {source} has the number {exc.text}, beyond the range of a double "
+                          "(it would become Infinity): send it as a string")
 
 
 def _too_deep(source: str, levels: str) -> PayloadRefused:
     return PayloadRefused(f"the payload from {source} nests arrays and objects deeper than the limit of "
                           f"{MAX_PAYLOAD_DEPTH} levels ({levels}): flatten it or send a reference")
-
-
-def _refuse_constant(source: str) -> Any:
-    def refuse(name: str) -> Any:
-        raise PayloadRefused(f"the payload from {source} contains {name}, which is not a JSON number: "
-                             "send null or a string instead")
-    return refuse
-
-
-def _finite_float(source: str) -> Any:
-    def finite(text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
-            raise PayloadRefused(f"the payload from {source} has the number {text[:40]}, beyond the range of a "
-                                 "double (it would become Infinity): send it as a string")
-        return value
-    return finite
 
 
 def _check_value(value: Any, source: str) -> None:
@@ -139,6 +111,6 @@ def _check_value(value: Any, source: str) -> None:
         bad = exc.object[exc.start] if isinstance(exc.object, str) else "?"
         raise PayloadRefused(f"the payload from {source} contains a lone UTF-16 surrogate (\\u{ord(bad):04x}), "
                              "which is not Unicode text: fix the text's encoding at its source") from None
-    if len(compact) > MAX_DELIVERY_BYTES:
-        raise PayloadRefused(f"the payload from {source} is {len(compact)} bytes of JSON; the limit is "
-                             f"{MAX_DELIVERY_BYTES}: send a reference (URL, object key) instead of the content")
+    too_large = payload_size_problem(len(compact), f"the payload from {source}")
+    if too_large is not None:
+        raise PayloadRefused(too_large)

@@ -130,15 +130,14 @@ async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:
 
 
 async def _send(wfi: Any, workflow: str, request: DeactivateRequest) -> Any:
-    from temporalio.service import RPCError, RPCStatusCode
+    from wf_initiation.errors import ActivationNotFound
 
     try:
         return await wfi.deactivate(workflow, request)
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            closed = await _closed(wfi, workflow)
-            if closed is not None:
-                return closed
+    except ActivationNotFound:
+        closed = await _closed(wfi, workflow)
+        if closed is not None:
+            return closed
         raise
 
 

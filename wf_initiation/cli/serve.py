@@ -192,6 +192,7 @@ class IngressProcess:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        """Start the child, and restart it whenever it dies until :meth:`stop`."""
         self._task = asyncio.create_task(self._supervise(), name="ingress process")
 
     async def stop(self) -> None:

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="The SQLite file it persists to; its log goes beside it, ending in .log (default: %(default)s).")
     up.add_argument("--activate", action="store_true",
                     help="Activate every Workfile the deployment lists under workflows.<name>.workfile.")
-    _serve_ingress.add_up_arguments(up)  # webhook ingress beside the worker (issue 13)
+    _serve_ingress.add_up_arguments(up)  # the webhook ingress runs beside the worker unless --no-ingress
     up.set_defaults(handler=_up, exit_hard=True)
 
     worker = subparsers.add_parser(

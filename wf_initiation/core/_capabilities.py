@@ -12,13 +12,11 @@ import json
 import pathlib
 from collections.abc import Iterable
 
+from wf_initiation.errors import ClaimsError
+
 from ._catalog import Catalog
 from ._diagnostics import Diagnostic
 from ._model import Workfile
-
-
-class ClaimsError(ValueError):
-    """A ``--claims`` value cannot be read; the message names the fix."""
 
 
 def required_capabilities(workfile: Workfile, catalog: Catalog) -> dict[str, list[str]]:

@@ -28,6 +28,8 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from ruamel.yaml import YAML
 
+from wf_initiation.errors import ManifestError
+
 from ._diagnostics import Diagnostic
 
 Kind = Literal["schedule", "external", "poll"]
@@ -46,10 +48,6 @@ CAPABILITY_BY_KIND: dict[str, str] = {
 _NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMPLEMENTATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class ManifestError(ValueError):
-    """A manifest breaks the manifest contract (an invalid dependency, CAP-6)."""
 
 
 class Manifest(BaseModel):

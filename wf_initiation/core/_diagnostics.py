@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wf_initiation.errors import DiagnosticError  # noqa: F401  (defined with the other errors; imported from here too)
+
 Severity = Literal["error", "warning"]
 
 
@@ -33,9 +35,3 @@ class Diagnostic(BaseModel):
         return f"{prefix}{self.severity} {self.code}{entry}: {self.message}"
 
 
-class DiagnosticError(Exception):
-    """Raised where a caller cannot continue past diagnostics (activation, preview)."""
-
-    def __init__(self, diagnostics: list[Diagnostic]):
-        self.diagnostics = diagnostics
-        super().__init__("; ".join(d.render() for d in diagnostics))

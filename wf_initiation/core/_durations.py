@@ -6,15 +6,13 @@ import math
 import re
 from datetime import timedelta
 
+from wf_initiation.errors import DurationError
+
 from ._bounds import MAX_DURATION_TEXT
 
 _PART = re.compile(r"(\d{1,12})(ms|s|m|h|d)")
 _WHOLE = re.compile(r"^(?:\d{1,12}(?:ms|s|m|h|d))+$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class DurationError(ValueError):
-    pass
 
 
 def parse_duration(text: str | int | float) -> timedelta:

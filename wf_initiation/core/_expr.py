@@ -24,6 +24,8 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 
+from wf_initiation.errors import ExpressionError, ExpressionFault, ExpressionSyntaxError  # noqa: F401  (imported from here too)
+
 from ._expr_sandbox import (
     MAX_EXPRESSION_CHARS,
     NONDETERMINISTIC_FILTERS,
@@ -32,21 +34,6 @@ from ._expr_sandbox import (
     BudgetedSandbox,
     check_int_bits,
 )
-
-class ExpressionError(Exception):
-    """Base class of expression problems."""
-
-
-class ExpressionSyntaxError(ExpressionError):
-    """The expression text does not parse (a static, validation-time problem)."""
-
-
-class ExpressionFault(ExpressionError):
-    """Evaluation failed: missing name or attribute, type error, null key, non-boolean guard.
-
-    A fault is never the same as ``False``: callers record it as an error, distinct from
-    suppression (TRIG-9, TRIG-13, BATCH-6).
-    """
 
 
 class Expression:

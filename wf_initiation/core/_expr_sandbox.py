@@ -42,6 +42,8 @@ from jinja2 import Undefined
 from jinja2.nativetypes import NativeCodeGenerator, NativeTemplate, native_concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from wf_initiation.errors import InvalidInput
+
 from .limits import MAX_INT_DIGITS
 
 # -- limits (docs/limits.md, "Expressions, validation and schedules") ------------------------------
@@ -87,7 +89,7 @@ _PRINTF_FIELD = re.compile(r"%(?:\([^)]*\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?")
 _DIGITS = re.compile(r"\d+")
 
 
-class BudgetExceeded(Exception):
+class BudgetExceeded(InvalidInput):
     """An evaluation went past one of its limits; the message names the limit and the fix."""
 
 

@@ -18,6 +18,8 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.constructor import DuplicateKeyError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from wf_initiation.errors import YamlTooDeep
+
 from ._diagnostics import Diagnostic
 
 MAX_DEPTH = 64
@@ -30,10 +32,6 @@ class _Constructor(RoundTripConstructor):
 
 
 _Constructor.add_constructor("tag:yaml.org,2002:timestamp", RoundTripConstructor.construct_yaml_str)
-
-
-class YamlTooDeep(ValueError):
-    """A document nests deeper than :data:`MAX_DEPTH` (or refers to itself through an alias)."""
 
 
 @dataclass(frozen=True)

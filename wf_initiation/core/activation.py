@@ -58,6 +58,12 @@ Vixie cron days, the bounds of docs/limits.md. A spec recorded before (no ``eval
 
 
 class ActivationSpec(BaseModel):
+    """One Workfile bound to one deployment, resolved: what an activation workflow runs on.
+
+    Built by ``wf_initiation.activation_spec`` (``wfi activate``); ``activation_id`` is the binding's
+    hash, so the same Workfile and deployment always give the same id (INIT-4).
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     workflow: str
@@ -73,6 +79,7 @@ class ActivationSpec(BaseModel):
     shard: int = Field(default=0, ge=0, description="Which of them this workflow is (core.sharding); not part of the binding.")
 
     def entry(self, name: str) -> EntrySpec | None:
+        """The trigger entry named ``name`` (its ``as``), or None."""
         return next((e for e in self.entries if e.name == name), None)
 
     def as_shard(self, shard: int) -> "ActivationSpec":

@@ -34,6 +34,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from wf_initiation.errors import ConnectionRefused, SecretUnavailable
+
 REDACTED = "***"
 _REF = re.compile(r"^(env|file):(.*)\Z", re.DOTALL)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -65,6 +67,7 @@ class SecretRef:
 
     @property
     def text(self) -> str:
+        """The reference as written (``env:NAME``, ``file:/path``)."""
         return f"{self.scheme}:{self.target}"
 
     def problem(self) -> str | None:
@@ -85,6 +88,24 @@ def parse_ref(value: Any) -> SecretRef | None:
     if found is None:
         return None
     return SecretRef(scheme=found.group(1), target=found.group(2))  # type: ignore[arg-type]
+
+
+def check_reference(ref: str) -> str:
+    """``ref`` itself when it is a well-formed secret reference (as a pydantic validator returns it).
+
+    Raises:
+        ValueError: an inline value or a malformed reference; the message names the fix.
+    """
+    parsed = parse_ref(ref)
+    if parsed is None:
+        raise ValueError(
+            "a secret is given by reference, never inline: write env:NAME (an environment variable of the "
+            "ingress process) or file:/absolute/path (a file holding the secret)"
+        )
+    problem = parsed.problem()
+    if problem is not None:
+        raise ValueError(problem)
+    return ref
 
 
 def is_secret_key(key: str) -> bool:
@@ -225,14 +246,6 @@ class Connection(BaseModel):
         return self.connector in (connector.split(".")[0], connector)
 
 
-class SecretUnavailable(ValueError):
-    """A reference that cannot be resolved on this worker; the message names it, never a value."""
-
-
-class ConnectionRefused(SecretUnavailable):
-    """A connection sent to this worker that is not one of its deployment's: nothing in it is resolved."""
-
-
 WORKER_FIX = ("start the worker with the deployment that defines the connection (`wfi worker --deployment FILE`, "
               "or WfiPlugin(deployment=...))")
 
@@ -259,6 +272,7 @@ class WorkerConnections:
 
     @property
     def has_deployment(self) -> bool:
+        """Whether the worker was started with a deployment (else it resolves no reference)."""
         return self._connections is not None
 
     def bind(self, connector: str, sent: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,6 +342,7 @@ class ResolvedConnection:
     secrets: frozenset[str]
 
     def redactor(self) -> "Redactor":
+        """A redactor of these secrets (and of passwords embedded in URLs and DSNs)."""
         return Redactor(self.secrets)
 
 
@@ -359,7 +374,7 @@ def _resolve_tree(
     ref = parse_ref(node)
     if ref is None:
         if isinstance(node, str) and (found := embedded_password(node)):
-            secrets.add(found)  # an inline DSN password (a deployment loaded before references existed)
+            secrets.add(found)  # an inline DSN password (a spec recorded before secrets had to be references)
         return node
     value = _resolve_ref(ref, env, read_file, where.rstrip("."))
     secrets.add(value)
@@ -402,6 +417,7 @@ class Redactor:
         self._secrets = sorted({s for s in secrets if len(s) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``."""
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
         text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED if m.group("pw") else m.group(0), text)

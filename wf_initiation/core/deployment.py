@@ -59,7 +59,7 @@ from ._durations import parse_duration
 from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection
 from .sharding import MAX_SHARDS
-from wf_initiation.ingress.config import IngressConfig  # pydantic only, no web stack
+from .ingress import IngressConfig
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -129,6 +129,8 @@ DEFAULT_TASK_QUEUE = "wfi-activations"
 
 
 class TemporalTarget(_Strict):
+    """The deployment's ``temporal:`` section: where activations run (flags, ``TEMPORAL_*`` and a profile win over it)."""
+
     address: str | None = Field(default=None, description="host:port, when no flag, TEMPORAL_ADDRESS or profile says; "
                                 "else localhost:7233.")
     namespace: str = Field(default="default", description="When no flag, TEMPORAL_NAMESPACE or profile says.")
@@ -255,6 +257,8 @@ class Policies(_Strict):
 
 
 class RunTarget(_Strict):
+    """A workflow's ``run:`` section: the workflow type and task queue each run executes on."""
+
     workflow_type: str = Field(description="Workflow type each run executes.")
     task_queue: str = Field(description="Task queue of the run workflows.")
     execution_timeout: timedelta | None = None
@@ -283,6 +287,8 @@ class Scale(_Strict):
 
 
 class WorkflowDeployment(Policies):
+    """One ``workflows.<name>:`` section merged over ``defaults:``: its Workfile, run target, inputs and policies."""
+
     workfile: str | None = Field(default=None, description="Path of the Workfile (relative to the deployment file).")
     scale: Scale = Field(default_factory=Scale, description="Spread the activation over several workflows (docs/limits.md).")
     run: RunTarget
@@ -293,6 +299,11 @@ class WorkflowDeployment(Policies):
 
 
 class Deployment(_Strict):
+    """A deployment file: where and how a set of Workfiles is activated (every key: docs/deployment.md).
+
+    Load one with :func:`load_deployment` (a file) or :func:`parse_deployment` (parsed data).
+    """
+
     temporal: TemporalTarget = TemporalTarget()
     capabilities: list[str] = Field(default_factory=lambda: list(ALL_CAPABILITIES))
     defaults: dict[str, Any] = Field(default_factory=dict)
@@ -328,6 +339,7 @@ class Deployment(_Strict):
         return {k: c for k, c in self.connections.items() if c.serves(connector)}
 
     def resolve_path(self, path: str) -> pathlib.Path:
+        """``path`` resolved against the deployment file's directory (an absolute path as it is)."""
         p = pathlib.Path(path)
         return p if p.is_absolute() or not self.base_dir else pathlib.Path(self.base_dir) / p
 
@@ -369,6 +381,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def parse_deployment(data: Any, *, base_dir: str | None = None) -> Deployment:
+    """Validate a deployment already parsed from YAML or JSON.
+
+    Args:
+        data: The document (a mapping).
+        base_dir: The directory relative paths (``workfile:``) resolve against.
+
+    Raises:
+        DiagnosticError: the document is not a valid deployment; each diagnostic names the fix.
+    """
     if not isinstance(data, dict):
         raise DiagnosticError([Diagnostic(code="DEPLOY-SHAPE", message="a deployment file is a mapping at top level")])
     try:

@@ -21,6 +21,8 @@ import json
 import math
 from typing import Any
 
+from wf_initiation.errors import JsonNumberError
+
 KIB = 1024
 MIB = 1024 * 1024
 
@@ -37,6 +39,19 @@ MAX_DELIVERY_ID_CHARS = 1024
 """Characters of a delivery id. Past it: ``invalid``; records keep a digest, never the id."""
 MAX_MESSAGE_CHARS = 500
 """Characters of an error message or detail kept in the state or returned; longer ones are cut."""
+
+# ---------------------------------------------------------------------------- the HTTP ingress
+ENVELOPE_BYTES = 16 * KIB
+"""The JSON of an ``http.request`` payload without its body (delivery id, method, path, kept
+headers, query): 431 past it. The payload limit is split in two: this for the envelope, the rest
+(``MAX_BODY_BYTES``) for the body, so a body within its limit under an envelope within its own
+always makes a payload within ``MAX_DELIVERY_BYTES`` (as long as the body's JSON form is no longer
+than the body: true of JSON bodies re-serialised compactly, except numbers in exponent form)."""
+MAX_BODY_BYTES = MAX_DELIVERY_BYTES - ENVELOPE_BYTES
+"""A request body, as sent and as decoded from its content coding: 413 past it (245,760 bytes)."""
+MAX_UPDATES_IN_FLIGHT = 10
+"""Temporal admits 10 updates in flight per workflow (``history.maxInFlightUpdates``); the ingress
+keeps below it so that its own callers are queued there, not refused and retried by the server."""
 
 # ---------------------------------------------------------------------------- many deliveries
 MAX_BULK = 500
@@ -211,6 +226,7 @@ def _scalar_problem(item: Any, max_int_digits: int = MAX_INT_DIGITS) -> str | No
 
 
 def is_utf8_text(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (it holds no lone surrogate)."""
     if text.isascii():
         return True
     try:
@@ -227,22 +243,78 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8", "replace"))
 
 
-def strict_json(text: str) -> Any:
-    """Parse JSON text, refusing NaN, infinities and numbers that overflow to infinity (``1e999``).
+def strict_json(text: str, *, max_int_digits: int = MAX_INT_DIGITS) -> Any:
+    """Parse JSON text by JSON's own number rules: the one parser of the CLI, the ingress and the engine.
+
+    Python's ``json`` takes ``NaN`` and ``Infinity`` (JSON has neither), turns ``1e999`` into an
+    infinity, and converts an integer of any length (past 4,300 digits it fails with a message
+    that reads like "not JSON"); each is refused here, integers by their digits before conversion.
 
     Raises:
-        ValueError: the text is not strict JSON.
+        JsonNumberError: a number JSON text may not hold (``kind``: ``constant``, ``range`` or
+            ``digits``); its message names it.
+        ValueError: the text is not JSON (``json.JSONDecodeError``).
     """
     def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a JSON number")
+        raise JsonNumberError(f"{name} is not a JSON number", text=name, kind="constant")
 
     def finite(number: str) -> float:
         parsed = float(number)
         if not math.isfinite(parsed):
-            raise ValueError(f"{number} is out of range for a JSON number")
+            raise JsonNumberError(f"{number[:40]} is out of the range of a JSON number (a double)", text=number, kind="range")
         return parsed
 
-    return json.loads(text, parse_constant=no_constant, parse_float=finite)
+    def bounded(number: str) -> int:
+        digits = len(number.lstrip("-"))
+        if digits > max_int_digits:
+            raise JsonNumberError(f"an integer of more than {max_int_digits} digits: send such a number as a string",
+                                  text=number, kind="digits", digits=digits)
+        return int(number)
+
+    return json.loads(text, parse_constant=no_constant, parse_float=finite, parse_int=bounded)
+
+
+def nesting_depth(value: Any, *, stop_past: int | None = None) -> int:
+    """Levels of arrays and objects in a JSON value (a scalar is 0, ``[]`` is 1), without recursion
+    (so without a limit of its own).
+
+    Args:
+        value: A parsed JSON value.
+        stop_past: Stop once a level deeper than this is found (the result is then ``stop_past + 1``).
+    """
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth + 1)
+        if stop_past is not None and deepest > stop_past:
+            return deepest
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def length_problem(what: str, text: str, limit: int) -> str | None:
+    """Why ``text`` is too long (``"<what> has <n> characters; the limit is <limit>"``), or None.
+
+    The one wording of an identifier or text field over its limit: update ids at the client, action
+    ids and operator fields, delivery ids in the engine.
+    """
+    return f"{what} has {len(text)} characters; the limit is {limit}" if len(text) > limit else None
+
+
+def payload_size_problem(size: int, what: str = "the payload") -> str | None:
+    """Why a payload of ``size`` bytes (compact JSON) is too large to deliver, or None.
+
+    Args:
+        size: The payload's size (``json_size``).
+        what: How the message names the payload (the CLI names where it came from).
+    """
+    if size <= MAX_DELIVERY_BYTES:
+        return None
+    return (f"{what} is {size} bytes; the limit is {MAX_DELIVERY_BYTES}: send a reference (URL, object key) "
+            "instead of the content")
 
 
 def digest_text(text: str) -> str:

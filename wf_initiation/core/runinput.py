@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TriggerInfo(BaseModel):
+    """Which trigger entry started the run (``input.trigger``)."""
+
     model_config = ConfigDict(frozen=True)
 
     name: str = Field(description="`{{ trigger.name }}`: the firing entry's `as`, or the manifest default (TRIG-7).")
@@ -23,6 +25,8 @@ class TriggerInfo(BaseModel):
 
 
 class Causation(BaseModel):
+    """The chain of runs whose lifecycle events led to this run (COMP-6 bounds its depth)."""
+
     model_config = ConfigDict(frozen=True)
 
     depth: int = Field(default=0, description="0 for a run started by a non-lifecycle event; d+1 after a run of depth d.")

@@ -9,38 +9,25 @@ disposition (202 accepted/queued/batched, 200 duplicate, 409 conflict, 422 inval
 the deployment's ``ingress:`` section and how to point GitHub, Stripe and Standard-Webhooks senders
 at it: ``docs/webhooks.md``.
 
-Loaded lazily: the deployment model imports :mod:`wf_initiation.ingress.config` (pydantic only),
-which must not pull in the web stack.
+Loaded lazily (:mod:`wf_initiation._lazy`): importing the package does not pull in the web stack.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wf_initiation._lazy import lazy_exports
 
 __all__ = ["IngressConfig", "IngressConfigError", "app", "build"]
-
-_LAZY = {
-    "IngressConfig": "wf_initiation.ingress.config",
-    "IngressConfigError": "wf_initiation.ingress._routes",
-    "app": "wf_initiation.ingress._factory",
-    "build": "wf_initiation.ingress._factory",
-}
 
 if TYPE_CHECKING:
     from ._factory import app, build
     from ._routes import IngressConfigError
     from .config import IngressConfig
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wf_initiation.ingress' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "IngressConfig": ".config",
+    "IngressConfigError": "._routes",
+    "app": "._factory",
+    "build": "._factory",
+})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import time
 import uuid
@@ -25,20 +26,23 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from temporalio.client import RPCTimeoutOrCancelledError, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
-from wf_initiation.client import DeliveryRefused, DeliveryTooLarge, WfiClient
+from wf_initiation.client import WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 from wf_initiation.core.limits import MAX_BULK
+from wf_initiation.errors import (
+    ActivationError, ActivationNotFound, CallTimeout, DeliveryRefused, DeliveryTooLarge, SecretUnavailable, TemporalError,
+    TemporalUnavailable, WfiError, most_specific,
+)
 
 from . import _auth, _payload
 from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
 from ._metrics import CONTENT_TYPE, IngressMetrics
 from ._routes import Route, RouteTable
-from ._secrets import SecretUnavailable
+from ._secrets import SecretResolver
 from .config import IngressConfig
 from .limits import MAX_JSON_DEPTH
 
@@ -73,12 +77,49 @@ REASONS = {
     Disposition.DEFERRED: "the activation holds as much as it may for runs not started yet: nothing was kept; "
     "deliver it again after Retry-After",
 }
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """How the ingress answers a delivery that failed with one type of error.
+
+    ``message`` and ``log`` are formats over ``workflow``, ``timeout``, ``task_queue`` and ``error``;
+    a 4xx answers with the error's own message (the sender must fix the request); a ``log`` line is
+    written once a minute per route and code (``RefusalLog``)."""
+
+    status: int
+    code: str
+    message: str = ""
+    log: str | None = None
+
+
+# Every error WfiClient.deliver raises has its answer here, the nearest ancestor's when it has no
+# row of its own (tests/test_ingress_errors.py checks each). Only 503s ask for a retry: nothing was
+# kept, and the update id makes a retry that finds the first attempt applied safe.
+DELIVERY_FAILURES: dict[type[WfiError], Failed] = {
+    WfiError: Failed(503, "delivery_failed", "the delivery failed; retry later", "{error}"),
+    DeliveryRefused: Failed(400, "payload_refused"),
+    DeliveryTooLarge: Failed(413, "payload_too_large"),
+    TemporalError: Failed(503, "temporal_error", "Temporal refused the delivery; retry later", "Temporal refused it: {error.detail}"),
+    TemporalUnavailable: Failed(503, "temporal_unavailable", "Temporal cannot be reached; retry later", "{error}"),
+    CallTimeout: Failed(503, "timeout", "no durable disposition within {timeout:g}s; retrying is safe",
+                        "no disposition within {timeout:g}s (is a worker running on task queue {task_queue!r}?)"),
+    ActivationNotFound: Failed(503, "no_activation", "workflow {workflow!r} has no running activation; retry later"),
+    ActivationError: Failed(503, "update_failed", "the activation could not take the delivery; retry later",
+                            "the activation failed the update: {error}"),
+}
 RECEIVED_AT_MEMORY = 10_000
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 READY_CACHE_SECONDS = 2.0
 
 
-class Pressure(Exception):
+class Pressure(WfiError):
+    """No delivery slot for the workflow now (429 too many waiting, 503 busy): send it again later."""
+
+    type = "busy"
+    retryable = True
+
     def __init__(self, status: int, code: str, message: str):
         super().__init__(message)
         self.status, self.code = status, code
@@ -125,9 +166,10 @@ class Ingress:
 
     def __init__(
         self, deployment: Deployment, config: IngressConfig, table: RouteTable, *, client: Any = None,
-        connect: Callable[[], Awaitable[Any]] | None = None,
+        connect: Callable[[], Awaitable[Any]] | None = None, secrets: SecretResolver | None = None,
     ):
         self.deployment, self.config, self.table = deployment, config, table
+        self.secrets = secrets or SecretResolver()
         self.metrics = IngressMetrics()
         self.refusals = RefusalLog(log, self.metrics.connections_refused)
         # Senders choose how often they fail to authenticate: logged once a minute per route and reason.
@@ -224,7 +266,7 @@ class Ingress:
             self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
             return error(401, "unauthenticated", "this endpoint has no authentication configured")
         try:
-            secrets = [s.value() for s in route.secrets]
+            secrets = [self.secrets.value(s) for s in route.secrets]
         except SecretUnavailable as exc:
             self.auth_refusals.note(f"{route.label}: secret unavailable", f"{exc}; answered 503")
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
@@ -318,34 +360,27 @@ class Ingress:
             else config.updates_per_workflow
 
     async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | Response:
-        retry = self.config.retry_after
         timeout = self.config.delivery_timeout.total_seconds()
         try:
             wfi = self._wfi(await self.client())
             async with asyncio.timeout(timeout):  # WfiClient ends its call on cancellation
                 grouped = self.config.group_deliveries  # a group's update id binds its members' content
                 return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=None if grouped else update_id)
-        except DeliveryTooLarge as exc:
-            return error(413, "payload_too_large", str(exc))
-        except DeliveryRefused as exc:  # what the sender sent cannot be a payload: the same on every retry
-            return error(400, "payload_refused", str(exc))
-        except _temporal.TemporalUnavailable as exc:
-            self.delivery_failures.note(f"{route.label}: temporal_unavailable", str(exc))
-            return error(503, "temporal_unavailable", "Temporal cannot be reached; retry later", retry_after=retry)
-        except (asyncio.TimeoutError, RPCTimeoutOrCancelledError):
-            self.delivery_failures.note(f"{route.label}: timeout", f"no disposition within {timeout:g}s (is a worker "
-                                        f"running on task queue {self.deployment.temporal.task_queue!r}?)")
-            return error(503, "timeout", f"no durable disposition within {timeout:g}s; retrying is safe", retry_after=retry)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return error(503, "no_activation", f"workflow {route.workflow!r} has no running activation; retry later",
-                             retry_after=retry)
-            self.delivery_failures.note(f"{route.label}: temporal_error", f"Temporal refused it: {exc.message}")
-            return error(503, "temporal_error", "Temporal refused the delivery; retry later", retry_after=retry)
-        except WorkflowUpdateFailedError as exc:
-            self.delivery_failures.note(f"{route.label}: update_failed",
-                                        f"the activation failed the update: {exc.cause or exc}")
-            return error(503, "update_failed", "the activation could not take the delivery; retry later", retry_after=retry)
+        except TimeoutError:
+            return self._failed(route, CallTimeout(f"no disposition within {timeout:g}s"))
+        except WfiError as exc:
+            return self._failed(route, exc)
+
+    def _failed(self, route: Route, failure: WfiError) -> Response:
+        """The answer to a delivery that failed, by the table ``DELIVERY_FAILURES``."""
+        row = DELIVERY_FAILURES[most_specific(type(failure), DELIVERY_FAILURES) or WfiError]
+        facts = {"workflow": route.workflow, "timeout": self.config.delivery_timeout.total_seconds(),
+                 "task_queue": self.deployment.temporal.task_queue, "error": failure}
+        if row.log is not None:
+            self.delivery_failures.note(f"{route.label}: {row.code}", row.log.format(**facts))
+        if row.status < 500:  # what the sender sent cannot be delivered: the same on every retry
+            return error(row.status, row.code, str(failure))
+        return error(row.status, row.code, row.message.format(**facts), retry_after=self.config.retry_after)
 
     # ------------------------------------------------------------------ operations
     async def healthz(self, request: Request) -> Response:

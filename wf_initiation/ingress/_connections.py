@@ -40,6 +40,8 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from wf_initiation.errors import InvalidInput
+
 from .config import IngressConfig
 
 MAX_HEAD_BYTES = 16 * 1024
@@ -138,11 +140,11 @@ class RefusalLog:
         self._logged[kind] = now
 
 
-class HeadTooLarge(Exception):
-    pass
+class HeadTooLarge(InvalidInput):
+    """The request line and headers are over the limit (raised from the parser; 431)."""
 
 
-class BodyTooSlow(Exception):
+class BodyTooSlow(InvalidInput):
     """The request body did not arrive at the minimum rate (raised from ``receive``)."""
 
 

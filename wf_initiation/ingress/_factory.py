@@ -9,10 +9,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.errors import SecretUnavailable
 
 from ._app import Ingress, build_app
 from ._routes import IngressConfigError, build_routes
-from ._secrets import SecretUnavailable
+from ._secrets import SecretResolver
 from .config import IngressConfig
 
 log = logging.getLogger("wf_initiation.ingress")
@@ -37,10 +38,11 @@ def build(
     config = deployment.ingress or IngressConfig()
     table = build_routes(deployment, config)
     problems = list(table.problems)
+    secrets = SecretResolver()
     for route in table.by_name.values():
         for secret in route.secrets:
             try:
-                secret.value()
+                secrets.value(secret)
             except SecretUnavailable as exc:
                 problems.append(f"{route.label}: {exc}; until it resolves, requests to it are answered 503")
     if problems and strict:
@@ -48,7 +50,7 @@ def build(
                                  "wfi serve --lenient or strict=False): " + "; ".join(problems))
     for problem in problems:
         log.warning("%s", problem)
-    return Ingress(deployment, config, table, client=client, connect=connect)
+    return Ingress(deployment, config, table, client=client, connect=connect, secrets=secrets)
 
 
 def app(deployment: Deployment | str | os.PathLike[str], *, client: Any = None, strict: bool = True) -> Any:

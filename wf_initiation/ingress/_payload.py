@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import codecs
 import email.message
-import json
-import math
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from wf_initiation.core.limits import json_problem, json_size
+from wf_initiation.core.limits import json_problem, json_size, nesting_depth, strict_json
+from wf_initiation.errors import InvalidInput
 
 from ._auth import AUTH_HEADERS
-from .limits import ENVELOPE_BYTES, MAX_INT_DIGITS
+from .limits import ENVELOPE_BYTES
 
 # Added or rewritten by clients, proxies and load balancers; different between two attempts.
 TRANSPORT_HEADERS = frozenset({
@@ -39,7 +38,7 @@ TRANSPORT_HEADERS = frozenset({
 IDEMPOTENCY_KEY = "idempotency-key"
 
 
-class BadRequest(ValueError):
+class BadRequest(InvalidInput, ValueError):
     """The request cannot become a payload; ``status``, ``code`` and ``headers`` say how to answer."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
@@ -190,26 +189,9 @@ def _field(octets: str, charset: str) -> str:
     return octets if octets.isascii() else octets.encode("iso8859-1").decode(charset)
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer of more than {MAX_INT_DIGITS} digits: send such a number as a string")
-    return int(text)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:40]} is out of the range of a JSON number (a double)")
-    return value
-
-
 def _json(text: str, max_depth: int) -> Any:
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_integer, parse_float=_finite)
+        value = strict_json(text)
     except RecursionError:
         raise BadRequest(400, "json_too_deep", f"the JSON body nests deeper than {max_depth} levels") from None
     except ValueError as exc:
@@ -224,20 +206,8 @@ def _json(text: str, max_depth: int) -> Any:
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether arrays/objects nest more than ``limit`` levels (a scalar is depth 0); iterative."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth + 1 > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    """Whether arrays/objects nest more than ``limit`` levels (a scalar is depth 0)."""
+    return nesting_depth(value, stop_past=limit) > limit
 
 
 def _multi(pairs: Iterable[tuple[str, str]]) -> dict[str, str | list[str]]:

@@ -21,9 +21,10 @@ from typing import Any
 
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.activation import EntrySpec
+from wf_initiation.core.connections import SecretRef, parse_ref
 from wf_initiation.core.deployment import Deployment
+from wf_initiation.errors import IngressConfigError  # noqa: F401  (exported by wf_initiation.ingress from here)
 
-from ._secrets import SecretRef
 from .config import AuthConfig, DeliveryIdSource, Endpoint, IngressConfig
 
 RESERVED = ("/healthz", "/readyz", "/metrics")
@@ -37,10 +38,6 @@ DEFAULT_IDS = {
 IDEMPOTENCY = DeliveryIdSource(header="Idempotency-Key")
 # Stripe's event objects count the endpoints still to be delivered; it changes between retries.
 DEFAULT_IGNORE = {"stripe": ["pending_webhooks"]}
-
-
-class IngressConfigError(ValueError):
-    """The ingress configuration cannot be served; the message names every problem and its fix."""
 
 
 @dataclasses.dataclass
@@ -155,12 +152,12 @@ def _secrets(auth: AuthConfig | None, entry: EntrySpec, deployment: Deployment) 
     refs = list(auth.secrets)
     if not refs:
         refs = _connection_refs(entry.connection_settings)
-    return [SecretRef(r) for r in refs]
+    return [ref for r in refs if (ref := parse_ref(r)) is not None]
 
 
 def _connection_refs(settings: dict[str, Any]) -> list[str]:
     ref = settings.get("secret")
-    if isinstance(ref, str) and ref.startswith(("env:", "file:")):
+    if isinstance(ref, str) and parse_ref(ref) is not None:
         return [ref]
     env = settings.get("secret_env")
     return [f"env:{env}"] if isinstance(env, str) and env else []

@@ -22,12 +22,10 @@ from typing import Any
 
 import uvicorn
 
+from wf_initiation.errors import PortInUse
+
 from ._connections import ConnectionGuard, ConnectionLimits, RefusalLog, limits_for
 from .config import IngressConfig
-
-
-class PortInUse(OSError):
-    pass
 
 
 class _Server(uvicorn.Server):

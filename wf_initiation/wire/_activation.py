@@ -17,12 +17,17 @@ class DeliveryRequest(BaseModel):
 
 
 class OperatorResult(BaseModel):
+    """The answer of the ``operate`` update: applied or not, the activation's message, the action's id."""
+
     ok: bool
     message: str
     action_id: str | None = None
 
 
 class ActivateResult(BaseModel):
+    """The answer of the ``activate`` update: the activation id serving now, ``current`` or ``rebound``,
+    and the earlier activation ids."""
+
     activation_id: str
     outcome: Literal["current", "rebound"]
     previous: list[str] = Field(default_factory=list)

@@ -149,6 +149,7 @@ def _decode(data: Any, strict: Any) -> Any:
 
 
 def from_legacy(flat: LegacyOperatorRequest) -> _Action:
+    """The action's model of a request in the old flat shape, its extra fields kept as they were sent."""
     model = BY_NAME[flat.action]
     values = flat.model_dump()
     action = model.model_construct(**{name: values[name] for name in model.model_fields})
@@ -171,10 +172,12 @@ class OperatorRequest(RootModel[OperatorAction]):
 
     @property
     def action(self) -> str:
+        """The action's name (``pause``, ``set_cursor``, ...)."""
         return self.root.action
 
     @property
     def action_id(self) -> str | None:
+        """The action's id, which makes it once-only."""
         return self.root.action_id
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:

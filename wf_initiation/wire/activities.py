@@ -20,6 +20,8 @@ from .search_attributes import WFI_TRIGGERS
 
 # --- wfi.start_runs, wfi.watch_runs, wfi.control_run
 class RunToStart(BaseModel):
+    """One run ``wfi.start_runs`` starts: its run key (the workflow id) and its input."""
+
     run_key: str
     input: RunInput
     trace: dict[str, str] | None = Field(default=None, description="Trace context of the delivery that admitted "
@@ -27,6 +29,8 @@ class RunToStart(BaseModel):
 
 
 class StartRunsRequest(BaseModel):
+    """The input of ``wfi.start_runs``: runs of one workflow type and task queue, started at most once each."""
+
     workflow_type: str
     task_queue: str
     execution_timeout_seconds: float | None = None
@@ -37,6 +41,8 @@ class StartRunsRequest(BaseModel):
 
 
 class StartedRun(BaseModel):
+    """What ``wfi.start_runs`` did with one run: started (its run id), found started or ended, or a start fault."""
+
     run_key: str
     run_id: str | None = None
     already_started: bool = False
@@ -45,22 +51,30 @@ class StartedRun(BaseModel):
 
 
 class WatchedRun(BaseModel):
+    """A run ``wfi.watch_runs`` waits on."""
+
     run_key: str
     run_id: str | None = None
 
 
 class WatchRequest(BaseModel):
+    """The input of ``wfi.watch_runs``: the runs to watch, how long to wait, how long to gather a burst of endings."""
+
     runs: list[WatchedRun]
     max_wait_seconds: float = 300.0
     linger_seconds: float = 0.05
 
 
 class RunOutcome(BaseModel):
+    """A watched run that ended, and how (``completed``, ``failed``, ``terminated``, ...)."""
+
     run_key: str
     status: str
 
 
 class ControlRequest(BaseModel):
+    """The input of ``wfi.control_run``: cancel or terminate one run, with the reason recorded."""
+
     run_key: str
     action: str
     reason: str
@@ -68,10 +82,14 @@ class ControlRequest(BaseModel):
 
 # --- wfi.publish_lifecycle
 class PublishRequest(BaseModel):
+    """The input of ``wfi.publish_lifecycle``: lifecycle events of runs, for the activations subscribed to them."""
+
     events: list[LifecycleEvent]
 
 
 class PublishResult(BaseModel):
+    """What ``wfi.publish_lifecycle`` sent."""
+
     signals: int = Field(description="Signals sent (events x subscribing activations).")
     activations: list[str] = Field(default_factory=list, description="Workflow ids of the activations signalled.")
 

@@ -5,6 +5,8 @@ A caller tells failures apart by these types (``exc.cause.type``), never by mess
 
 from __future__ import annotations
 
+from wf_initiation.errors import WfiError
+
 INVALID_ARGUMENT = "InvalidArgument"
 """An update's argument cannot be decoded or is not acceptable (the update is rejected)."""
 HANDLER_FAILED = "HandlerFailed"
@@ -26,7 +28,7 @@ POLL_CONFIG_INVALID = "PollConfigInvalid"
 """Poll activities: the configuration, connection or cursor cannot be used; polling again will not help."""
 
 
-class StaleActivationError(RuntimeError):
+class StaleActivationError(WfiError, RuntimeError):
     """Raised in the activation workflow to fail a workflow activation the SDK built at a stale time
     (workflows/_fresh.py). Not an ApplicationError: it fails the activation (the worker evicts and
     replays the run), never the workflow. A query that came with it fails with a failure of type

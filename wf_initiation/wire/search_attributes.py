@@ -15,19 +15,14 @@ from typing import Any
 
 from temporalio.common import SearchAttributeKey
 
+from wf_initiation.errors import SearchAttributesMissing
+
 WFI_WORKFLOW = SearchAttributeKey.for_keyword("WfiWorkflow")
 WFI_ACTIVATION = SearchAttributeKey.for_keyword("WfiActivation")
 WFI_STATE = SearchAttributeKey.for_keyword("WfiState")
 WFI_TRIGGERS = SearchAttributeKey.for_keyword_list("WfiTriggers")
 
 ALL = (WFI_WORKFLOW, WFI_ACTIVATION, WFI_STATE, WFI_TRIGGERS)
-
-
-class SearchAttributesMissing(RuntimeError):
-    """The namespace lacks (or mistypes) the Wfi search attributes and they could not be registered.
-
-    The message is one line naming the command that fixes it.
-    """
 
 
 def cli_type(key: SearchAttributeKey[Any]) -> str:

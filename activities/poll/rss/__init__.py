@@ -4,10 +4,10 @@
 the bounded fetch, ``_feed.py`` parsing and the cursor. See docs/poll-contract.md.
 """
 
-from wf_initiation.activities.poll._lazy import lazy_exports
+from wf_initiation._lazy import lazy_exports
 
 __all__ = ["FeedEntry", "RssCursor", "fallback_id", "parse_cursor", "parse_feed", "poll_rss", "select_new"]
-__getattr__ = lazy_exports(__name__, {
-    "poll_rss": "activity",
-    **{name: "_feed" for name in ("FeedEntry", "RssCursor", "fallback_id", "parse_cursor", "parse_feed", "select_new")},
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "poll_rss": ".activity",
+    **{name: "._feed" for name in ("FeedEntry", "RssCursor", "fallback_id", "parse_cursor", "parse_feed", "select_new")},
 })

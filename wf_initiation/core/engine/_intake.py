@@ -1,4 +1,4 @@
-"""What the engine refuses at intake, before any rule runs (issue 11): payloads it cannot carry.
+"""What the engine refuses at intake, before any rule runs: payloads it cannot carry.
 
 Called by the acceptance pipeline (``_pipeline``). Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
 is not a plain JSON value within :mod:`core.limits` (too deep, NaN or infinity, an integer of
@@ -22,13 +22,14 @@ from ..limits import (
     CAPACITY_BYTES,
     CAPACITY_WARNING,
     LEGACY_INT_DIGITS,
-    MAX_DELIVERY_BYTES,
     MAX_DELIVERY_ID_CHARS,
     MAX_HELD_BYTES,
     STATE_BASE_BYTES,
     clip,
     json_problem,
     json_size,
+    length_problem,
+    payload_size_problem,
     retained_id,
 )
 from ._types import DeliveryResult, Disposition, SignalRun
@@ -47,18 +48,13 @@ def payload_problem(engine: "Runs", payload: Any, delivery_id: str | None) -> st
                else json_problem(payload, max_depth=_LEGACY_DEPTH, max_int_digits=LEGACY_INT_DIGITS))
     if problem is not None or not engine.bounded:
         return problem
-    if delivery_id is not None and len(delivery_id) > MAX_DELIVERY_ID_CHARS:
-        return (f"the delivery id has {len(delivery_id)} characters; the limit is {MAX_DELIVERY_ID_CHARS}: "
-                "use a shorter id (e.g. a hash of it)")
-    return None
+    too_long = None if delivery_id is None else length_problem("the delivery id", delivery_id, MAX_DELIVERY_ID_CHARS)
+    return None if too_long is None else f"{too_long}: use a shorter id (e.g. a hash of it)"
 
 
 def size_problem(engine: "Runs", size: int) -> str | None:
     """Why a payload of ``size`` bytes (canonical JSON) is too large to take, or None."""
-    if engine.bounded and size > MAX_DELIVERY_BYTES:
-        return (f"the payload is {size} bytes; the limit is {MAX_DELIVERY_BYTES}: send a reference "
-                "(URL, object key) instead of the content")
-    return None
+    return payload_size_problem(size) if engine.bounded else None
 
 
 def held_bytes(engine: "Runs") -> int:

@@ -1,8 +1,8 @@
-"""Large operator actions on a schedule, worked off a bounded amount per workflow task (issue 11).
+"""Large operator actions on a schedule, worked off a bounded amount per workflow task.
 
-A backfill of 3,000 minutes admitted in one workflow task ran past the worker's 2-second deadlock
-timeout: the task failed, was retried with the same input, failed again, and the activation was
-wedged. Now an action that covers more than the task's budget (``limits.ADMIT_PER_TASK``
+A backfill of 3,000 minutes admitted in one workflow task would run past the worker's 2-second
+deadlock timeout: the task would fail, be retried with the same input, fail again, and wedge the
+activation. So an action that covers more than the task's budget (``limits.ADMIT_PER_TASK``
 occurrences, fewer when the task already admitted some) becomes an :class:`AdmitJob` in the
 schedule's state: a backfill first counts its range (``limits.ENUMERATE_PER_TASK`` occurrences a
 task; a range over ``limits.MAX_BACKFILL`` is refused with nothing admitted), then admits at most

@@ -13,6 +13,8 @@ from typing import Any
 
 import jsonschema
 
+from wf_initiation.errors import UnknownEntry
+
 from .._expr import Evaluator, ExpressionFault
 from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
@@ -23,10 +25,6 @@ from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
 from ._types import NO_INTAKE, Disposition, DeliveryResult, EngineState, EventRecord, Intake, Outcome, RunRecord
-
-
-class UnknownEntry(ValueError):
-    """A delivery names no external entry of this activation (the message names the choices)."""
 
 
 class Pipeline(Runs):

@@ -16,10 +16,11 @@ a long cursor, not the cursor.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from wf_initiation.errors import JsonNumberError
 
 from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
@@ -215,32 +216,16 @@ def cursor_problem(cursor: str | None) -> str | None:
     if not is_utf8_text(cursor):
         return "it is not valid Unicode text (a lone surrogate)"
     try:
-        json.loads(cursor, parse_int=_bounded_int)
-    except _TooManyDigits as exc:
-        return f"it holds an integer of {exc.digits:,} digits (the limit is {MAX_INT_DIGITS:,}); set a value the connector returned"
+        value = strict_json(cursor)
+    except JsonNumberError as exc:
+        if exc.digits is not None:
+            return (f"it holds an integer of {exc.digits:,} digits (the limit is {MAX_INT_DIGITS:,}); "
+                    "set a value the connector returned")
+        return f"{cursor[:80]!r} is not strict JSON ({exc}); set a value the connector returned"
     except ValueError:
         return None  # not JSON: an opaque cursor of a third-party connector
-    try:
-        value = strict_json(cursor)
-    except ValueError as exc:
-        return f"{cursor[:80]!r} is not strict JSON ({exc}); set a value the connector returned"
     problem = json_problem(value, max_depth=16)
     return None if problem is None else f"{problem}; set a value the connector returned"
-
-
-class _TooManyDigits(Exception):
-    def __init__(self, digits: int) -> None:
-        super().__init__(digits)
-        self.digits = digits
-
-
-def _bounded_int(text: str) -> int:
-    # Checked before conversion: past 4,300 digits int() itself refuses with a ValueError that would
-    # read as "not JSON" (an opaque cursor), and no connector could then read the cursor back.
-    digits = len(text.lstrip("-"))
-    if digits > MAX_INT_DIGITS:
-        raise _TooManyDigits(digits)
-    return int(text)
 
 
 def _log_cursor(st: PollState, change: CursorChange) -> None:

@@ -9,7 +9,7 @@ and expires subscriptions, confirms kept commands, and routes lifecycle events i
 Delivery is a :class:`SignalRun` kept in ``EngineState.unacked`` until the shell confirms the
 signal, so a worker crash or continue-as-new re-issues it (INIT-7); the run side ignores a repeat.
 
-Verification (issue 11): a ``subscribe`` signal can come from anyone with a Temporal client, so
+Verification: a ``subscribe`` signal can come from anyone with a Temporal client, so
 nothing in it is trusted to be a waiting run. Its fields are bounded (``core.limits``: ids, the
 ``match`` size, the number of subscriptions), and an event delivered to a subscription whose
 workflow does not exist (or has closed) is not swallowed: when the signal fails, the event is

@@ -9,12 +9,10 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
+
 from ..activation import ActivationSpec
 from ..runinput import Causation, RunInput
-
-
-class OperatorRefused(ValueError):
-    """An operator action that cannot apply (unknown entry, nothing pending, bad choice): changes nothing."""
 
 
 class Disposition(str, Enum):

@@ -14,7 +14,7 @@ import json
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text
+from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text, length_problem
 from ..schedule import parse_instant
 from . import _poll, _schedule
 from ._pipeline import Pipeline
@@ -103,9 +103,9 @@ def request_problem(req: AnyRequest) -> str | None:
         value = values[name]
         if not isinstance(value, str):
             continue
-        limit = _TEXT_LIMITS.get(name, MAX_OPERATOR_TEXT_CHARS)
-        if len(value) > limit:
-            return f"{name} has {len(value)} characters; the limit is {limit}"
+        too_long = length_problem(name, value, _TEXT_LIMITS.get(name, MAX_OPERATOR_TEXT_CHARS))
+        if too_long is not None:
+            return too_long
         if not is_utf8_text(value):
             return f"{name} is not valid Unicode text (a lone surrogate)"
     count = values["count"]

@@ -110,7 +110,7 @@ def markdown(engine: Core) -> str:
         s = short(engine)
         notes.append(_deactivation_line(s["deactivation"], s))
     faults = engine.state.counters.get("start_faults", 0)
-    if faults:  # runs that could never be started: an operator should look
+    if faults:  # runs that could never be started (a start fault): an operator should look
         notes.append(f"**start faults {faults}**: runs that could not be started; see `wfi state` (errors)")
     lost = engine.state.counters.get("deferred_signals", 0)
     if lost:  # their senders were told they are durable: nobody else will deliver them again

@@ -19,6 +19,7 @@ from croniter import croniter
 
 from wf_initiation.core._bounds import MAX_DURATION, MAX_SCHEDULE_EXCLUSIONS, instant_problem
 from wf_initiation.core._durations import DurationError, format_duration, parse_duration
+from wf_initiation.errors import ScheduleConfigError
 
 TZDATA_VERSION: str = tzdata.IANA_VERSION
 HORIZON_YEARS = 10
@@ -44,18 +45,6 @@ _ZONE_NAME = re.compile(r"^[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*$")
 REFERENCE = datetime(2000, 1, 1)  # fixed start for a croniter that is never asked for a date: never the clock
 # croniter's random (R) and hashed (H) fields: R differs on every evaluation, H needs a hash id.
 _RANDOM_OR_HASHED = re.compile(r"(?<![A-Za-z])[RrHh](?![A-Za-z])")
-
-
-class ScheduleConfigError(ValueError):
-    """A ``time.schedule`` configuration whose sequence cannot be evaluated (SCHED-3).
-
-    Attributes:
-        problems: one message per problem, each naming the fix.
-    """
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("invalid time.schedule configuration: " + "; ".join(self.problems))
 
 
 @dataclass(frozen=True)
