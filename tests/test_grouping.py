@@ -7,7 +7,6 @@ import asyncio
 import pathlib
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
@@ -15,6 +14,7 @@ from tests.support.hostile import HOOK, histories, hook, still_serves
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import DeliveryResult, Disposition
+from wf_initiation.errors import ActivationRefused
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import DeliveryRequest
 
@@ -42,13 +42,13 @@ class FakeActivation:
         finally:
             self.in_flight -= 1
         if self.fail_when and any(r.payload["id"] == self.fail_when for r in requests):
-            raise WorkflowUpdateFailedError(RuntimeError("the handler failed on one delivery"))
+            raise ActivationRefused("the handler failed on one delivery", cause_type="HandlerFailed")
         return [result(r) for r in requests]
 
     async def one(self, workflow: str, request: DeliveryRequest) -> DeliveryResult:
         self.alone.append(request.payload["id"])
         if request.payload["id"] == self.fail_when:
-            raise WorkflowUpdateFailedError(RuntimeError("the handler failed on this one"))
+            raise ActivationRefused("the handler failed on this one", cause_type="HandlerFailed")
         return result(request)
 
 
@@ -79,7 +79,7 @@ async def test_a_group_refused_as_a_whole_is_sent_again_one_delivery_each() -> N
     fake = FakeActivation(fail_when="3")
     groups = DeliveryGroups(fake.many, fake.one, window=0.005, in_flight=1)
     outcomes = await asyncio.gather(*(groups.deliver("w", request(i), 20) for i in range(6)), return_exceptions=True)
-    assert isinstance(outcomes[3], WorkflowUpdateFailedError), "only the delivery that fails gets the failure"
+    assert isinstance(outcomes[3], ActivationRefused), "only the delivery that fails gets the failure"
     assert all(isinstance(o, DeliveryResult) for i, o in enumerate(outcomes) if i != 3)
     assert "3" in fake.alone
 
