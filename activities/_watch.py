@@ -32,8 +32,10 @@ from temporalio.service import RPCError, RPCStatusCode
 QUERY_IDS = 100
 """Runs named in one visibility query."""
 LONG_POLLS = 2
-"""Runs of one watch also awaited by a long poll each, oldest first: their end is learned at once
-(the head of a ``queue_by`` key, a lone run), at most 2 per watch and 16 per activation."""
+"""A watch of at most this many runs also awaits each with a long poll: the end of a lone run (the
+head of a ``queue_by`` key) is learned at once rather than at the next sweep. A watch of more runs
+only sweeps, so that endings come back together (fewer activities, fewer workflow tasks): 16 long
+polls per activation at most."""
 DESCRIBE_CONCURRENCY = 8
 """Describe calls of one watch in flight at once."""
 MIN_INTERVAL = 0.2
@@ -86,7 +88,7 @@ class RunWatcher:
         return [key for key, future in self.outcomes.items() if not future.done()]
 
     async def run(self) -> None:
-        """Sweep until every run ended (and long-poll the oldest few meanwhile)."""
+        """Sweep until every run ended (and long-poll the runs of a small watch meanwhile)."""
         polling = asyncio.create_task(self._long_polls())
         try:
             await self._sweeps()
@@ -94,8 +96,10 @@ class RunWatcher:
             polling.cancel()
 
     async def _long_polls(self) -> None:
-        """Await the end of the oldest :data:`LONG_POLLS` runs still watched, one long poll each."""
+        """Await the end of each run of a small watch (:data:`LONG_POLLS`), one long poll each."""
         waiting: dict[str, asyncio.Task[None]] = {}
+        if len(self.watching) > LONG_POLLS:
+            return
         try:
             while True:
                 for key in self.watching:

@@ -2,9 +2,9 @@
 
 One long poll per running run used to count against the namespace's concurrent long-poll limit
 (3,000 running runs failed 47 watch activities). The watcher asks the visibility store which of its
-runs closed, a few describe calls at a time, and long-polls only its oldest two runs (so the end of
-a lone run or a queue's head is learned at once). These tests count every RPC the watching client
-makes, in flight at once, per RPC: on a real dev server.
+runs closed, a few describe calls at a time, and long-polls only the runs of a watch of at most two
+(so the end of a lone run or a queue's head is learned at once). These tests count every RPC the
+watching client makes, in flight at once, per RPC: on a real dev server.
 """
 
 from __future__ import annotations
