@@ -25,7 +25,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation._sdk import refused_for_good, started_new_run
-from wf_initiation.activities._watch import TERMINAL, RunWatcher
+from wf_initiation.activities._watch import LONG_POLLS, MIN_INTERVAL, TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY, START_RUNS_ACTIVITY, WATCH_RUNS_ACTIVITY, WFI_ACTIVATION, WFI_WORKFLOW, ControlRequest, RunOutcome,
@@ -105,9 +105,12 @@ class RunActivities:
         watcher = RunWatcher(self._client, [r.run_key for r in req.runs])
         sweeping = asyncio.create_task(watcher.run())
         heartbeat = asyncio.create_task(_heartbeat_forever())
+        # A sweep finds the endings of its interval at once; lingering for the next sweep or two brings
+        # the rest of a burst in the same answer (one activity and one workflow task for many runs).
+        # A small watch is long-polled and answers at once (a queue's head).
+        linger = req.linger_seconds if len(req.runs) <= LONG_POLLS else max(req.linger_seconds, 2 * MIN_INTERVAL)
         try:
-            await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds,
-                                 linger=req.linger_seconds)
+            await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds, linger=linger)
             if sweeping.done():
                 sweeping.result()  # raises what stopped the sweeps (a bug of ours): the activity retries
             return [RunOutcome(run_key=key, status=f.result()) for key, f in watcher.outcomes.items() if f.done()]
