@@ -32,7 +32,7 @@ from ..limits import (
     payload_size_problem,
     retained_id,
 )
-from ._types import DeliveryResult, Disposition, SignalRun
+from ._types import DeliveryResult, Disposition
 
 if TYPE_CHECKING:
     from ._runs import Runs
@@ -64,7 +64,7 @@ def held_bytes(engine: "Runs") -> int:
     state = engine.state
     total = engine.pending_bytes + engine.batch_bytes
     total += sum(json_size(p.held.payload) for p in state.polls.values() if p.held is not None)
-    total += sum(json_size(c.payload) for c in state.unacked.values() if isinstance(c, SignalRun))
+    total += engine.kept_signal_bytes
     return total
 
 

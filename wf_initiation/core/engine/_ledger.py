@@ -13,9 +13,9 @@ from collections import deque
 from datetime import datetime
 
 from ..activation import ActivationSpec, EntrySpec
-from ..limits import ADMIT_PER_TASK, clip, retained_id
+from ..limits import ADMIT_PER_TASK, clip, json_size, retained_id
 from ._codec import Retired
-from ._types import RELEASED_AT_ACCEPTANCE, Command, Disposition, EngineState, ErrorRecord, EventRecord
+from ._types import RELEASED_AT_ACCEPTANCE, Command, Disposition, EngineState, ErrorRecord, EventRecord, SignalRun
 
 MAX_ERRORS = 200
 KEEP_LIVE_RELEASED = 2000
@@ -33,6 +33,10 @@ class Ledger:
         )
         self.retired = Retired.unpack(state.compact_events)
         state.compact_events = b""
+        # Payload bytes of the kept subscription deliveries (``unacked`` SignalRuns), kept up to date by
+        # _lifecycle.keep and _subscriptions.command_done: read at every new delivery id (held bytes),
+        # where summing ``unacked`` (thousands of kept lifecycle events) would be quadratic.
+        self.kept_signal_bytes = sum(json_size(c.payload) for c in state.unacked.values() if isinstance(c, SignalRun))
         # Whether the budgets of core.limits apply (depth, id length, held bytes, batch bytes, work
         # per task). Off for runs begun before them (the shell's BOUNDED_PATCH): their recorded
         # decisions must replay. Checks for input that always failed apply regardless.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from ..limits import json_size
 from ..runinput import Causation
 from ._ledger import Ledger
 from ._types import Command, PublishEvent, RunRecord, SignalRun
@@ -21,8 +22,19 @@ from ._types import Command, PublishEvent, RunRecord, SignalRun
 def keep(ledger: Ledger, command: SignalRun | PublishEvent) -> None:
     """Emit a command and keep it until the shell confirms it (``command_done``)."""
     assert command.key is not None
+    forget(ledger, command.key)
     ledger.state.unacked[command.key] = command
+    if isinstance(command, SignalRun):
+        ledger.kept_signal_bytes += json_size(command.payload)
     ledger.outbox.append(command)
+
+
+def forget(ledger: Ledger, key: str) -> SignalRun | PublishEvent | None:
+    """Drop a kept command (confirmed, or replaced); the one dropped, or None."""
+    command = ledger.state.unacked.pop(key, None)
+    if isinstance(command, SignalRun):
+        ledger.kept_signal_bytes -= json_size(command.payload)
+    return command
 
 
 def unacked_commands(ledger: Ledger) -> list[Command]:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..activation import EntrySpec
 from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, clip, json_problem, json_size
+from . import _lifecycle
 from ._keys import digest_and_size, event_key
 from ._offer import SUBSCRIBABLE_KINDS, SubscriptionEvent, delivery_key, is_active, notify
 from ._pipeline import Pipeline
@@ -171,7 +172,7 @@ def command_done(engine: Pipeline, key: str, error: str | None, now: datetime) -
 
     A subscription delivery's record then says what happened: signalled to the run, or (the run does
     not exist or has ended) released into the ordinary pipeline, and what it became there."""
-    command = engine.state.unacked.pop(key, None)
+    command = _lifecycle.forget(engine, key)
     if command is None:
         return
     if error is None:
