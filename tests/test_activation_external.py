@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
 
 MAIL = """
@@ -31,12 +28,6 @@ def mail(mid: str, thread: str | None = "t1", recipient: str = "help@acme.com", 
     if thread is not None:
         body["thread_id"] = thread
     return body
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def test_every_disposition_of_a_delivery(wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path) -> None:

@@ -18,23 +18,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
-from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.wire import workflow_id_for
-from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 WAIT = timedelta(hours=1)
 APART = timedelta(minutes=10)
@@ -48,56 +41,14 @@ on:
 """
 
 
-@pytest.fixture
-async def activate(ts_env: WorkflowEnvironment, task_queue: str):
-    """Start activation workflows for the test and terminate them after it.
-
-    They are started directly: the time-skipping server cannot run update-with-start
-    (``WfiClient.activate``); the workflow, its arguments and its id are the same. Terminating them
-    keeps their timers and retrying activities from slowing the time skips of later tests, which
-    share the server.
-    """
-    started = []
-
-    async def start(spec: ActivationSpec) -> None:
-        started.append(await ts_env.client.start_workflow(
-            ActivationWorkflow.run, args=[spec, None], id=workflow_id_for(spec.workflow), task_queue=task_queue))
-
-    yield start
-    for handle in started:
-        try:
-            await ts_env.client.get_workflow_handle(handle.id).terminate("test over")
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-
-
 def order(ident: str, account: str = "acme", **body: Any) -> dict[str, Any]:
     return {"delivery_id": ident, "method": "POST", "body": {"account": account, **body}}
 
 
-@pytest_asyncio.fixture(autouse=True)
-async def search_attributes(ts_env: WorkflowEnvironment) -> None:
-    """The activation upserts its search attributes; the time-skipping server must know them."""
-    await register_search_attributes(ts_env.client)
-
-
-async def register_search_attributes(client: Client) -> None:
-    request = AddSearchAttributesRequest(
-        namespace=client.namespace,
-        search_attributes={key.name: key.indexed_value_type.value for key in SEARCH_ATTRIBUTES},
-    )
-    try:
-        await client.operator_service.add_search_attributes(request)
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
-
-
 @pytest.fixture
-async def wfi(ts_env: WorkflowEnvironment, task_queue: str):
-    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(ts_env.client, task_queue=task_queue)
+def wfi(ts_wfi: WfiClient) -> WfiClient:
+    """This module's activations run on the test's time-skipping server."""
+    return ts_wfi
 
 
 async def batch_result(client: Client, run_key: str) -> dict[str, Any]:
@@ -125,11 +76,11 @@ def waited(result: dict[str, Any]) -> timedelta:
 
 
 async def test_batches_close_by_size_at_once_and_by_max_wait_never_earlier(
-    wfi: WfiClient, ts_env: WorkflowEnvironment, activate, task_queue: str, tmp_path: pathlib.Path
+    wfi: WfiClient, ts_env: WorkflowEnvironment, ts_activate, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
     # proves: BATCH-1, BATCH-2, BATCH-3, BATCH-4, TRIG-15, TRIG-16, EXT-6, EXT-11
     name = unique("orders")
-    await activate(make_spec(tmp_path, BATCHED.format(name=name, size=3), task_queue=task_queue))
+    await ts_activate(make_spec(tmp_path, BATCHED.format(name=name, size=3), task_queue=task_queue))
     results = [await wfi.deliver(name, order(f"o{i}", account="acme" if i != 2 else "umbrella")) for i in range(4)]
     # Ten minutes apart, the two open batches' deadlines need separate timers (see the module docstring).
     await ts_env.sleep(APART)
@@ -156,7 +107,7 @@ async def test_batches_close_by_size_at_once_and_by_max_wait_never_earlier(
 
 
 async def test_an_open_batch_and_its_deadline_survive_a_worker_sigkill(
-    ts_env: WorkflowEnvironment, activate, task_queue: str, tmp_path: pathlib.Path
+    ts_env: WorkflowEnvironment, ts_activate, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
     # proves: POLL-13, BATCH-3, BATCH-4, INIT-7
     name = unique("killed")
@@ -165,7 +116,7 @@ async def test_an_open_batch_and_its_deadline_survive_a_worker_sigkill(
     # No workflow cache: the time-skipping server never moves a task off a dead worker's sticky queue,
     # and replaying the whole history on every task is the stronger determinism check anyway.
     async with WorkerProcess(address, task_queue, max_cached_workflows=0) as proc:
-        await activate(make_spec(tmp_path, BATCHED.format(name=name, size=10), task_queue=task_queue))
+        await ts_activate(make_spec(tmp_path, BATCHED.format(name=name, size=10), task_queue=task_queue))
         first = [await wfi.deliver(name, order(f"k{i}")) for i in range(3)]
         proc.kill()
         proc.start()
@@ -181,12 +132,12 @@ async def test_an_open_batch_and_its_deadline_survive_a_worker_sigkill(
 
 
 async def test_an_open_batch_and_its_deadline_survive_continue_as_new(
-    wfi: WfiClient, ts_env: WorkflowEnvironment, activate, task_queue: str, tmp_path: pathlib.Path
+    wfi: WfiClient, ts_env: WorkflowEnvironment, ts_activate, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
     # proves: POLL-13, BATCH-3, BATCH-4, INIT-7, EXT-11
     name = unique("carried")
     spec = make_spec(tmp_path, BATCHED.format(name=name, size=100), task_queue=task_queue, max_history_events=200)
-    await activate(spec)
+    await ts_activate(spec)
     handle = ts_env.client.get_workflow_handle(workflow_id_for(name))
     first_run = (await handle.describe()).run_id
     ids = []

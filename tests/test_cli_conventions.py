@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.cli import cli_env, wfi_sync
+from tests.support.paths import ROOT
 from wf_initiation.cli import build_parser
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEPLOYMENT = "temporal: {task_queue: wfi-conventions}\n"
 
 
@@ -235,7 +235,6 @@ def test_tls_and_api_key_flags_reach_the_client_options(tmp_path: pathlib.Path) 
     profile.write_text('[profile.cloud]\naddress = "p.tmprl.cloud:7233"\nnamespace = "p-ns"\napi_key = "k-p"\n')
     cloud = connect_options(TemporalTarget(), ConnectFlags(profile="cloud", config_file=str(profile)), environ={})
     assert (cloud["target_host"], cloud["namespace"], cloud["api_key"], cloud["tls"]) == ("p.tmprl.cloud:7233", "p-ns", "k-p", True)
-
 
 
 def _help_texts(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...], str]]:

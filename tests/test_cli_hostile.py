@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.worker import Worker
@@ -20,14 +19,6 @@ from tests.support.cli import MAIL_WORKFILE, WFI, Cli, Pair, cli_env, mail, wfi
 from wf_initiation.cli._payload import PayloadRefused, parse
 from wf_initiation.core.limits import MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH
 from wf_initiation.plugin import WfiPlugin
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-async def worker(dev_env, task_queue: str) -> AsyncIterator[None]:
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from ruamel.yaml import YAML
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, Pair, cli_env, mail, wfi
 from wf_initiation.core.limits import ADMIT_PER_TASK

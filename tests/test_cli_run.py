@@ -9,26 +9,16 @@ import signal
 import sys
 import textwrap
 import urllib.request
-from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, WFI, Pair, mail, wfi
 from tests.support.cli import cli_env as _env
 from tests.support.worker_proc import free_port
-from wf_initiation.plugin import WfiPlugin
+from tests.support.paths import ROOT
 from wf_initiation.wire import workflow_id_for
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-async def worker(dev_env, task_queue: str) -> AsyncIterator[None]:
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield
 
 
 @pytest.fixture

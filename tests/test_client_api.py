@@ -14,11 +14,11 @@ import sys
 from temporalio.worker import Worker
 
 from tests.support.activation import unique
+from tests.support.paths import ROOT
 from wf_initiation import client as client_module
 from wf_initiation._reactivation import ActivateAnswer, outcome
 from wf_initiation.plugin import WfiPlugin
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "client.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 ACTIVATION_ID = re.compile(r"@[0-9a-f]{12}")

@@ -23,7 +23,7 @@ from ruamel.yaml import YAML
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, cli_env, mail, wfi
 from tests.support.ingress import served

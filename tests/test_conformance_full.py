@@ -22,7 +22,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.conftest import DEV_SERVER_ARGS, ROOT, _converter, binary
+from tests.support.paths import ROOT
+from tests.support.temporal import binary, converter, DEV_SERVER_ARGS
 from wf_initiation.conformance import CAPABILITIES, CORE, Report, collect
 from wf_initiation.conformance.cases import MODULES
 from wf_initiation.plugin import WfiPlugin
@@ -46,7 +47,7 @@ class KitRun:
 async def kit(tmp_path_factory: pytest.TempPathFactory) -> KitRun:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary("temporal"), search_attributes=list(SEARCH_ATTRIBUTES),
-        dev_server_extra_args=DEV_SERVER_ARGS, data_converter=_converter(),
+        dev_server_extra_args=DEV_SERVER_ARGS, data_converter=converter(),
     )
     try:
         client = env.client

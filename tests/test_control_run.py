@@ -17,7 +17,8 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 
-from tests.conftest import DEV_SERVER_ARGS, assert_eventually, binary
+from tests.support.temporal import binary, DEV_SERVER_ARGS
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect

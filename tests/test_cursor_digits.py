@@ -15,9 +15,8 @@ import uuid
 
 import pytest
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID
@@ -25,7 +24,6 @@ from wf_initiation.activities.poll.sheet import parse_cursor
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine.operator import request_problem
 from wf_initiation.core.limits import MAX_INT_DIGITS
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import SetCursor, workflow_id_for
 
 AT_LIMIT = "9" * MAX_INT_DIGITS
@@ -57,12 +55,6 @@ def test_a_connector_handed_such_a_cursor_fails_as_a_configuration_error_naming_
     with pytest.raises(ApplicationError) as caught:
         parse_cursor("9" * 5000)
     assert caught.value.type == POLL_CONFIG_INVALID and "clear it" in caught.value.message
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def test_set_cursor_refuses_a_5000_digit_integer_at_the_edge_and_in_the_activation_and_polling_goes_on(

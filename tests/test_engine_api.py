@@ -9,13 +9,13 @@ import pathlib
 from datetime import UTC, datetime, timedelta
 
 from tests.support.activation import make_spec
+from tests.support.paths import ROOT
 from wf_initiation.core.engine import (
     Decision, DeliveryResult, Disposition, Engine, OperatorOutcome, PollResultIn, RunPoll, StartRun, WatchRuns,
     initial_state,
 )
 from wf_initiation.wire import OperatorRequest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
                                                 "_admission.py", "_compat.py", "_telemetry.py")]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)

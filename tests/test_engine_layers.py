@@ -9,7 +9,9 @@ import pathlib
 
 import pytest
 
-ENGINE = pathlib.Path(__file__).resolve().parent.parent / "wf_initiation" / "core" / "engine"
+from tests.support.paths import ROOT
+
+ENGINE = ROOT / "wf_initiation" / "core" / "engine"
 PACKAGE = "wf_initiation.core.engine"
 # Bottom to top; a module may import only modules listed in earlier groups.
 LAYERS: list[set[str]] = [

@@ -16,14 +16,15 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.cli import WFI, cli_env, wfi
 from tests.support.worker_proc import free_port
+from tests.support.paths import ROOT
 from wf_initiation.client import WfiClient
 from wf_initiation.core import CAPABILITY_BY_KIND, Catalog, load_workfile
 from wf_initiation.core.deployment import load_deployment
 
-EXAMPLES_DIR = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = ROOT / "examples"
 EXAMPLES = sorted(p for p in EXAMPLES_DIR.glob("*.yaml") if p.name != "deployment.yaml")  # the rest are Workfiles
 ALL_CLAIMS = sorted(CAPABILITY_BY_KIND.values())
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
 from wf_initiation.client import WfiClient

@@ -11,15 +11,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves, task_failures
 from wf_initiation.client import WfiClient
 from wf_initiation.core.limits import ADMIT_PER_TASK, MAX_BACKFILL
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 
 TICKS = """
@@ -32,12 +29,6 @@ on:
     as: hook
 """
 HOURLY = """    when: "{{ tick.scheduled_at.endswith(':00:00+00:00') }}\""""
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def activate(wfi: WfiClient, tmp_path: pathlib.Path, task_queue: str, *, guard: str = "") -> tuple[str, Any]:

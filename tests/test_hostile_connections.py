@@ -28,7 +28,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from tests.conftest import ROOT, assert_eventually
+from tests.support.paths import ROOT
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.hostile import run_started, task_failures
 from tests.support.ingress import activate_all, deployment_with

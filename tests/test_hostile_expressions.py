@@ -12,16 +12,13 @@ import asyncio
 import pathlib
 import time
 
-import pytest
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient
 from wf_initiation.core.limits import MAX_INT_DIGITS
 from wf_initiation.core.engine import Disposition
-from wf_initiation.plugin import WfiPlugin
 
 GUARDED = """
 name: {name}
@@ -44,12 +41,6 @@ def mail(mid: str, **fields: object) -> dict:
 
 
 NORMAL = {"base": 2, "exp": 3, "label": "t", "qty": 2}
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def run_started(client, run_key: str) -> None:

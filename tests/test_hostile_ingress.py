@@ -8,14 +8,12 @@ import pathlib
 from typing import Any
 
 import pytest
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.hostile import nested, run_started
 from tests.support.ingress import Served, activate_all, deployment_with, served
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL
 
 QUEUED = """
@@ -30,12 +28,6 @@ on:
   http.request: {{}}
 """
 OPEN = {"default_auth": {"scheme": "none"}}
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def post(s: Served, path: str, body: Any, key: str, **headers: str) -> Any:

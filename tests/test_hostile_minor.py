@@ -12,9 +12,9 @@ import uuid
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Worker
 
-from tests.conftest import DEV_SERVER_ARGS, assert_eventually, binary
+from tests.support.temporal import binary, DEV_SERVER_ARGS
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect, listed, meets_restart, ride_out
@@ -22,7 +22,6 @@ from tests.support.runs import describe_or_none
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_call_timeout, is_transport_error
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 from wf_initiation.wire import workflow_id_for
 
@@ -34,12 +33,6 @@ on:
   - http.request: {{}}
     as: hook
 """
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def activate_hook(wfi: WfiClient, tmp_path: pathlib.Path, task_queue: str) -> str:

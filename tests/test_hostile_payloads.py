@@ -14,19 +14,13 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, hook, nested, plain_signal, plain_update, run_started, still_serves
 from wf_initiation.activities.runs import RunActivities, StartedRun, StartRunsRequest
 from wf_initiation.client import DeliveryRefused, WfiClient
 from wf_initiation.core.limits import MAX_PAYLOAD_DEPTH
 from wf_initiation.plugin import WfiPlugin
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def activate_hook(wfi: WfiClient, tmp_path: pathlib.Path, task_queue: str, extra: str = "", **settings: Any) -> str:

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, hook, plain_update, still_serves, task_failures
 from tests.support.replay import assert_replays

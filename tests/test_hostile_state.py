@@ -13,7 +13,7 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, histories, hook, still_serves, task_failures
 from wf_initiation.client import WfiClient
@@ -21,12 +21,6 @@ from wf_initiation.core import limits
 from wf_initiation.core.limits import MAX_MESSAGE_CHARS, json_size
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import workflow_id_for
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def test_invalid_deliveries_with_200kb_ids_keep_digests_and_the_activation_carries_on(

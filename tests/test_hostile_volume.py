@@ -11,9 +11,8 @@ import json
 import pathlib
 
 import pytest
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import (
     HOOK, errors_of, histories, hook, plain_signal, run_started, scheduled_bytes_per_task, still_serves, task_failures,
@@ -22,7 +21,6 @@ from wf_initiation.client import DeliveryTooLarge, WfiClient
 from wf_initiation.core.limits import (
     DELIVERIES_PER_TASK, MAX_BATCH_BYTES, MAX_BULK, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size,
 )
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import WAIT_ACTIVITY, workflow_id_for
 from tests.support.replay import assert_replays
 
@@ -36,12 +34,6 @@ on:
   - http.request: {{path: /hooks}}
     as: hook
 """
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 def assert_budgets_kept(per_task: dict[tuple[int, int], list[int]]) -> None:

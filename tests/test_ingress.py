@@ -10,7 +10,7 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.runs import describe_or_none
 from tests.support.ingress import activate_all, deployment_with, served
@@ -42,12 +42,6 @@ on:
 """
 
 
-@pytest.fixture
-async def worker(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
-
-
 def order(n: int, customer: str = "c1", **extra) -> dict:
     return {"kind": "order", "customer": customer, "n": n, **extra}
 
@@ -60,7 +54,7 @@ def post_json(body, key: str | None = None, **headers) -> dict:
 
 
 async def test_every_disposition_is_answered_with_its_http_status(
-    dev_env, worker: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # proves: EXT-2, EXT-3, EXT-4, EXT-8, EXT-9, EXT-13, TRIG-8, COMP-6
     monkeypatch.setenv("WFI_TEST_INGRESS_TOKEN", TOKEN)
@@ -71,7 +65,7 @@ async def test_every_disposition_is_answered_with_its_http_status(
         task_queue=task_queue, settings={skipping: {"overlap": "skip"}, relayed: {"max_causation_depth": 3}},
         ingress={"default_auth": {"scheme": "token", "secrets": ["env:WFI_TEST_INGRESS_TOKEN"]}, "max_json_depth": 8},
     )
-    await activate_all(worker, deployment)
+    await activate_all(wfi, deployment)
     async with served(deployment, dev_env.client) as s:
         hook = f"/hooks/{orders}-orders"  # the path the Workfile declares
         accepted = await s.http.post(hook, **post_json(order(1, hold=True), "o-1"))
@@ -130,7 +124,7 @@ async def test_every_disposition_is_answered_with_its_http_status(
         unauthenticated = await s.http.post(hook, **post_json(order(7), "o-7", Authorization="Bearer wrong"))
         assert unauthenticated.status_code == 401
 
-        state = await worker.state(orders, include_events=True)
+        state = await wfi.state(orders, include_events=True)
         ids = {e["delivery_id"] for e in state["events"].values()}
         assert {"o-4", "o-5", "o-6", "o-7"}.isdisjoint(ids), "edge refusals never reach the activation"
         assert [e["kind"] for e in state["errors"]].count("conflict") == 1
@@ -143,14 +137,14 @@ async def test_every_disposition_is_answered_with_its_http_status(
 
 
 async def test_a_body_at_the_limit_is_delivered_and_one_byte_more_is_413(
-    dev_env, worker: WfiClient, task_queue: str, tmp_path: pathlib.Path,
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path,
 ) -> None:
     # proves: EXT-2
     name = unique("sized")
     limit = 4096
     deployment = deployment_with(tmp_path, {name: SKIPPING.format(name=name)}, task_queue=task_queue,
                                  ingress={"default_auth": {"scheme": "none"}, "max_body_bytes": limit})
-    await activate_all(worker, deployment)
+    await activate_all(wfi, deployment)
     async with served(deployment, dev_env.client) as s:
         def body(size: int) -> bytes:
             prefix = b'{"pad": "'
@@ -249,11 +243,11 @@ async def test_no_activation_and_no_worker_are_503_and_a_retry_after_recovery_is
             assert state["counters"].get("runs_started", 0) <= 1
 
 
-async def test_health_readiness_and_metrics(dev_env, worker: WfiClient, task_queue: str, tmp_path: pathlib.Path) -> None:
+async def test_health_readiness_and_metrics(dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path) -> None:
     active, absent = unique("active"), unique("absent")
     deployment = deployment_with(tmp_path, {active: SKIPPING.format(name=active), absent: SKIPPING.format(name=absent)},
                                  task_queue=task_queue, ingress={"default_auth": {"scheme": "none"}})
-    await activate_all(worker, deployment, [active])
+    await activate_all(wfi, deployment, [active])
     async with served(deployment, dev_env.client) as s:
         assert (await s.http.get("/healthz")).json() == {"status": "ok"}
         ready = await s.http.get("/readyz")  # ready while it can serve any workflow
@@ -269,7 +263,7 @@ async def test_health_readiness_and_metrics(dev_env, worker: WfiClient, task_que
         assert 'wfi_ingress_requests_total{method="GET",route="unmatched",status="404"} 1.0' in metrics
         assert f'wfi_ingress_deliveries_total{{disposition="duplicate",entry="request",workflow="{active}"}} 1.0' in metrics
         assert "wfi_ingress_request_duration_seconds_bucket" in metrics
-    await activate_all(worker, deployment, [absent])
+    await activate_all(wfi, deployment, [absent])
     async with served(deployment, dev_env.client) as s:
         ready = await s.http.get("/readyz")
         assert ready.status_code == 200 and ready.json()["ready"] is True

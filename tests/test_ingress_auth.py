@@ -16,14 +16,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import standardwebhooks
 import stripe
-from temporalio.worker import Worker
 
 from tests.support.activation import unique
 from tests.support.ingress import activate_all, deployment_with, served
 from wf_initiation.client import WfiClient
 from wf_initiation.ingress import IngressConfigError, build
 from wf_initiation.ingress._auth import verify
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import workflow_id_for
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -44,12 +42,6 @@ name: {name}
 on:
   http.request: {{path: {path}}}
 """
-
-
-@pytest.fixture
-async def worker(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 # ---------------------------------------------------------------------------- the verifiers alone
@@ -112,7 +104,7 @@ def test_token_comparison_takes_bearer_or_a_named_header() -> None:
 
 # ---------------------------------------------------------------------------- over HTTP
 async def test_each_sender_is_authenticated_over_http_and_its_resigned_retry_is_a_duplicate(
-    dev_env, worker: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # proves: EXT-2, EXT-3
@@ -131,7 +123,7 @@ async def test_each_sender_is_authenticated_over_http_and_its_resigned_retry_is_
             {"workflow": pay, "auth": {"scheme": "stripe", "secrets": [f"file:{tmp_path / 'stripe.secret'}"], "tolerance": "2m"}},
         ]},
     )
-    await activate_all(worker, deployment)
+    await activate_all(wfi, deployment)
     caplog.set_level(logging.INFO)
     async with served(deployment, dev_env.client) as s:
         # Standard Webhooks: signed with the new key (rotation), retried with a new timestamp and signature.
@@ -185,12 +177,12 @@ async def test_each_sender_is_authenticated_over_http_and_its_resigned_retry_is_
     for name, text in texts.items():
         for secret in (STD_OLD, STD_NEW, GITHUB_SECRET, STRIPE_SECRET, "webhook-signature", "stripe-signature"):
             assert secret.lower() not in text.lower(), f"{secret[:12]}... reached the history of {name}"
-    state = await worker.state(pay, include_events=True)
+    state = await wfi.state(pay, include_events=True)
     assert list(state["events"]) == ["request\x1fevt_1Nv"]
 
 
 async def test_a_token_endpoint_keeps_its_token_out_of_the_payload_and_unconfigured_entries_refuse(
-    dev_env, worker: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+    dev_env, wfi: WfiClient, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WFI_TEST_HOOK_TOKEN", "tk-9f8e7d6c5b4a")
     tokened, open_one = unique("tokened"), unique("unconfigured")
@@ -200,7 +192,7 @@ async def test_a_token_endpoint_keeps_its_token_out_of_the_payload_and_unconfigu
         ingress={"endpoints": [{"workflow": tokened, "auth": {"scheme": "token", "header": "X-Hook-Token",
                                                                 "secrets": ["env:WFI_TEST_HOOK_TOKEN"]}}]},
     )
-    await activate_all(worker, deployment)
+    await activate_all(wfi, deployment)
     async with served(deployment, dev_env.client) as s:
         ok = await s.http.post(f"/t/{tokened}", json={"a": 1}, headers={"X-Hook-Token": "tk-9f8e7d6c5b4a",
                                                                          "Idempotency-Key": "k-1", "X-Custom": "kept"})
@@ -257,7 +249,7 @@ async def _history_text(client, name: str) -> str:
 
 
 async def _run_input(client, run_key: str) -> dict:
-    from tests.conftest import assert_eventually
+    from tests.support.waits import assert_eventually
     from tests.support.runs import describe_or_none
 
     async def started() -> None:

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 import pytest
 import standardwebhooks
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.ingress import activate_all, deployment_with, served
 from tests.support.worker_proc import WorkerProcess

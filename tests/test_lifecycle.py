@@ -5,18 +5,15 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
-from temporalio.worker import Worker
 
 from wf_initiation.activities.lifecycle import subscribers_query
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
 from wf_initiation.core.engine import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
 from wf_initiation.wire import workflow_id_for
@@ -42,12 +39,6 @@ on:
 
 def kick(delivery_id: str, **body: Any) -> dict[str, Any]:
     return {"delivery_id": delivery_id, "method": "POST", "body": body}
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 async def listed_as_subscriber(client: Client, workflow: str, connector: str) -> None:

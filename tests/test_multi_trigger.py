@@ -12,13 +12,10 @@ from typing import Any
 import pytest
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
-from tests.test_batch_activation import activate, search_attributes  # noqa: F401 (fixtures)
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 from wf_initiation.core.engine import Disposition
 
@@ -44,9 +41,9 @@ ENTRIES = {"tick", "hook", "row"}
 
 
 @pytest.fixture
-async def wfi(ts_env: WorkflowEnvironment, task_queue: str):
-    async with Worker(ts_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(ts_env.client, task_queue=task_queue)
+def wfi(ts_wfi: WfiClient) -> WfiClient:
+    """This module's activations run on the test's time-skipping server."""
+    return ts_wfi
 
 
 async def run_input(ts_env: WorkflowEnvironment, run_key: str) -> dict[str, Any]:
@@ -68,7 +65,7 @@ def assert_fired(received: dict[str, Any], entry: str, post: dict[str, Any]) -> 
 
 
 async def test_each_kind_of_entry_fires_alone_with_its_name_and_its_projection(
-    wfi: WfiClient, ts_env: WorkflowEnvironment, activate, task_queue: str, tmp_path: pathlib.Path
+    wfi: WfiClient, ts_env: WorkflowEnvironment, ts_activate, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
     # proves: TRIG-7, TRIG-18, TRIG-19, CAP-3, BATCH-6, BATCH-7
     name = unique("posts")
@@ -76,7 +73,7 @@ async def test_each_kind_of_entry_fires_alone_with_its_name_and_its_projection(
     spec = make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue,
                      connections={"sheets": {"connector": "sheet", "dir": str(tmp_path)}},
                      poll={"interval": "10m"})
-    await activate(spec)
+    await ts_activate(spec)
     hook = await wfi.deliver(name, {"delivery_id": "h1", "method": "POST", "body": {"title": "hello", "topic": "w1"}},
                              entry="hook")
     assert hook.disposition == Disposition.ACCEPTED
@@ -114,7 +111,7 @@ async def scheduled_run(wfi: WfiClient, name: str) -> str:
 
 
 async def test_equal_queue_keys_of_two_entries_share_one_queue(
-    wfi: WfiClient, ts_env: WorkflowEnvironment, activate, task_queue: str, tmp_path: pathlib.Path
+    wfi: WfiClient, ts_env: WorkflowEnvironment, ts_activate, task_queue: str, tmp_path: pathlib.Path
 ) -> None:
     # proves: TRIG-12, TRIG-11, TRIG-14
     name = unique("shared")
@@ -123,7 +120,7 @@ async def test_equal_queue_keys_of_two_entries_share_one_queue(
     spec = make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue,
                      connections={"sheets": {"connector": "sheet", "dir": str(tmp_path)}},
                      poll={"interval": "10m"})
-    await activate(spec)
+    await ts_activate(spec)
     held = await wfi.deliver(name, {"delivery_id": "q1", "method": "POST",
                                     "body": {"title": "first", "topic": "shared", "hold": True}}, entry="hook")
     assert held.disposition == Disposition.ACCEPTED

@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves
+from tests.support.paths import HISTORIES
 from wf_initiation.cli import build_parser
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Engine, initial_state, operator
@@ -29,7 +30,6 @@ from wf_initiation.wire import (
     OperatorRequest, Pause, PollNow, ReleaseHeld, Resume, SetCursor, workflow_id_for,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 WORKFILE = """
 name: {name}
@@ -121,7 +121,7 @@ def test_an_old_flat_request_is_applied_exactly_as_before(tmp_path: pathlib.Path
 
 
 def test_the_recorded_history_carries_the_old_shape_and_it_decodes() -> None:
-    history = json.loads((ROOT / "tests/histories/schedule-2026-11-30.json").read_text())
+    history = json.loads((HISTORIES / "schedule-2026-11-30.json").read_text())
     found = []
     for event in history["events"]:
         accepted = event.get("workflowExecutionUpdateAcceptedEventAttributes")

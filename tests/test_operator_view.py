@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.support.engine import drive
-from tests.conftest import DEV_SERVER_ARGS, binary
+from tests.support.temporal import binary, DEV_SERVER_ARGS
 from tests.support.activation import make_spec
 from tests.support.browser import Browser, find_chromium, free_port
 from tests.support.operator_view import SECRET_TOKEN, Page, build_scenario, page_url, pages

@@ -14,9 +14,8 @@ import venv
 
 import pytest
 
+from tests.support.paths import ROOT
 import wf_initiation
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_public_names_are_pinned() -> None:

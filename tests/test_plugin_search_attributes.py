@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition

@@ -15,23 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from pollsources import Entry, activity_env, rss_document
-from temporalio.worker import Worker
 
 from wf_initiation.activities.poll import PollRequest, poll_rss
-from tests.conftest import assert_eventually
+from tests.support.pollsources import Entry, activity_env, rss_document
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 
 FAST_POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 50}
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 # --- sources ---------------------------------------------------------------------------------

@@ -12,16 +12,10 @@ import socket
 from contextlib import AbstractContextManager, nullcontext
 
 import pytest
-from pollsources import (
-    Entry,
-    FeedServer,
-    activity_env,
-    feed_server,  # noqa: F401 - fixture
-    rss_document,
-)
 from temporalio.exceptions import ApplicationError
 
 from tests.support.activation import make_spec, unique
+from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, poll_rss, poll_sql
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.activities.poll._runtime import worker_connections

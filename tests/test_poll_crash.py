@@ -18,7 +18,7 @@ from typing import Any
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, keep
 from tests.support.worker_proc import WorkerProcess

@@ -10,7 +10,7 @@ its serialised form.
 from __future__ import annotations
 
 import pathlib
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,33 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.engine import drive
-from tests.support.activation import make_spec
+from tests.support.polled import T0, row, spec_for
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItemIn, PollResultIn, StartRun, initial_state
 from wf_initiation.core.engine._poll import abandon_in_flight, backoff_for, quarantine_ident
 from wf_initiation.wire import OperatorRequest
-
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
-
-SQL = """
-name: {name}
-on:
-  sql.row_inserted: {{table: items, column: seq, id_column: item_id}}
-  as: row
-{extra}
-"""
-
-
-def spec_for(tmp: pathlib.Path, *, extra: str = "", **settings: Any) -> ActivationSpec:
-    settings.setdefault("connections", {"db": {"connector": "sql", "sqlite": str(tmp / "source.db")}})
-    settings.setdefault("poll", {"interval": "10s", "backoff_initial": "1s", "backoff_max": "8s", "limit": 3})
-    return make_spec(tmp, SQL.format(name="polled", extra=extra), task_queue="unused", **settings)
-
-
-def row(seq: int, item_id: str | None, kind: str = "plain") -> dict[str, Any]:
-    """A payload as ``sql.row_inserted`` returns it (an empty identity is still an item)."""
-    return {"row_id": item_id or "", "table": "items", "row": {"seq": seq, "item_id": item_id, "kind": kind}}
-
 
 def fetch(source: list[dict[str, Any]], cursor: str | None, limit: int) -> PollResultIn:
     start = int(cursor) if cursor is not None else 0

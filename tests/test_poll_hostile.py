@@ -15,19 +15,10 @@ import sys
 from typing import Any
 
 import pytest
-from pollsources import (
-    CliWorker,
-    Entry,
-    FeedServer,
-    feed_server,  # noqa: F401 - fixture
-    other_server,  # noqa: F401 - fixture
-    postgres_dsn,  # noqa: F401 - fixture
-    postgres_server,  # noqa: F401 - fixture
-    rss_document,
-)
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.pollsources import CliWorker, Entry, FeedServer, rss_document
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
 from wf_initiation.core.deployment import parse_deployment
@@ -35,12 +26,6 @@ from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 
 FAST_POLL = {"interval": "200ms", "backoff_initial": "200ms", "backoff_max": "1s", "limit": 50, "timeout": "3s"}
-
-
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
 
 
 def posts(*numbers: int, summary: str = "") -> list[Entry]:

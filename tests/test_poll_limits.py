@@ -16,17 +16,10 @@ import threading
 import time
 
 import pytest
-from pollsources import (
-    Entry,
-    FeedServer,
-    activity_env,
-    feed_server,  # noqa: F401 - fixture
-    other_server,  # noqa: F401 - fixture
-    rss_document,
-)
 from temporalio.exceptions import ApplicationError
 
-from tests.conftest import assert_eventually
+from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
+from tests.support.waits import assert_eventually
 
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse
 from wf_initiation.activities.poll import poll_rss, poll_sheet, poll_sql

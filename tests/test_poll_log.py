@@ -9,10 +9,10 @@ import sqlite3
 import sys
 from typing import Any
 
-from pollsources import CliWorker
 from temporalio.exceptions import ApplicationError
 
-from tests.conftest import assert_eventually
+from tests.support.pollsources import CliWorker
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from wf_initiation._poll_log import REMIND_AFTER, PollFailuresOncePerSource
 from wf_initiation.client import WfiClient

@@ -7,14 +7,13 @@ import socket
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pollsources import (
+from tests.support.pollsources import (
     activity_env,
     Entry,
     FeedServer,
     assert_manifest_names_activity,
     assert_payloads_conform,
     atom_document,
-    feed_server,  # noqa: F401 - fixture
     rss_document,
 )
 from temporalio.exceptions import ApplicationError

@@ -8,13 +8,7 @@ import sqlite3
 import uuid
 
 import pytest
-from pollsources import (
-    activity_env,
-    assert_manifest_names_activity,
-    assert_payloads_conform,
-    postgres_dsn,  # noqa: F401 - fixture
-    postgres_server,  # noqa: F401 - fixture
-)
+from tests.support.pollsources import activity_env, assert_manifest_names_activity, assert_payloads_conform
 from temporalio.exceptions import ApplicationError
 
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sql

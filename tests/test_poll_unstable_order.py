@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from tests.support.engine import drive
-from tests.test_poll_engine import T0, row, spec_for
+from tests.support.polled import T0, row, spec_for
 from wf_initiation.core.engine import Disposition, Engine, PollItemIn, PollResultIn, StartRun, initial_state
 
 

@@ -9,7 +9,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.cli import MAIL_WORKFILE, Pair
 from tests.support.cli import mail as cli_mail

@@ -12,9 +12,9 @@ from temporalio.worker import Worker
 
 from tests.support.activation import unique
 from tests.support.cli import cli_env, wfi
+from tests.support.paths import ROOT
 from wf_initiation.plugin import WfiPlugin
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
 

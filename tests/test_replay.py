@@ -11,14 +11,14 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
+from tests.support.paths import HISTORIES
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import WAIT_ACTIVITY
 
-HISTORIES = pathlib.Path(__file__).parent / "histories"
 
 
 async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:

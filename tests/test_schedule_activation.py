@@ -18,7 +18,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
 from tests.support.runs import describe_or_none

@@ -46,7 +46,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.conftest import _converter, _register_search_attributes, assert_eventually, binary
+from tests.support.temporal import start_time_skipping
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient
@@ -66,9 +67,7 @@ TASK_TIMEOUT = timedelta(seconds=2)
 @pytest_asyncio.fixture(scope="module")
 async def ts_env() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server for this module alone (see the module docstring)."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=binary("temporal-test-server"), data_converter=_converter())
-    await _register_search_attributes(env)
+    env = await start_time_skipping()
     yield env
     await env.shutdown()
 

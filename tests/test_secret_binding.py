@@ -15,20 +15,13 @@ import uuid
 from typing import Any
 
 import pytest
-from pollsources import (
-    Entry,
-    FeedServer,
-    activity_env,
-    feed_server,  # noqa: F401 - fixture
-    other_server,  # noqa: F401 - fixture
-    rss_document,
-)
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, still_serves
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, PollRequest, poll_rss

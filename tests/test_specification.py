@@ -16,10 +16,9 @@ import textwrap
 import pytest
 
 from tools import spec_links
+from tests.support.paths import ROOT
 from wf_initiation.conformance.cases import MODULES
 from wf_initiation.conformance.kit import collect
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_the_links_are_current_and_every_rule_has_a_proof() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from temporalio.worker import Worker
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.engine import drive
 from tests.support.hostile import run_started, still_serves

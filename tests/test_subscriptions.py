@@ -11,14 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from temporalio.client import Client, WorkflowHandle
-from temporalio.worker import Worker
 
 from tests.support.engine import drive
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import SUBSCRIPTION_REFUSED
 from wf_initiation.core.engine import Disposition, Engine, initial_state
 from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
@@ -151,12 +149,6 @@ def test_a_subscription_expires_at_its_deadline_and_is_refused_for_a_non_event_e
 
 
 # ---------------------------------------------------------------------- real Temporal
-@pytest.fixture
-async def wfi(dev_env, task_queue):
-    async with Worker(dev_env.client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
-        yield WfiClient(dev_env.client, task_queue=task_queue)
-
-
 async def activate_replies(wfi: WfiClient, tmp_path: pathlib.Path, task_queue: str) -> str:
     name = unique("replies")
     await wfi.activate(make_spec(tmp_path, REPLIES.format(name=name), task_queue=task_queue))

@@ -8,9 +8,8 @@ import re
 
 import pytest
 
+from tests.support.paths import ROOT
 from wf_initiation import testing
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def test_public_names_are_pinned() -> None:

@@ -19,8 +19,7 @@ import pytest
 from tests.support.activation import unique
 from tests.support.cli import WFI, cli_env
 from tests.support.worker_proc import free_port
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 class Run:

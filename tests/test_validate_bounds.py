@@ -218,7 +218,7 @@ async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_g
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.worker import Worker
 
-    from tests.conftest import assert_eventually
+    from tests.support.waits import assert_eventually
     from tests.support.activation import make_spec, unique
     from tests.support.runs import describe_or_none
     from wf_initiation.client import WfiClient

@@ -12,11 +12,11 @@ import pathlib
 
 import pytest
 
+from tests.support.paths import ROOT
 from wf_initiation import wire
 from wf_initiation.wire import errors as wire_errors
 from wf_initiation.wire import names as wire_names
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 WIRE = ROOT / "wf_initiation" / "wire"
 # Where the contract is used: the package (its import root and the three folders installed into it),
 # the benchmarks and the worker script. Tests are left out: they may spell a name to pin it.

@@ -1,8 +1,10 @@
 """Real sources for poll tests: a local HTTP feed server and a throwaway PostgreSQL server.
 
-Import the fixtures into a test module (``from pollsources import feed_server, postgres_dsn``).
-Nothing here mocks a source: the feed is served over a real socket, PostgreSQL is a real server
-started with ``initdb``/``pg_ctl`` in a temporary directory.
+Its fixtures (``feed_server``, ``other_server``, ``postgres_server``, ``postgres_dsn``) are a pytest
+plugin registered by tests/conftest.py: a test names them as arguments; the helpers are imported
+(``from tests.support.pollsources import FeedServer, rss_document``). Nothing here mocks a source:
+the feed is served over a real socket, PostgreSQL is a real server started with
+``initdb``/``pg_ctl`` in a temporary directory.
 """
 
 from __future__ import annotations
