@@ -110,16 +110,6 @@ def test_the_ingress_public_names_are_pinned() -> None:
     assert all(callable(getattr(ingress, name)) for name in ingress.__all__)
 
 
-def test_the_deployment_model_imports_the_ingress_config_without_the_web_stack() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys; import wf_initiation.core.deployment; "
-            "print(sorted(m for m in ('starlette', 'uvicorn', 'prometheus_client') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "[]"
-
-
 def test_a_declared_charset_is_honoured_and_invalid_text_is_refused_never_replaced() -> None:
     form = "application/x-www-form-urlencoded"
     assert parse_body(b"name=%C3%A9t%C3%A9&x=a+b", form, 8) == {"name": "été", "x": "a b"}

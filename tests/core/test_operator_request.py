@@ -8,7 +8,6 @@ import argparse
 import base64
 import json
 import pathlib
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,18 +15,14 @@ import pytest
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
-from tests.support.activation import make_spec, unique
-from tests.support.hostile import still_serves
+from tests.support.activation import make_spec
 from tests.support.paths import HISTORIES
 from wf_initiation.cli import build_parser
-from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Engine, initial_state, operator
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import (
     ACTIONS, OPERATE_UPDATE, AdmitPending, Backfill, DecideOverflow, DropPending, LegacyOperatorRequest,
-    OperatorRequest, Pause, PollNow, ReleaseHeld, Resume, SetCursor, workflow_id_for,
+    OperatorRequest, Pause, PollNow, ReleaseHeld, Resume, SetCursor,
 )
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -167,26 +162,3 @@ def test_wfi_operate_parses_flags_on_either_side_of_the_action() -> None:
         assert (args.action, args.entry, args.cursor, args.workflow, args.deployment, args.timeout) == (
             "set_cursor", "row", "C", "w", "d.yaml", 5.0)
     assert parser.parse_args(["operate", "pause", "--workflow", "w", "--deployment", "d"]).timeout == 60.0
-
-
-async def test_a_worker_applies_an_old_flat_request_sent_by_a_plain_client(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:
-    # proves: SCHED-12
-    # What a webhook bridge or script written against the flat shape sends keeps working.
-    client = dev_env.client
-    name = unique("flat")
-    (tmp_path / "s.csv").write_text("id\n")
-    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
-        wfi = WfiClient(client, task_queue=task_queue)
-        await wfi.activate(make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue,
-                                     connections={"sheets": {"connector": "sheet", "sheets": {"s": str(tmp_path / "s.csv")}}}))
-        handle = client.get_workflow_handle(workflow_id_for(name))
-        paused = await handle.execute_update(OPERATE_UPDATE, flat("pause", entry="tick", note="legacy", action_id="f-1"),
-                                             id=uuid.uuid4().hex, result_type=dict)
-        assert paused == {"ok": True, "message": "paused tick", "action_id": "f-1"}
-        assert (await wfi.state(name))["schedules"]["tick"]["paused"] is True
-        # the same id with the new shape and the same content: a repeat; another action: refused
-        again = await wfi.operate(name, Pause(entry="tick", action_id="f-1"))
-        assert not again.ok and "already used for a different action" in again.message, "the note was content then"
-        resumed = await wfi.operate(name, Resume(entry="tick"))
-        assert resumed.ok and (await wfi.state(name))["schedules"]["tick"]["paused"] is False
-        await still_serves(wfi, client, name, entry="hook")

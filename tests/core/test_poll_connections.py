@@ -1,5 +1,6 @@
 """Connections and their secrets (issue 11 item 8): references instead of values, refusal of inline
-secrets, resolution on the worker, redaction of every error text, and the binding hash.
+secrets, redaction of every error text, and the binding hash. Resolution on a worker, against a real
+feed server and PostgreSQL address, is in tests/integration/test_poll_connections_live.py.
 
 The end-to-end proof (a planted secret absent from history, state, summary, current details and
 the worker log of a real activation) is in test_poll_hostile.py.
@@ -8,20 +9,13 @@ the worker log of a real activation) is in test_poll_hostile.py.
 from __future__ import annotations
 
 import pathlib
-import socket
-from contextlib import AbstractContextManager, nullcontext
 
 import pytest
-from temporalio.exceptions import ApplicationError
 
 from tests.support.activation import make_spec, unique
-from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
-from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, poll_rss, poll_sql
 from wf_initiation.core._diagnostics import DiagnosticError
-from wf_initiation.activities.poll._runtime import worker_connections
 from wf_initiation.core.connections import (
     Redactor,
-    WorkerConnections,
     SecretUnavailable,
     inline_secret_problems,
     redact,
@@ -116,56 +110,6 @@ def test_the_redactor_masks_token_like_query_parameters_of_a_feed_url():
 
 def test_inline_secret_problems_walks_nested_settings():
     assert inline_secret_problems({"a": {"b": {"client_secret": "x"}}, "ok": 1})[0].startswith("'a.b.client_secret'")
-
-
-# --- poll activities resolve references and redact errors -----------------------------------------
-
-
-def bound(**connections: dict) -> tuple[AbstractContextManager[None], dict[str, dict]]:
-    """Polls run as on a worker started with a deployment of these connections; their settings as sent."""
-    dep = parse_deployment({"connections": connections})
-    sent = {name: c.model_dump() for name, c in dep.connections.items()}
-    return worker_connections(WorkerConnections(dep.connections)), sent
-
-
-async def test_a_header_reference_is_resolved_on_the_worker_and_sent(feed_server: FeedServer, monkeypatch):
-    monkeypatch.setenv("WFI_TEST_FEED_TOKEN", f"Bearer {SECRET}")
-    feed_server.serve(rss_document([Entry("p1", "P1", "http://e.test/1", "2024-05-01T10:00:00Z")]))
-    worker, sent = bound(blog={"connector": "rss", "headers": {"Authorization": "env:WFI_TEST_FEED_TOKEN"},
-                               "origins": [feed_server.origin]})
-    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url}, connection=sent["blog"])
-    with worker:
-        response = await activity_env().run(poll_rss, req)
-    assert len(response.items) == 1 and feed_server.received_headers()[-1]["Authorization"] == f"Bearer {SECRET}"
-
-
-async def test_an_unset_reference_fails_the_poll_as_an_invalid_connection(feed_server: FeedServer):
-    worker, sent = bound(blog={"connector": "rss", "headers": {"Authorization": "env:WFI_TEST_NOT_SET_ANYWHERE"},
-                               "origins": [feed_server.origin]})
-    req = PollRequest(connector="rss.item_published", config={"feed": feed_server.url}, connection=sent["blog"])
-    with worker, pytest.raises(ApplicationError) as caught:
-        await activity_env().run(poll_rss, req)
-    assert caught.value.type == POLL_CONFIG_INVALID and "env:WFI_TEST_NOT_SET_ANYWHERE" in caught.value.message
-
-
-@pytest.mark.parametrize("dsn", [
-    f"host=127.0.0.1 password={SECRET} port",  # malformed: the parser's message would quote it
-    f"postgresql://app:{SECRET}@127.0.0.1:99999999/shop",  # an impossible port
-    f"postgresql://app:{SECRET}@127.0.0.1:{{port}}/shop",  # nothing listens there
-])
-async def test_no_postgres_failure_repeats_the_password(dsn: str, monkeypatch):
-    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    monkeypatch.setenv("WFI_TEST_DSN", dsn.replace("{port}", str(port)))
-    worker, sent = bound(pg={"connector": "sql", "dsn": "env:WFI_TEST_DSN"})
-    for connection in (sent["pg"], {"dsn": dsn.replace("{port}", str(port))}):  # and one sent inline (no deployment)
-        req = PollRequest(connector="sql.row_inserted", config={"table": "t", "column": "id"}, connection=connection)
-        with (worker if connection is sent["pg"] else nullcontext()), pytest.raises(ApplicationError) as caught:
-            await activity_env().run(poll_sql, req)
-        assert caught.value.type in (POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE)
-        assert SECRET not in caught.value.message and caught.value.__cause__ is None
 
 
 # --- the binding: references are identity, values are not ------------------------------------------

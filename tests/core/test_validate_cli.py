@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
@@ -103,10 +101,3 @@ def test_an_unreadable_claims_value_is_a_usage_error(files, tmp_path, capsys) ->
 def test_a_missing_workfile_is_invalid_not_a_traceback(tmp_path, capsys) -> None:
     code, (obj,) = run_json(capsys, str(tmp_path / "absent.yaml"))
     assert (code, obj["status"], obj["diagnostics"][0]["code"]) == (1, "invalid", "WF-FILE-UNREADABLE")
-
-
-def test_the_console_command_exits_2_on_usage_errors_without_a_traceback() -> None:
-    entry = "import sys; from wf_initiation.cli import main; sys.exit(main())"
-    done = subprocess.run([sys.executable, "-c", entry, "validate"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert "Traceback" not in done.stderr and "WORKFILE" in done.stderr

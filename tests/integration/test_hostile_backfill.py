@@ -11,7 +11,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-
 from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves, task_failures

@@ -12,7 +12,6 @@ import asyncio
 import pathlib
 import time
 
-
 from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none

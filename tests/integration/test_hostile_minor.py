@@ -5,21 +5,17 @@ a normal delivery accepted and its run started."""
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
 import uuid
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tests.support.temporal import binary, DEV_SERVER_ARGS
 from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
-from tests.support.restart import connect, listed, meets_restart, ride_out
-from tests.support.runs import describe_or_none
-from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
+from tests.support.restart import meets_restart
 from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks, is_call_timeout, is_transport_error
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
 from wf_initiation.wire import OperatorRequest
@@ -169,41 +165,6 @@ def test_transport_errors_are_retried_and_other_errors_are_not() -> None:
     assert meets_restart(RuntimeError("Failed client connect: Server connection error"))
     assert not meets_restart(RPCError("workflow not found", RPCStatusCode.NOT_FOUND, b""))
     assert not meets_restart(RuntimeError("boom"))
-
-
-@pytest.mark.crash
-async def test_wfi_client_rides_out_a_server_restart_with_the_same_update_id(tmp_path: pathlib.Path) -> None:
-    # proves: EXT-8, EXT-3
-    server = DevServerProcess(binary("temporal"), str(tmp_path / "temporal.db"), free_port(), DEV_SERVER_ARGS)
-    server.start()
-    task_queue = unique("restart")
-    worker = WorkerProcess(server.address, task_queue)
-    try:
-        client = await connect(server.address)
-        wfi = WfiClient(client, task_queue=task_queue, max_attempts=400)
-        name = unique("restart")
-        worker.start()
-        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue))
-        server.stop()
-        delivery = asyncio.create_task(wfi.deliver(name, hook("during-restart")))
-        # A test's own direct calls ride out the restart too (tests/support/restart.py).
-        described = asyncio.create_task(describe_or_none(client, workflow_id_for(name)))
-        listing = asyncio.create_task(ride_out(lambda: listed(client, f"WorkflowId = '{workflow_id_for(name)}'")))
-        await asyncio.sleep(1.5)  # the callers meet the dead server (transport errors) meanwhile
-        assert not delivery.done() and not described.done() and not listing.done()
-        server.start()
-        result = await asyncio.wait_for(delivery, timeout=120)
-        desc = await asyncio.wait_for(described, timeout=120)
-        assert desc is not None and desc.status == WorkflowExecutionStatus.RUNNING
-        assert [e.id for e in await asyncio.wait_for(listing, timeout=120)] == [workflow_id_for(name)]
-        assert result.disposition.value == "accepted"
-        again = await wfi.deliver(name, hook("during-restart"))
-        assert again.run_key == result.run_key
-        await run_started(client, result.run_key, timeout=120)
-        await still_serves(wfi, client, name)
-    finally:
-        worker.stop()
-        server.stop()
 
 
 async def test_a_call_whose_own_deadline_passed_is_asked_again() -> None:
