@@ -1,7 +1,7 @@
 """Deactivation rules in the pure engine (core/engine/_deactivate.py), time as an argument.
 
 The shell around them (the deactivate update, completion, re-activation through the client) is
-tested against a real dev server in tests/test_deactivate.py.
+tested against a real dev server in tests/integration/test_deactivate.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """wf_initiation.testing: its public names, its error without the test server, and the example in
-docs/plugin.md being exactly the files this suite runs (tests/test_testing_helper.py, tests/workfiles/)."""
+docs/plugin.md being exactly the files this suite runs (tests/integration/test_testing_helper.py,
+tests/integration/workfiles/)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ def test_the_documented_example_is_the_one_that_runs() -> None:
     section = doc.split("## Testing your Workfiles", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(?:yaml|python)\n# (\S+)\n(.*?)```", section, flags=re.S)
     assert [path for path, _ in blocks] == [
-        "tests/workfiles/support-triage.yaml", "tests/workfiles/nightly-report.yaml", "tests/workfiles/deployment.yaml",
-        "tests/test_testing_helper.py",
+        "tests/integration/workfiles/support-triage.yaml", "tests/integration/workfiles/nightly-report.yaml",
+        "tests/integration/workfiles/deployment.yaml", "tests/integration/test_testing_helper.py",
     ]
     for path, text in blocks:
         assert text == (ROOT / path).read_text(), f"docs/plugin.md shows another {path} than the one that runs"

@@ -1,6 +1,6 @@
 """Long work shows its progress (issue 22, item 7): a backfill worked off as a job and a deactivation
 that drains print what is left as it changes, not only the end. (`wfi conformance run`'s per-case
-lines: tests/test_conformance_kit.py.)"""
+lines: tests/integration/test_conformance_kit.py.)"""
 
 from __future__ import annotations
 

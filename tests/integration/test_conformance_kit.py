@@ -243,7 +243,7 @@ def test_a_bad_deployment_file_prints_its_diagnostics_without_a_traceback(tmp_pa
 
 
 async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_env: WorkflowEnvironment, tmp_path) -> None:
-    # One capability (polling: the fewest cases); the whole kit runs in tests/test_conformance_full.py.
+    # One capability (polling: the fewest cases); the whole kit runs in tests/integration/test_conformance_full.py.
     address = dev_env.client.service_client.config.target_host
     out = tmp_path / "report"
     queue = f"conformance-{uuid.uuid4().hex[:8]}"

@@ -1,6 +1,6 @@
 """Hostile HTTP input to the webhook ingress (issue 18), one test per item, each against a real
 activation behind a real ingress, each ending with a normal webhook accepted and its run started.
-The flood of slow connections (item 2) is in tests/test_hostile_connections.py."""
+The flood of slow connections (item 2) is in tests/integration/test_hostile_connections.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Connection limits of the ingress server over real sockets: header and body deadlines, the head
 size limit, idle keep-alive, the connection cap and its eviction, and refusals logged once per kind
 per interval (wf_initiation/ingress/_connections.py). Issue 18 item 2; the floods against real
-`wfi up` and `wfi serve` processes are in tests/test_hostile_connections.py."""
+`wfi up` and `wfi serve` processes are in tests/integration/test_hostile_connections.py."""
 
 from __future__ import annotations
 

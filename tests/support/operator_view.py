@@ -8,7 +8,7 @@ starts a dev server with its Web UI, a worker with ``WfiPlugin``, activates thre
 drives them into the states an operator meets (deliveries of every kind, a schedule with a missed
 range awaiting a decision, a poll holding an invalid item and a failing one), then takes a headless
 Chromium screenshot of each activation's page and writes its Current Details markdown beside it.
-``tests/test_operator_view.py`` runs the same scenario.
+``tests/integration/test_operator_view.py`` runs the same scenario.
 """
 
 from __future__ import annotations
