@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from tests.support.paths import ROOT
 from wf_initiation.core import Catalog, ValidationResult, load_workfile
 
-EXAMPLES = sorted(p for p in (pathlib.Path(__file__).resolve().parent.parent / "examples").glob("*.yaml")
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.yaml")
                   if p.name != "deployment.yaml")
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEYS = [
