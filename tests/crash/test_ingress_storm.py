@@ -62,6 +62,11 @@ async def test_acknowledged_webhooks_run_once_and_refused_ones_are_delivered_on_
     signer = standardwebhooks.Webhook(SECRET)
     done = asyncio.Event()
 
+    counts = {"answers": 0, "5xx": 0}
+
+    async def grown(key: str, since: int, by: int) -> None:
+        assert done.is_set() or counts[key] >= since + by, f"{key}: {counts[key]}, waiting for {since + by}"
+
     async with served(deployment, dev_env.client) as s:
         async def send(i: int, variant: str) -> None:
             body = json.dumps({"key": f"k{i % KEYS}", "n": i, "v": variant})
@@ -72,6 +77,8 @@ async def test_acknowledged_webhooks_run_once_and_refused_ones_are_delivered_on_
                     "content-type": "application/json", "webhook-id": delivery_id,
                     "webhook-timestamp": str(int(now.timestamp())), "webhook-signature": signer.sign(delivery_id, now, body)})
                 statuses[delivery_id].append(response.status_code)
+                counts["answers"] += 1
+                counts["5xx"] += response.status_code >= 500
                 if response.status_code < 500 and response.status_code != 429:
                     answers[delivery_id].append(response.json())
                     return
@@ -84,11 +91,17 @@ async def test_acknowledged_webhooks_run_once_and_refused_ones_are_delivered_on_
 
         async def chaos() -> None:
             for kill in range(4):
-                await asyncio.sleep(2.0)
+                # Each kill after an eighth of the plan was answered since the last restart: while the
+                # storm blows, however fast this machine is today.
+                await assert_eventually(lambda since=counts["answers"]: grown("answers", since, len(plan) // 8),
+                                        timeout=300, interval=0.05)
                 if done.is_set():
                     return
                 worker.kill()
-                await asyncio.sleep(0.5 if kill % 2 else 3.0)  # longer than delivery_timeout: 503s
+                if kill % 2:
+                    await asyncio.sleep(0.5)  # a short outage under test: requests meet a dead worker
+                else:  # a long one: until a request waited past delivery_timeout and was answered 503
+                    await assert_eventually(lambda since=counts["5xx"]: grown("5xx", since, 1), timeout=60, interval=0.05)
                 worker.start(timeout=60)
 
         chaos_task = asyncio.create_task(chaos())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import pathlib
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from temporalio.client import Client
@@ -63,7 +63,14 @@ async def test_killing_the_worker_around_run_starts_gives_each_occurrence_exactl
         for _ in range(KILLS):
             caught_starting += await kill_while_starting(wfi, name, worker)
             worker.start()
-        await asyncio.sleep(1.5)  # a last stretch of undisturbed occurrences
+        restarted = datetime.now(timezone.utc)
+
+        async def admitted_after_the_last_restart() -> None:  # a last stretch of undisturbed occurrences
+            occurrences = (await wfi.state(name))["schedules"]["schedule"]["occurrences"]
+            assert any(o["disposition"] == "admitted" and seq.parse_instant(o["scheduled_at"]) > restarted
+                       for o in occurrences), "no occurrence admitted since the last restart"
+
+        await assert_eventually(admitted_after_the_last_restart, timeout=30)
         await wfi.operate(name, OperatorRequest(action="pause"))
         state = await wfi.state(name)
         await check_each_started_once(client, spec.activation_id, state)

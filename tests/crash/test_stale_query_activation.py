@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from tests.support.replay import assert_replays
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient, query_failure_type
@@ -29,16 +30,22 @@ from wf_initiation.wire import STALE_ACTIVATION, OperatorRequest
 from wf_initiation.workflows.activation import ActivationWorkflow
 
 
-async def query_hammer(client: Client, workflow_id: str, stop: asyncio.Event, errors: list[str]) -> None:
-    """Query every 5 ms with no client deadline, as an operator's UI or a script would."""
+async def query_hammer(
+    client: Client, workflow_id: str, stop: asyncio.Event, errors: list[str], answered: list[tuple[float, float]],
+) -> None:
+    """Query every 5 ms with no client deadline, as an operator's UI or a script would; each answered
+    (or failed) query's (sent, answered) loop times go to ``answered``."""
     handle = client.get_workflow_handle(workflow_id)
+    loop = asyncio.get_running_loop()
     while not stop.is_set():
+        sent = loop.time()
         try:
             await handle.query(ActivationWorkflow.summary_query)
         except WorkflowQueryFailedError as exc:
             errors.append(query_failure_type(exc) or str(exc))
         except RPCError as exc:
             errors.append(str(exc))
+        answered.append((sent, loop.time()))
         await asyncio.sleep(0.005)
 
 
@@ -72,15 +79,19 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
         stop, errors = asyncio.Event(), []
         try:
             await wfi.activate(spec)
-            await asyncio.sleep(2.5)
+            await assert_eventually(lambda wfi=wfi, name=name: _started_at_least(wfi, name, 2), timeout=60)
             # Several concurrent callers: one query held behind an in-flight task must not keep the
             # others from reaching the dead worker's sticky queue directly after the kill.
-            hammer = asyncio.gather(*(query_hammer(client, f"wfi-activation:{name}", stop, errors) for _ in range(3)))
+            answered: list[list[tuple[float, float]]] = [[], [], []]
+            hammer = asyncio.gather(*(query_hammer(client, f"wfi-activation:{name}", stop, errors, mine) for mine in answered))
             await kill_when_idle(wfi, name, worker)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # the outage under test: the timer fires while the worker is dead
             worker.start()
-            restarted = datetime.now(timezone.utc)
-            await asyncio.sleep(14.0)  # past the sticky timeout: the held query and the timed-out task
+            restarted, restarted_at = datetime.now(timezone.utc), asyncio.get_running_loop().time()
+
+            # Past the sticky timeout: every caller's query held on the dead worker's sticky queue has
+            # come back from the restarted worker (the timed-out task with it).
+            await assert_eventually(lambda answered=answered, at=restarted_at: _held_answered(answered, at), timeout=60)
             stop.set()
             await hammer
             # Still deciding: occurrences after the restart are admitted (a nondeterminism error stops that).
@@ -103,6 +114,14 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
     if not exercised:
         pytest.skip("the held query never reached the restarted worker with trailing events in 3 attempts "
                     "(timing on this machine); the guard was not exercised")
+
+
+async def _held_answered(answered: list[list[tuple[float, float]]], restarted_at: float) -> None:
+    assert all(any(sent < restarted_at < back for sent, back in mine) for mine in answered), "a query is still held"
+
+
+async def _started_at_least(wfi: WfiClient, name: str, n: int) -> None:
+    assert (await wfi.summary(name))["counters"].get("runs_started", 0) >= n
 
 
 async def wait_admitted_after(wfi: WfiClient, name: str, instant: datetime) -> None:

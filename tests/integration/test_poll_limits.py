@@ -113,8 +113,11 @@ async def test_a_stuck_blocking_read_holds_only_its_own_sources_threads(tmp_path
 async def test_blocking_work_of_one_source_waits_for_its_threads_and_others_do_not():
     release = threading.Event()
     slow = [asyncio.create_task(LIMITS.run_blocking("stuck-source", lambda: release.wait(30))) for _ in range(3)]
-    await asyncio.sleep(0.2)
-    assert LIMITS.busy("stuck-source")[1] == 2  # the third waits for one of the source's two threads
+
+    async def two_threads_busy() -> None:
+        assert LIMITS.busy("stuck-source")[1] == 2  # the third waits for one of the source's two threads
+
+    await assert_eventually(two_threads_busy, timeout=5)
     assert await asyncio.wait_for(LIMITS.run_blocking("other-source", lambda: "free"), timeout=5) == "free"
     release.set()
     assert await asyncio.wait_for(asyncio.gather(*slow), timeout=10) == [True, True, True]

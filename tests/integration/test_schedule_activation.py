@@ -9,16 +9,15 @@ a stopped worker, and a timer-cancel race.)
 
 from __future__ import annotations
 
-import asyncio
 import pathlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
+from tests.support.waits import assert_eventually, until_passed
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
 from tests.support.runs import describe_or_none
@@ -79,7 +78,10 @@ async def test_a_worker_outage_follows_the_missed_policy_and_every_run_is_on_its
         await wfi.activate(spec)
         await assert_eventually(lambda: admitted_at_least(wfi, name, 3), timeout=30)
         stopped = datetime.now().astimezone()
-    await asyncio.sleep(9)  # the outage under test: about four occurrences pass with no worker
+    # The outage under test: four occurrences fall due with no worker, the last of them late by
+    # more than late_after when the worker is back.
+    fourth = seq.next_occurrences(seq.parse_schedule({"interval": "2s"}), stopped, 4)[-1]
+    await until_passed(fourth + LATE_AFTER)
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         restarted = datetime.now().astimezone()
         before = (await schedule_state(wfi, name))["counts"].get("admitted", 0)
@@ -163,7 +165,8 @@ async def test_pause_resume_and_backfill_through_the_activation(dev_env, task_qu
         await assert_eventually(lambda: admitted_at_least(wfi, name, 2), timeout=30)
         assert (await wfi.operate(name, OperatorRequest(action="pause"))).ok
         assert (await wfi.summary(name))["status"] == "paused"
-        await asyncio.sleep(3.5)  # the pause under test: three or four instants pass
+        # The pause under test: three instants pass.
+        await until_passed(seq.next_occurrences(seq.parse_schedule({"interval": "1s"}), datetime.now(UTC), 3)[-1])
         assert (await wfi.operate(name, OperatorRequest(action="resume"))).ok
 
         async def skipped_at_resume() -> list[datetime]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -21,3 +22,13 @@ async def assert_eventually(
             if asyncio.get_running_loop().time() > deadline:
                 raise
         await asyncio.sleep(interval)
+
+
+async def until_passed(instant: datetime) -> None:
+    """Wait until this machine's clock, which the dev server on it keeps too, is past ``instant``.
+
+    For the tests whose event is time itself: occurrences falling due while a worker is down or an
+    entry is paused. The instant is computed from the schedule under test (the fourth occurrence
+    after the worker stopped), never a number of seconds picked to be enough."""
+    while (left := (instant - datetime.now(timezone.utc)).total_seconds()) > 0:
+        await asyncio.sleep(left + 0.01)
