@@ -32,6 +32,10 @@ from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")
 EXAMPLES = ROOT / "examples" / "deployment.yaml"
 
+# The kit runs once for the module (the fixture below); its tests read that one report, so they run
+# in one xdist worker together.
+pytestmark = pytest.mark.xdist_group("conformance_full")
+
 
 @dataclass(frozen=True)
 class KitRun:

@@ -30,6 +30,10 @@ MANY = "name: wide\non:\n" + "".join(
     f"    when: \"{{{{ m{i}.recipient != 'noreply@acme.com' and m{i}.priority > 0 }}}}\"\n"
     f"    queue_by: \"{{{{ m{i}.thread_id }}}}\"\n" for i in range(16))
 
+# The scenario is built once for the module (scenario_pages) and read by most of its tests: they run
+# in one xdist worker together.
+pytestmark = pytest.mark.xdist_group("operator_view")
+
 
 def _mail(i: int, *, thread: str, **extra: object) -> dict[str, object]:
     return {"message_id": f"{'x' * 180}-{i}", "from": "a@b.c", "recipient": "help@acme.com", "subject": "s" * 300,

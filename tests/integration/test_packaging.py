@@ -14,8 +14,12 @@ import venv
 
 import pytest
 
-from tests.support.paths import ROOT
 import wf_initiation
+from tests.support.paths import ROOT
+
+# pip builds the wheel in this tree (build/, .wfi/dist): the module's tests run in one xdist worker,
+# so two builds never share those folders.
+pytestmark = pytest.mark.xdist_group("wheel")
 
 
 def test_public_names_are_pinned() -> None:
@@ -33,8 +37,7 @@ def test_importing_the_root_loads_no_client_or_worker_code() -> None:
     assert ast.literal_eval(out.strip()) == []
 
 
-def test_wheel_installs_one_import_root() -> None:
-    wheel = _build_wheel(ROOT / ".wfi" / "dist")
+def test_wheel_installs_one_import_root(wheel: pathlib.Path) -> None:
     import zipfile
 
     tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
@@ -109,8 +112,9 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 '''
 
 
-async def test_users_own_workflows_and_activities_modules_run_beside_the_plugin(dev_env, tmp_path: pathlib.Path, task_queue: str) -> None:
-    wheel = _build_wheel(ROOT / ".wfi" / "dist")
+async def test_users_own_workflows_and_activities_modules_run_beside_the_plugin(
+    dev_env, tmp_path: pathlib.Path, task_queue: str, wheel: pathlib.Path,
+) -> None:
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
@@ -155,6 +159,12 @@ async def test_users_own_workflows_and_activities_modules_run_beside_the_plugin(
     assert lines["package"].startswith(str(env_dir)), "the installed wheel, not this checkout, was imported"
 
 
+@pytest.fixture(scope="module")
+def wheel() -> pathlib.Path:
+    """The wheel of this checkout, built once for the module's tests."""
+    return _build_wheel(ROOT / ".wfi" / "dist")
+
+
 def _build_wheel(out: pathlib.Path) -> pathlib.Path:
     out.mkdir(parents=True, exist_ok=True)
     # pip builds in this tree: a module removed from the source (wire.py became wire/) must not ride
@@ -170,9 +180,8 @@ def _build_wheel(out: pathlib.Path) -> pathlib.Path:
     return wheel
 
 
-def test_wfi_help_prints_the_documentation_installed_with_the_wheel(tmp_path: pathlib.Path) -> None:
+def test_wfi_help_prints_the_documentation_installed_with_the_wheel(tmp_path: pathlib.Path, wheel: pathlib.Path) -> None:
     # An error says `wfi help deployment`: a pip-installed user has that text, not the repository's docs/.
-    wheel = _build_wheel(ROOT / ".wfi" / "dist")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"

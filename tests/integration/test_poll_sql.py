@@ -147,7 +147,7 @@ def test_the_manifest_names_this_activity():
 
 @pytest.fixture
 def pg_table(postgres_dsn: str) -> tuple[str, str]:
-    """A fresh table `app.orders_<uuid>` on the module's server: (dsn, table)."""
+    """A fresh table `app.orders_<uuid>` on the session's server: (dsn, table)."""
     import psycopg
 
     table = f"app.orders_{uuid.uuid4().hex[:12]}"

@@ -143,6 +143,38 @@ async def ts_activate(
                 raise
 
 
+LONG = ("slow", "crash", "xdist_group")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first (marked slow or crash, or a group that shares an expensive fixture), in
+    their order, then the rest: xdist hands tests out in this order, so the long ones start at once
+    on every worker instead of ending the run alone."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(name) for name in LONG))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``--dist loadgroup`` an xdist worker marks each grouped test's id with its group, and the
+    controller keeps a group on one worker. pytest 9.2 silently undid that with pytest-xdist 3.8
+    (pytest-xdist#1386): the tests of a group would run on several workers at once (two wheel builds
+    in one build/ folder, the conformance kit run three times). Refuse that pair at once."""
+    import xdist
+
+    if (getattr(config.option, "dist", "no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2)
+            and tuple(int(n) for n in xdist.__version__.split(".")[:2]) <= (3, 8)):
+        raise pytest.UsageError(f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} does not keep an "
+                                "xdist_group on one worker (pytest-xdist#1386): install the test extra (pytest<9.2)")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The same, seen on a worker: a grouped test whose id does not carry its group."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup does not group {lost[0]} (pytest-xdist#1386)")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Record pytest's own verdict: the interpreter may abort at exit (sdk-python#300). Only the
     controlling process writes it: an xdist worker's verdict covers its share of the tests alone."""

@@ -300,9 +300,10 @@ def _runner(prefix: list[str]):
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """A PostgreSQL server for the module; skipped with a reason when PostgreSQL is not installed."""
+    """A PostgreSQL server for the session (each xdist worker's), started when a test first needs it;
+    skipped with a reason when PostgreSQL is not installed. Tests use tables of their own."""
     base = tempfile.mkdtemp(prefix="wfi-pg-")
     try:
         server = start_postgres(base)
@@ -314,9 +315,9 @@ def postgres_server() -> Iterator[PostgresServer]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def postgres_dsn(postgres_server: PostgresServer) -> str:
-    """The DSN of the module's PostgreSQL server."""
+    """The DSN of the session's PostgreSQL server."""
     return postgres_server.dsn
 
 
