@@ -18,7 +18,8 @@ from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 
-pytestmark = pytest.mark.crash
+# Its own bounds (420 s of sending, 240 s of settling) are longer than the suite's timeout.
+pytestmark = [pytest.mark.crash, pytest.mark.timeout(900)]
 
 DISTINCT = 1500
 KEYS = 12

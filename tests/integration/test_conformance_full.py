@@ -34,7 +34,8 @@ EXAMPLES = ROOT / "examples" / "deployment.yaml"
 
 # The kit runs once for the module (the fixture below); its tests read that one report, so they run
 # in one xdist worker together.
-pytestmark = pytest.mark.xdist_group("conformance_full")
+# The kit's run counts towards the first test's timeout: ~4 min alone, up to 8 under a parallel run.
+pytestmark = [pytest.mark.xdist_group("conformance_full"), pytest.mark.timeout(900)]
 
 
 @dataclass(frozen=True)
