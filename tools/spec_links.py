@@ -10,7 +10,7 @@ docs/specification.md. A test proves a rule with a comment line ``# proves: ID, 
 inside the test function (or above a table that test functions read); a conformance case proves
 the ids of its ``@case(..., clauses=[...])``. Only the standard library is used, so the check runs
 before any install; the case ids are derived as :func:`wf_initiation.conformance.kit.case` derives
-them (``<module>.<function>``), which tests/test_specification.py checks against the kit.
+them (``<module>.<function>``), which tests/core/test_specification.py checks against the kit.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def render(spec_rules: Mapping[str, str], tests: Mapping[str, set[Proof]], cases
         "",
         f"{len(spec_rules)} rules. {n_tests} tests name the rules they prove (`# proves: ID`); {n_cases} conformance cases",
         "name theirs (`@case(clauses=[...])`; `wfi conformance run` runs them against a deployment, and",
-        "tests/test_conformance_full.py against this project's).",
+        "tests/integration/test_conformance_full.py against this project's).",
     ]
     family = None
     for rule in spec_rules:

@@ -1,7 +1,7 @@
 """Refuse a workflow activation that the SDK built at a stale time from a query task.
 
 What happens (Temporal CLI 1.x dev server, temporalio 1.35 / sdk-core; reproduced by
-``tests/test_stale_query_activation.py``): a query sent while a workflow has no pending workflow
+``tests/crash/test_stale_query_activation.py``): a query sent while a workflow has no pending workflow
 task is dispatched straight to the sticky queue of the worker that ran it last. If that worker is
 dead, the query waits there for the sticky schedule-to-start timeout (10 s), then the server clears
 stickiness and hands it to the normal task queue. Meanwhile new events were appended (a timer fired

@@ -1,4 +1,4 @@
-"""Record an activation history that goes past the per-task delivery budget (tests/test_replay.py).
+"""Record an activation history that goes past the per-task delivery budget (tests/core/test_replay.py).
 
     .venv/bin/python tests/histories/record_budget.py OUT.json   # from the repository root; then gzip OUT.json
 """

@@ -1,5 +1,5 @@
 """Headless Chromium driven over the DevTools protocol: open a page, wait until it shows a text, take
-a screenshot. For checking what the Temporal Web UI really renders (tests/test_operator_view.py)."""
+a screenshot. For checking what the Temporal Web UI really renders (tests/integration/test_operator_view.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from tests.conftest import assert_eventually
+from tests.support.waits import assert_eventually
 from tests.support.restart import listed, ride_out
 from tests.support.runs import describe_or_none
 from wf_initiation.client import WfiClient

@@ -8,7 +8,7 @@ starts a dev server with its Web UI, a worker with ``WfiPlugin``, activates thre
 drives them into the states an operator meets (deliveries of every kind, a schedule with a missed
 range awaiting a decision, a poll holding an invalid item and a failing one), then takes a headless
 Chromium screenshot of each activation's page and writes its Current Details markdown beside it.
-``tests/test_operator_view.py`` runs the same scenario.
+``tests/integration/test_operator_view.py`` runs the same scenario.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -32,7 +33,9 @@ from temporalio.worker import Worker
 
 from tests.support.activation import make_spec
 from tests.support.browser import Browser, find_chromium, free_port
+from tests.support.waits import until_passed
 from wf_initiation.client import WfiClient
+from wf_initiation.core.schedule import next_occurrences, parse_schedule
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 from wf_initiation.wire import workflow_id_for
@@ -133,7 +136,9 @@ async def build_scenario(client: Client, task_queue: str, workdir: pathlib.Path)
     await _eventually(pulsed)
     # Paused across several instants, resumed: one is caught up (the bound), the rest await a decision.
     await wfi.operate(names[1], OperatorRequest(action="pause", entry="pulse"))
-    await asyncio.sleep(7)  # a scenario, not a test: let instants pass while paused
+    # Three instants of the 2 s pulse pass while it is paused, the last late by more than late_after.
+    third = next_occurrences(parse_schedule({"interval": "2s"}), datetime.now(timezone.utc), 3)[-1]
+    await until_passed(third + timedelta(seconds=1))
     await wfi.operate(names[1], OperatorRequest(action="resume", entry="pulse"))
 
     db = workdir / f"orders-{tag}.db"

@@ -49,7 +49,7 @@ from .limits import MAX_JSON_DEPTH
 log = logging.getLogger("wf_initiation.ingress")
 
 # Every disposition has its status here; one missing is a KeyError (a 500, never a 2xx), and
-# tests/test_ingress_status.py fails on it. A 2xx tells GitHub, Stripe and Standard Webhooks senders
+# tests/core/test_ingress_status.py fails on it. A 2xx tells GitHub, Stripe and Standard Webhooks senders
 # that the event was delivered: they never send it again. So only what the activation kept (or had
 # kept before: ``duplicate``) is a 2xx; what it did not keep is a 4xx (fix and resend) or a 503
 # (send it again later).

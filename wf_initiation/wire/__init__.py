@@ -7,7 +7,7 @@ handlers (:mod:`._activation`, the operator request as a discriminated union) an
 
 Workflows, activities, the client, the CLI, the ingress, the conformance kit and the benchmarks
 import these from here; this package imports none of them (only the pure ``core``). Each string of
-the contract is written once (``tests/test_wire.py`` checks the source tree). Histories carry
+the contract is written once (``tests/core/test_wire.py`` checks the source tree). Histories carry
 these names and shapes: renaming one breaks recorded histories and running deployments.
 """
 

@@ -1,0 +1,93 @@
+"""The engine's public face (issue 14 item 1): every call that changes it returns one Decision, and
+the activation workflow feeds it and executes its commands through that face only."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+from datetime import UTC, datetime, timedelta
+
+from tests.support.activation import make_spec
+from tests.support.paths import ROOT
+from wf_initiation.core.engine import (
+    Decision, DeliveryResult, Disposition, Engine, OperatorOutcome, PollResultIn, RunPoll, StartRun, WatchRuns,
+    initial_state,
+)
+from wf_initiation.wire import OperatorRequest
+
+SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
+                                                "_admission.py", "_compat.py", "_telemetry.py")]
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "acceptance_seq", "in_flight", "lookup",
+         "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
+         "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state",
+         "capacity"}
+SOURCES = """
+name: mixed
+on:
+  - http.request: {}
+    as: hook
+  - sql.row_inserted: {table: items, column: seq}
+    as: row
+"""
+
+
+def test_every_public_call_that_is_not_a_read_returns_a_decision() -> None:
+    calls = {name: fn for name, fn in inspect.getmembers(Engine) if not name.startswith("_")}
+    assert READS <= calls.keys(), "a read named here is gone: update this list"
+    for name, fn in calls.items():
+        if name in READS:
+            continue
+        returns = inspect.signature(fn).return_annotation
+        assert str(returns).startswith("Decision["), f"Engine.{name} returns {returns}, not a Decision"
+
+
+def test_a_delivery_answers_with_its_result_and_the_start_it_decided(tmp_path: pathlib.Path) -> None:
+    spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq")
+    engine = Engine(spec, initial_state(spec, T0))
+    decision = engine.deliver(None, {"delivery_id": "d1", "method": "POST", "body": {}}, T0)
+    assert type(decision) is Decision and type(decision.value) is DeliveryResult
+    assert decision.value.disposition == Disposition.ACCEPTED
+    assert [(type(c), c.run_key) for c in decision.commands] == [(StartRun, decision.value.run_key)]
+    assert engine.deliver(None, {"delivery_id": "d1", "method": "POST", "body": {}}, T0).commands == [], "a duplicate decides nothing"
+    outcome = engine.operate(OperatorRequest(action="drop_pending", run_key="nope"), T0)
+    assert outcome.value == OperatorOutcome(False, "no pending run 'nope'") and outcome.commands == []
+
+
+def test_polls_to_run_and_runs_to_watch_are_commands_of_a_tick(tmp_path: pathlib.Path) -> None:
+    # proves: POLL-1
+    spec = make_spec(tmp_path, SOURCES, task_queue="tq",
+                     connections={"db": {"connector": "sql", "sqlite": str(tmp_path / "s.db")}})
+    engine = Engine(spec, initial_state(spec, T0))
+    (poll,) = [c for c in engine.tick(T0).commands if type(c) is RunPoll]
+    assert (poll.entry, poll.seq, poll.cursor) == ("row", 1, None)
+    assert [c for c in engine.tick(T0).commands if type(c) is RunPoll] == [], "a poll in flight is not run twice"
+    (start,) = engine.deliver("hook", {"delivery_id": "d1", "method": "POST", "body": {}}, T0).commands
+    engine.run_started(start.run_key, "run-1", T0)
+    later = T0 + timedelta(seconds=1)
+    engine.poll_succeeded("row", poll.seq, poll.version, PollResultIn(), later)
+    (watch,) = [c for c in engine.tick(later).commands if type(c) is WatchRuns]
+    assert [(w.run_key, w.run_id) for w in watch.runs] == [(start.run_key, "run-1")]
+    engine.run_finished(start.run_key, "completed", later)
+    assert not [c for c in engine.tick(later).commands if type(c) is WatchRuns], "nothing running: nothing to watch"
+
+
+def _imports(path: pathlib.Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return names
+
+
+def test_the_shell_imports_only_the_engines_public_package_and_never_reads_its_state() -> None:
+    for path in SHELL:
+        private = [n for n in _imports(path) if n.startswith("wf_initiation.core.engine.")
+                   and n.rsplit(".", 1)[-1].startswith("_")]
+        assert private == [], f"{path.name} imports private engine modules: {private}"
+        text = path.read_text()
+        for internal in ("engine.state", "engine._", "engine.outbox"):
+            assert internal not in text, f"{path.name} reads {internal!r}: use the engine's read API"

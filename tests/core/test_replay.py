@@ -1,0 +1,61 @@
+"""Determinism: a recorded activation history replays with the current code (Replayer)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+
+import pytest
+
+from temporalio.client import WorkflowHistory
+
+from tests.support.replay import replay_failure
+from tests.support.paths import HISTORIES
+from wf_initiation.wire import WAIT_ACTIVITY
+
+
+def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
+    # proves: INIT-7
+    # Recorded on 30 Nov 2026 (12 updates, a signal, starts, watches, wfi.publish_lifecycle
+    # activities): an activation running when its worker is upgraded must replay with the new code,
+    # so a change to the commands the shell emits fails here before it reaches a deployment.
+    history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
+        "activation-2026-11-30.json").read_text())
+    kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10}
+    assert "wfi.publish_lifecycle" in kinds, "the fixture must exercise lifecycle publishing"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
+
+
+def test_a_schedule_history_recorded_before_wake_ahead_still_replays() -> None:
+    # proves: INIT-7, SCHED-5
+    # Recorded on 30 Nov 2026 by the build before `schedule_wake_ahead` (an every-second schedule,
+    # paused and resumed; timers at the instants, no wait activities): the new behaviour is behind a
+    # patch, so this run replays as it was recorded.
+    history = WorkflowHistory.from_json("wfi-activation:recorded", HISTORIES.joinpath(
+        "schedule-2026-11-30.json").read_text())
+    assert sum(e.event_type == 18 for e in history.events) >= 5, "the fixture must hold fired schedule timers"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
+
+
+@pytest.mark.parametrize(("fixture", "marker"), [
+    # 400f7d1: handlers past a task's budget waited for the next task on 1 ms timers
+    ("budget-timers-2026-12-01.json.gz", "timer"),
+    # the delivery inbox (workflows/_inbox.py): the rest wait in arrival order; a no-op activity brings the next task
+    ("budget-inbox-2026-12-01.json.gz", WAIT_ACTIVITY),
+])
+def test_a_history_past_the_per_task_delivery_budget_replays(fixture: str, marker: str) -> None:
+    # proves: INIT-7, EXT-11
+    # Recorded with tests/histories/record_budget.py (four bulk updates of 500 and 600 signals at
+    # once, so tasks went past DELIVERIES_PER_TASK), once by each build: a run begun before the inbox
+    # keeps its timers after an upgrade, a run begun with it keeps its activities.
+    history = WorkflowHistory.from_json("wfi-activation:recorded-budget",
+                                        gzip.decompress(HISTORIES.joinpath(fixture).read_bytes()).decode())
+    if marker == "timer":
+        assert any(e.HasField("timer_started_event_attributes") for e in history.events), "the fixture must hold its timers"
+    else:
+        assert any(e.activity_task_scheduled_event_attributes.activity_type.name == marker for e in history.events)
+    assert sum(e.event_type == 26 for e in history.events) == 600, "the fixture must hold the signal burst"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure

@@ -1,0 +1,91 @@
+"""An activation at capacity stays healthy and says so (issue 21 item 0), on a real server.
+
+The attack of the issue: unique ids suppressed by ``when`` until what the activation carries is at
+its capacity. Then new ids are deferred (``refuse``) while known ids are answered, the activation
+keeps continuing as new (its history never grows past a run's limits, no update is refused by the
+server's caps), the summary and the error list say so, and once retention lets ids go it takes new
+ones again. Under ``shed_oldest`` it keeps taking new ids and records what it shed.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from temporalio.worker import Worker
+
+from tests.support.waits import assert_eventually
+from tests.support.activation import make_spec, unique
+from tests.support.hostile import HOOK, errors_of, histories, hook, still_serves, task_failures
+from wf_initiation.client import WfiClient
+from wf_initiation.core.engine import _intake
+from wf_initiation.core.limits import BYTES_PER_LIVE_RECORD, STATE_BASE_BYTES
+from wf_initiation.plugin import WfiPlugin
+
+SMALL = STATE_BASE_BYTES + 300 * BYTES_PER_LIVE_RECORD  # about 300 retained ids
+
+
+@pytest.fixture
+def small_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The engine is passed through the workflow sandbox: patching its module patches the activation.
+    monkeypatch.setattr(_intake, "CAPACITY_BYTES", SMALL)
+
+
+async def _fill(wfi: WfiClient, name: str, start: int, n: int) -> list[str]:
+    out = []
+    for i in range(start, start + n, 50):
+        results = await wfi.deliver_many(name, [(None, hook(f"id-{j}", go=False)) for j in range(i, min(i + 50, start + n))])
+        out += [r.disposition.value for r in results]
+    return out
+
+
+async def test_at_capacity_new_ids_are_deferred_the_activation_carries_on_and_says_so(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, small_capacity: None,
+) -> None:
+    # proves: EXT-3, EXT-7, INIT-7
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        name = unique("full")
+        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                     task_queue=task_queue, dedup_retention="20s", max_history_events=300))
+        dispositions = await _fill(wfi, name, 0, 600)
+        assert "deferred" in dispositions and dispositions[0] == "suppressed"
+        summary = await wfi.summary(name)
+        assert summary["capacity"]["fill"] >= 0.95 and summary["capacity"]["policy"] == "refuse"
+        (warning,) = await errors_of(wfi, name, "capacity_warning")
+        assert "of its capacity" in warning["message"]
+        deferred = await wfi.deliver(name, hook("one-more", go=True))
+        assert deferred.disposition.value == "deferred" and "at capacity" in deferred.message
+        known = await wfi.deliver_many(name, [(None, hook("id-0", go=False))])
+        assert known[0].disposition.value == "duplicate", "known ids are still answered"
+        for i in range(70):  # one update each: a history past max_history_events, so it continues as new
+            assert (await wfi.deliver(name, hook(f"more-{i}", go=False))).disposition.value == "deferred"
+        assert len(await histories(client, name)) >= 2, "continue-as-new is never stopped by capacity"
+        assert await errors_of(wfi, name, "carry_over_limit") == []
+        assert await task_failures(client, name) == []
+
+        async def room_again() -> None:  # retention over: the ids are let go
+            assert (await wfi.deliver(name, hook(unique("later"), go=False))).disposition.value == "suppressed"
+
+        await assert_eventually(room_again, timeout=90, interval=2)
+        await still_serves(wfi, client, name, go=True)
+
+
+async def test_shed_oldest_keeps_taking_new_ids_and_records_it(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, small_capacity: None,
+) -> None:
+    # proves: EXT-3
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        name = unique("shed")
+        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                     task_queue=task_queue, at_capacity="shed_oldest"))
+        assert set(await _fill(wfi, name, 0, 800)) == {"suppressed"}
+        summary = await wfi.summary(name)
+        assert summary["counters"]["dedup_shed"] > 0 and summary["capacity"]["shed_through"] is not None
+        assert await errors_of(wfi, name, "capacity_shed")
+        again = await wfi.deliver_many(name, [(None, hook("id-0", go=False))])
+        assert again[0].disposition.value == "suppressed", "a shed id is taken as new"
+        await still_serves(wfi, client, name, go=True)
