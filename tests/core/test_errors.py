@@ -8,7 +8,6 @@ import importlib
 import inspect
 import pkgutil
 import re
-import uuid
 
 import pytest
 from temporalio.client import RPCTimeoutOrCancelledError, WorkflowQueryFailedError, WorkflowUpdateFailedError
@@ -17,7 +16,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import errors
 from wf_initiation._from_temporal import from_temporal
-from wf_initiation.client import WfiClient
 from wf_initiation.errors import (
     ActivationEnded, ActivationNotFound, ActivationRebinding, ActivationRefused, CallTimeout, CodecError,
     CredentialsRefused, QueryFailed, StaleAnswer, TemporalError, TemporalUnavailable, WfiError,

@@ -4,18 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-import pathlib
 
 import pytest
-from temporalio.worker import Worker
 
-from tests.support.activation import make_spec, unique
-from tests.support.hostile import HOOK, histories, hook, still_serves
 from wf_initiation._grouping import DeliveryGroups
-from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import DeliveryResult, Disposition
 from wf_initiation.errors import ActivationRefused
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import DeliveryRequest
 
 

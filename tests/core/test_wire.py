@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
 
 from tests.support.paths import ROOT
 from wf_initiation import wire

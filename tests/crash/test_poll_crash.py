@@ -15,8 +15,6 @@ import random
 import sqlite3
 from typing import Any
 
-from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError
 
 from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
