@@ -3,6 +3,7 @@
 The public face of the package::
 
     from wf_initiation import WfiPlugin, WfiClient, activation_spec, RunInput, Disposition, wait_for
+    from wf_initiation import run_script   # a client script's ending (see its docstring)
     from wf_initiation.errors import WfiError   # every error the package raises (help(wf_initiation.errors))
 
 Names are loaded on first use (:mod:`wf_initiation._lazy`), so importing a submodule (the workflow
@@ -16,9 +17,10 @@ from typing import TYPE_CHECKING
 from wf_initiation._lazy import lazy_exports
 
 __all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiError", "WfiPlugin", "__version__", "activation_spec",
-           "wait_for"]
+           "run_script", "wait_for"]
 
 if TYPE_CHECKING:
+    from wf_initiation._script import run_script
     from wf_initiation._version import __version__
     from wf_initiation.client import WfiClient, activation_spec
     from wf_initiation.core.engine import DeliveryResult, Disposition
@@ -37,4 +39,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "Disposition": ".core.engine",
     "DeliveryResult": ".core.engine",
     "wait_for": ".workflows.runapi",
+    "run_script": "._script",
 })
