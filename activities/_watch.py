@@ -26,7 +26,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowFailureError, WorkflowExecutionStatus as Status
+from temporalio.client import Client, RPCTimeoutOrCancelledError, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus as Status
 from temporalio.service import RPCError, RPCStatusCode
 
 QUERY_IDS = 100

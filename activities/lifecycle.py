@@ -24,7 +24,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation.core.engine import LifecycleEvent
 from wf_initiation.wire import (
-    LIFECYCLE_SIGNAL, PUBLISH_LIFECYCLE_ACTIVITY, PublishRequest, PublishResult, subscribers_query,
+    LIFECYCLE_SIGNAL,
+    PUBLISH_LIFECYCLE_ACTIVITY,
+    PublishRequest,
+    PublishResult,
+    subscribers_query,
 )
 
 

@@ -28,8 +28,17 @@ from wf_initiation._sdk import refused_for_good, started_new_run
 from wf_initiation.activities._watch import LONG_POLLS, MIN_INTERVAL, TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.wire import (
-    CONTROL_RUN_ACTIVITY, START_RUNS_ACTIVITY, WATCH_RUNS_ACTIVITY, WFI_ACTIVATION, WFI_WORKFLOW, ControlRequest, RunOutcome,
-    RunToStart, StartedRun, StartRunsRequest, WatchRequest,
+    CONTROL_RUN_ACTIVITY,
+    START_RUNS_ACTIVITY,
+    WATCH_RUNS_ACTIVITY,
+    WFI_ACTIVATION,
+    WFI_WORKFLOW,
+    ControlRequest,
+    RunOutcome,
+    RunToStart,
+    StartedRun,
+    StartRunsRequest,
+    WatchRequest,
 )
 
 if TYPE_CHECKING:
@@ -43,7 +52,7 @@ MAX_LINGER = 1.0
 class RunActivities:
     """Activities bound to a client (the plugin constructs this with the worker's client)."""
 
-    def __init__(self, client: Client, telemetry: "WfiTelemetry | None" = None):
+    def __init__(self, client: Client, telemetry: WfiTelemetry | None = None):
         from wf_initiation.telemetry import NO_TELEMETRY  # OpenTelemetry only where runs are started
 
         self._client = client

@@ -24,7 +24,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from temporalio import activity, workflow
@@ -206,7 +206,7 @@ class UpdateRefusals(BaseModel):
     limit: int = Field(description="RESOURCE_EXHAUSTED on the in-flight update limit (ConcurrentLimit).")
     aborted: int = Field(description="UNAVAILABLE 'workflow update was aborted' (e.g. its workflow task was lost).")
 
-    def __sub__(self, other: "UpdateRefusals") -> "UpdateRefusals":
+    def __sub__(self, other: UpdateRefusals) -> UpdateRefusals:
         return UpdateRefusals(limit=self.limit - other.limit, aborted=self.aborted - other.aborted)
 
     def __str__(self) -> str:
@@ -537,7 +537,7 @@ def write_results(name: str, figures: Sequence[Figure], meta: dict[str, Any]) ->
     """Write ``bench/results/<name>.json`` (gitignored): the table rows plus how they were measured."""
     results_dir().mkdir(parents=True, exist_ok=True)
     path = results_dir() / f"{name}.json"
-    body = {"bench": name, "finished_at": datetime.now(timezone.utc).isoformat(), **meta,
+    body = {"bench": name, "finished_at": datetime.now(UTC).isoformat(), **meta,
             "figures": [f.as_json() for f in figures]}
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path

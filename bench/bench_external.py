@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,17 +51,34 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import (  # noqa: E402
-    Figure, Target, bare_signal_and_start_rate, bare_signal_rate, bare_start_rate, bare_update_latencies, count_workflows, floor_update_latencies,
-    BenchServer, UpdateRefusals, dev_server, drain, fan_out, history_events, percentile, results_dir, server_label, table,
-    wait_for, write_results,
+    BenchServer,
+    Figure,
+    Target,
+    UpdateRefusals,
+    bare_signal_and_start_rate,
+    bare_signal_rate,
+    bare_start_rate,
+    bare_update_latencies,
+    count_workflows,
+    dev_server,
+    drain,
+    fan_out,
+    floor_update_latencies,
+    history_events,
+    percentile,
+    results_dir,
+    server_label,
+    table,
+    wait_for,
+    write_results,
 )
 from bench._workers import Queues, worker_processes  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.core.engine import Disposition, Engine, initial_state  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
-from wf_initiation.workflows.activation import encode_state  # noqa: E402
 from wf_initiation.wire import DELIVER_MANY_UPDATE, ECHO_RUN_WORKFLOW, workflow_id_for  # noqa: E402
+from wf_initiation.workflows.activation import encode_state  # noqa: E402
 
 RUN_TYPE = ECHO_RUN_WORKFLOW
 BULK = 50  # deliveries per deliver_many update (the workflow admits up to MAX_BULK)
@@ -84,7 +101,7 @@ class Sizes(BaseModel):
     capacity_ids: int = 200_000
 
     @classmethod
-    def quick(cls) -> "Sizes":
+    def quick(cls) -> Sizes:
         return cls(no_run=600, starts=120, latency_calls={1: 20, 10: 60, 32: 96}, history=120, capacity_ids=200_000)
 
 
@@ -256,14 +273,14 @@ def bare_run_input(run_key: str) -> RunInput:
     return RunInput(
         trigger=TriggerInfo(name="request", connector="http.request", kind="external"),
         bindings={"request": hook(0, keep=True)},
-        initiation=Initiation(activation_id="bare@0", workflow="bare", run_key=run_key, accepted_at=datetime.now(timezone.utc)),
+        initiation=Initiation(activation_id="bare@0", workflow="bare", run_key=run_key, accepted_at=datetime.now(UTC)),
     )
 
 
 # ---------------------------------------------------------------------------------------- 5: capacity
 def ids_at_capacity(at_most: int) -> tuple[int, int]:
     """(delivery ids one activation retains before a new one is deferred, its carried bytes then)."""
-    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
     with tempfile.TemporaryDirectory() as tmp:
         spec = make_spec(pathlib.Path(tmp), "name: cap\non:\n  http.request: {}\n", task_queue="q", lifecycle_events=False)
     engine = Engine(spec, initial_state(spec, t0))

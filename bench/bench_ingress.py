@@ -39,7 +39,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import (  # noqa: E402
-    Figure, Target, dev_server, drain, fan_out, free_port, percentile, results_dir, server_label, table, write_results,
+    Figure,
+    Target,
+    dev_server,
+    drain,
+    fan_out,
+    free_port,
+    percentile,
+    results_dir,
+    server_label,
+    table,
+    write_results,
 )
 from bench._workers import Queues, worker_processes  # noqa: E402
 from wf_initiation.client import WfiClient, build_spec  # noqa: E402

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -35,12 +35,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from tests.support.activation import make_spec  # noqa: E402
 from bench._common import temporal_binary  # noqa: E402
+from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.plugin import WfiPlugin  # noqa: E402
-from wf_initiation.wire import SEARCH_ATTRIBUTES  # noqa: E402
-from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
+from wf_initiation.wire import (
+    ECHO_RUN_WORKFLOW,  # noqa: E402
+    SEARCH_ATTRIBUTES,  # noqa: E402
+)
 
 SERVER_ARGS = ["--dynamic-config-value", 'history.timerProcessorMaxTimeShift="10ms"']
 
@@ -58,7 +60,7 @@ async def baseline_starts(client: Client, n: int, concurrency: int = 50) -> floa
         run_input = RunInput(
             trigger=TriggerInfo(name="row", connector="sql.row_inserted", kind="poll"), bindings={"row": {"i": i}},
             initiation=Initiation(activation_id="bench@0", workflow="bench", run_key=f"{prefix}-{i}",
-                                  accepted_at=datetime.now(timezone.utc)),
+                                  accepted_at=datetime.now(UTC)),
         )
         async with sem:
             await client.start_workflow(ECHO_RUN_WORKFLOW, run_input, id=f"{prefix}-{i}", task_queue=queue)

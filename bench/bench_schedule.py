@@ -48,16 +48,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from tests.support.activation import make_spec  # noqa: E402
 from bench._common import temporal_binary  # noqa: E402
+from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
-from wf_initiation.plugin import WfiPlugin  # noqa: E402
 from wf_initiation.core import schedule as seq  # noqa: E402
 from wf_initiation.core.deployment import WAKE_AHEAD_DEFAULT  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
-from wf_initiation.wire import OperatorRequest  # noqa: E402
-from wf_initiation.wire import SEARCH_ATTRIBUTES  # noqa: E402
-from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
+from wf_initiation.plugin import WfiPlugin  # noqa: E402
+from wf_initiation.wire import (
+    ECHO_RUN_WORKFLOW,  # noqa: E402
+    SEARCH_ATTRIBUTES,  # noqa: E402
+    OperatorRequest,  # noqa: E402
+)
+
 
 def server_args(timer_shift: str) -> list[str]:
     return ["--dynamic-config-value", f'history.timerProcessorMaxTimeShift="{timer_shift}"']

@@ -37,8 +37,21 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._common import (  # noqa: E402
-    BareCounter, Figure, Target, UpdateThenStart, count_workflows, dev_server, drain, fan_out, new_id, percentile,
-    results_dir, server_label, table, wait_for, write_results,
+    BareCounter,
+    Figure,
+    Target,
+    UpdateThenStart,
+    count_workflows,
+    dev_server,
+    drain,
+    fan_out,
+    new_id,
+    percentile,
+    results_dir,
+    server_label,
+    table,
+    wait_for,
+    write_results,
 )
 from bench._workers import Queues, worker_processes  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402

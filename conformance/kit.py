@@ -29,7 +29,7 @@ import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from ruamel.yaml import YAML
@@ -213,7 +213,7 @@ class Target:
             out, err = await asyncio.wait_for(
                 proc.communicate(input.encode() if input is not None else None), self.cli_timeout
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
             raise CaseFailed(f"`wfi {' '.join(args)}` did not finish within {self.cli_timeout:g}s") from None
@@ -297,7 +297,7 @@ class Target:
             return ""  # the case touched no Temporal (e.g. validator-only cases)
         try:
             return await asyncio.wait_for(self._cleanup(pairs), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return f"cleanup problem: not finished within {timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - reported in the case's result, never an abort of the run
             return f"cleanup problem: {one_line(exc)}"
@@ -447,7 +447,7 @@ async def run_cases(
         results.append(await _run_one(target, info, timeout))
         if on_result is not None:
             on_result(results[-1])
-    return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(timezone.utc))
+    return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(UTC))
 
 
 async def _run_one(target: Target, info: CaseInfo, timeout: float) -> CaseResult:
@@ -463,7 +463,7 @@ async def _run_one(target: Target, info: CaseInfo, timeout: float) -> CaseResult
     except CaseFailed as exc:
         outcome = "failed"
         message, _, detail = str(exc).strip().partition("\n")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         outcome, message = "failed", f"did not finish within {timeout:g}s"
     except Exception as exc:  # noqa: BLE001 - a crashing case is a reported failure, never an abort of the run
         outcome, message = "error", one_line(exc)

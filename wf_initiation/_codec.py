@@ -30,6 +30,7 @@ from temporalio.converter import DataConverter, PayloadCodec
 from wf_initiation._sdk import unknown_encoding
 from wf_initiation.core.deployment import CODEC_ENDPOINT_URL, DATA_CONVERTER_REFERENCE
 from wf_initiation.errors import CodecError
+
 CODEC_FIX = ("give every command the team's codec: --data-converter MODULE:ATTR or --codec-endpoint URL, "
              "or temporal.data_converter / temporal.codec_endpoint in the deployment (wfi help deployment)")
 HISTORY_PAGE = 64  # events read to find out how the activation's payloads are encoded

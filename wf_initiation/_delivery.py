@@ -9,7 +9,12 @@ from typing import Any
 
 from wf_initiation.core._expr import canonical_key
 from wf_initiation.core.limits import (
-    MAX_ACTION_ID_CHARS, MAX_BULK_BYTES, json_problem, json_size, length_problem, payload_size_problem,
+    MAX_ACTION_ID_CHARS,
+    MAX_BULK_BYTES,
+    json_problem,
+    json_size,
+    length_problem,
+    payload_size_problem,
 )
 from wf_initiation.errors import DeliveryRefused, DeliveryTooLarge
 from wf_initiation.wire import MAX_BULK, DeliveryRequest

@@ -16,13 +16,29 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation._codec import unknown_encoding_message
 from wf_initiation._sdk import (
-    is_call_timeout, is_namespace_not_found, is_transport_error, is_unknown_encoding, query_failure_type,
-    workflow_already_completed, workflow_not_ready,
+    is_call_timeout,
+    is_namespace_not_found,
+    is_transport_error,
+    is_unknown_encoding,
+    query_failure_type,
+    workflow_already_completed,
+    workflow_not_ready,
 )
 from wf_initiation._temporal import namespace_missing_message
 from wf_initiation.errors import (
-    ActivationEnded, ActivationNotFound, ActivationRebinding, ActivationRefused, CallTimeout, CodecError,
-    CredentialsRefused, NamespaceNotFound, QueryFailed, StaleAnswer, TemporalError, TemporalUnavailable, WfiError,
+    ActivationEnded,
+    ActivationNotFound,
+    ActivationRebinding,
+    ActivationRefused,
+    CallTimeout,
+    CodecError,
+    CredentialsRefused,
+    NamespaceNotFound,
+    QueryFailed,
+    StaleAnswer,
+    TemporalError,
+    TemporalUnavailable,
+    WfiError,
 )
 from wf_initiation.wire import REBINDING, STALE_ACTIVATION
 

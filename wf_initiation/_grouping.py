@@ -21,7 +21,6 @@ import collections
 import dataclasses
 from collections.abc import Awaitable, Callable
 
-
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.limits import MAX_BULK, MAX_BULK_BYTES
 from wf_initiation.errors import ActivationRefused

@@ -32,7 +32,7 @@ class Routing:
         return delivery_shard(self.entries, entry, payload, self.shards)
 
     @classmethod
-    def from_answer(cls, answer: dict[str, Any]) -> "Routing":
+    def from_answer(cls, answer: dict[str, Any]) -> Routing:
         return cls(shards=int(answer.get("shards", 1)), entries=dict(answer.get("entries", {})))
 
 

@@ -323,7 +323,7 @@ SHUTDOWN_MARGIN = timedelta(seconds=20)
 """After the graceful period, how long a shutdown may take before the process stops waiting for it."""
 
 
-async def shutdown_within(worker: Any, running: "asyncio.Task[None]", limit: timedelta) -> None:
+async def shutdown_within(worker: Any, running: asyncio.Task[None], limit: timedelta) -> None:
     """Shut ``worker`` down, waiting at most ``limit``.
 
     The SDK's core can leave an activity long poll unanswered at shutdown (sdk-rust#1297: seen here

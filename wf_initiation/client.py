@@ -39,24 +39,48 @@ from wf_initiation._codec import history_problem
 from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
-from wf_initiation._shards import RoutingCache, combined_deactivation, combined_summary
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._shards import RoutingCache, combined_deactivation, combined_summary
 from wf_initiation.core._catalog import Catalog
-from wf_initiation.errors import (
-    ActivationNotFound, ActivationRefused, CodecError, DeliveryRefused, DeliveryTooLarge, DiagnosticError,
-    TemporalUnavailable,
-)
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
 from wf_initiation.core.sharding import shard_of
+from wf_initiation.errors import (
+    ActivationNotFound,
+    ActivationRefused,
+    CodecError,
+    DeliveryRefused,
+    DeliveryTooLarge,
+    DiagnosticError,
+    TemporalUnavailable,
+)
 from wf_initiation.wire import (
-    ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE,
-    DELIVERY_QUERY, EVENTS_QUERY, MISROUTED, OPERATE_UPDATE, ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY,
-    DeactivatedResult, DeactivateRequest, DeactivateResult, DeliveryRequest, OperatorAction, OperatorRequest,
-    OperatorResult, as_action, shard_workflow_id, workflow_id_for,
+    ACTIVATE_UPDATE,
+    ACTIVATION_WORKFLOW,
+    DEACTIVATE_UPDATE,
+    DELIVER_MANY_UPDATE,
+    DELIVER_SIGNAL,
+    DELIVER_UPDATE,
+    DELIVERY_QUERY,
+    EVENTS_QUERY,
+    MISROUTED,
+    OPERATE_UPDATE,
+    ROUTING_QUERY,
+    STATE_QUERY,
+    SUMMARY_QUERY,
+    DeactivatedResult,
+    DeactivateRequest,
+    DeactivateResult,
+    DeliveryRequest,
+    OperatorAction,
+    OperatorRequest,
+    OperatorResult,
+    as_action,
+    shard_workflow_id,
+    workflow_id_for,
 )
 
 __all__ = [

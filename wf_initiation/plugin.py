@@ -20,7 +20,7 @@ import logging
 import os
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import temporalio.worker
@@ -41,11 +41,11 @@ from wf_initiation.activities.runs import RunActivities
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.connections import WorkerConnections
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
+from wf_initiation.wire.search_attributes import ensure_registered
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
-from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
-from wf_initiation.wire.search_attributes import ensure_registered
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def check_payload_converter(converter: DataConverter) -> None:
     """Raise :class:`WfiSetupError` unless the payload converter round-trips a wire model."""
     from wf_initiation.core.engine import ErrorRecord
 
-    probe = ErrorRecord(at=datetime(2026, 1, 1, tzinfo=timezone.utc), kind="probe", entry="e", message="m")
+    probe = ErrorRecord(at=datetime(2026, 1, 1, tzinfo=UTC), kind="probe", entry="e", message="m")
     name = converter.payload_converter_class.__qualname__
     try:
         back = converter.payload_converter.from_payloads(converter.payload_converter.to_payloads([probe]), [ErrorRecord])

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import temporalio.activity
@@ -32,16 +32,15 @@ import temporalio.client
 import temporalio.converter
 import temporalio.worker
 from opentelemetry import trace
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from temporalio.contrib.opentelemetry import TracingInterceptor
 
 from wf_initiation._trace_context import CARRIER as _carrier
 from wf_initiation._trace_context import EXTERN, TRACE_HEADER
 from wf_initiation.wire import ACTIVATION_ID_PREFIX as ACTIVATION_PREFIX
-from wf_initiation.wire import ACTIVATION_WORKFLOW
-from wf_initiation.wire import DELIVER_MANY_UPDATE, DELIVER_UPDATE
+from wf_initiation.wire import ACTIVATION_WORKFLOW, DELIVER_MANY_UPDATE, DELIVER_UPDATE
 from wf_initiation.wire import DELIVER_SIGNAL as DELIVERY_SIGNAL
 from wf_initiation.wire import POLL_ACTIVITY_PREFIX as POLL_PREFIX
 
@@ -109,7 +108,7 @@ class WfiTelemetry:
         """A run was started now (not an already-started one): start latency and schedule lag."""
         if self.metrics is None:
             return
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         attrs = {"wfi.workflow": workflow, "wfi.entry": entry}
         self.metrics.start_latency.record(max(0.0, (now - accepted_at).total_seconds()), attrs)
         if scheduled_at:

@@ -22,12 +22,23 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._trace_context import current_carrier
     from wf_initiation.core.activation import ActivationSpec
-    from wf_initiation.core.sharding import delivery_shard
     from wf_initiation.core.engine import Decision, DeliveryResult, Engine, LifecycleEvent, SubscribeRequest, UnsubscribeRequest
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
+    from wf_initiation.core.sharding import delivery_shard
     from wf_initiation.wire import (
-        DELIVER_MANY_UPDATE, DELIVER_SIGNAL, DELIVER_UPDATE, HANDLER_FAILED, INVALID_ARGUMENT, LIFECYCLE_SIGNAL, MAX_BULK,
-        MISROUTED, REBINDING, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, DeliveryRequest, shard_workflow_id,
+        DELIVER_MANY_UPDATE,
+        DELIVER_SIGNAL,
+        DELIVER_UPDATE,
+        HANDLER_FAILED,
+        INVALID_ARGUMENT,
+        LIFECYCLE_SIGNAL,
+        MAX_BULK,
+        MISROUTED,
+        REBINDING,
+        SUBSCRIBE_SIGNAL,
+        UNSUBSCRIBE_SIGNAL,
+        DeliveryRequest,
+        shard_workflow_id,
     )
 
     from ._admission import TicketAdmission

@@ -20,21 +20,41 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._sdk import failed_decoding
-    from wf_initiation.core.connections import redact
-    from wf_initiation.core.engine import (
-        Call, ControlCall, Decision, Dispatcher, Engine, LifecycleEvent, PollCall, PollItemIn, PollResultIn, PublishCall,
-        SignalCall, StartCall, WatchCall,
-    )
-    from wf_initiation.core.limits import MIB
-    from wf_initiation.wire import (
-        ControlRequest, PollRequest, PollResponse, PublishRequest, RunOutcome, RunToStart, StartedRun, StartRunsRequest,
-        WatchedRun, WatchRequest,
-    )
-    from wf_initiation.wire import poll_activity_name as activity_name_for
+
     # Activities by reference: a renamed or re-typed activity fails here, not in a running activation.
     # Poll connectors stay by name (third-party ones are registered by manifest name at run time).
     from wf_initiation.activities.lifecycle import LifecycleActivities
     from wf_initiation.activities.runs import RunActivities
+    from wf_initiation.core.connections import redact
+    from wf_initiation.core.engine import (
+        Call,
+        ControlCall,
+        Decision,
+        Dispatcher,
+        Engine,
+        LifecycleEvent,
+        PollCall,
+        PollItemIn,
+        PollResultIn,
+        PublishCall,
+        SignalCall,
+        StartCall,
+        WatchCall,
+    )
+    from wf_initiation.core.limits import MIB
+    from wf_initiation.wire import (
+        ControlRequest,
+        PollRequest,
+        PollResponse,
+        PublishRequest,
+        RunOutcome,
+        RunToStart,
+        StartedRun,
+        StartRunsRequest,
+        WatchedRun,
+        WatchRequest,
+    )
+    from wf_initiation.wire import poll_activity_name as activity_name_for
 
     from ._intake import decode
     from ._telemetry import ActivationTelemetry

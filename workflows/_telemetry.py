@@ -21,8 +21,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.core.engine import NOT_RETAINED, DeliveryResult, Disposition, Engine
     from wf_initiation._trace_context import EXTERN
+    from wf_initiation.core.engine import NOT_RETAINED, DeliveryResult, Disposition, Engine
 
 MAX_CARRIERS = 10_000
 _ADMITTED = frozenset({Disposition.ACCEPTED, Disposition.QUEUED, Disposition.BATCHED})

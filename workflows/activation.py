@@ -25,18 +25,34 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
+    from wf_initiation.activities.clock import wait_for_instant
     from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
     from wf_initiation.core.limits import (
-        CARRY_RETRY_EVENTS, DELIVERIES_PER_TASK, MAX_CARRIED_STATE_BYTES, MAX_SIGNALS_PER_RUN, fit_to_bytes,
+        CARRY_RETRY_EVENTS,
+        DELIVERIES_PER_TASK,
+        MAX_CARRIED_STATE_BYTES,
+        MAX_SIGNALS_PER_RUN,
+        fit_to_bytes,
     )
-    from wf_initiation.wire import search_attributes as sa
     from wf_initiation.wire import (
-        ACTIVATE_UPDATE, ACTIVATION_WORKFLOW, DEACTIVATE_UPDATE, DELIVERY_QUERY, EVENTS_QUERY, OPERATE_UPDATE,
-        ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY, ActivateResult, DeactivatedResult, DeactivateRequest, DeactivateResult, OperatorRequest,
+        ACTIVATE_UPDATE,
+        ACTIVATION_WORKFLOW,
+        DEACTIVATE_UPDATE,
+        DELIVERY_QUERY,
+        EVENTS_QUERY,
+        OPERATE_UPDATE,
+        ROUTING_QUERY,
+        STATE_QUERY,
+        SUMMARY_QUERY,
+        ActivateResult,
+        DeactivatedResult,
+        DeactivateRequest,
+        DeactivateResult,
+        OperatorRequest,
         OperatorResult,
     )
-    from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation.wire import search_attributes as sa
 
     from ._admission import TicketAdmission
     from ._compat import RunCompat

@@ -33,7 +33,12 @@ from temporalio.exceptions import ApplicationError, FailureError
 with _wf.unsafe.imports_passed_through():
     from wf_initiation.core.engine import SubscribeRequest, SubscriptionEvent, UnsubscribeRequest
     from wf_initiation.wire import (
-        NO_ACTIVATION, SUBSCRIBE_SIGNAL, SUBSCRIPTION_REFUSED, UNSUBSCRIBE_SIGNAL, WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest,
+        NO_ACTIVATION,
+        SUBSCRIBE_SIGNAL,
+        SUBSCRIPTION_REFUSED,
+        UNSUBSCRIBE_SIGNAL,
+        WAIT_FOR_EXAMPLE_WORKFLOW,
+        WaitRequest,
     )
     from wf_initiation.wire import SUBSCRIPTION_EVENT_SIGNAL as EVENT_SIGNAL
     from wf_initiation.wire import workflow_id_for as activation_workflow_id
@@ -73,7 +78,7 @@ async def wait_for(workflow: str, trigger: str, match: dict[str, Any] | None = N
     try:
         await _wf.wait_condition(lambda: box.has(request.sub_id), timeout=timeout,
                                  timeout_summary=f"wait for {workflow}/{trigger}")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         await _end_subscription(activation, request, box, workflow)
     except asyncio.CancelledError:
         await asyncio.shield(_send(activation, UNSUBSCRIBE_SIGNAL, _unsubscribe(request), workflow))

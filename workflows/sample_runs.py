@@ -14,8 +14,8 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.wire import ECHO_RUN_FAILED, ECHO_RUN_RECEIVED_QUERY, ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
     from wf_initiation.core.runinput import RunInput
+    from wf_initiation.wire import ECHO_RUN_FAILED, ECHO_RUN_RECEIVED_QUERY, ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
 
 
 def _controls(value: Any) -> dict[str, Any]:

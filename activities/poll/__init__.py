@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from wf_initiation._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder
     from wf_initiation.activities.poll._contract import (
         POLL_CONFIG_INVALID,
         POLL_SOURCE_UNAVAILABLE,
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
         PollResponse,
         activity_name_for,
     )
-    from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder
     from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, poll_activities
     from wf_initiation.activities.poll._runtime import run_poll
     from wf_initiation.activities.poll.rss.activity import poll_rss

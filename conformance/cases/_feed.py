@@ -7,8 +7,8 @@ local deployment (as reading the kit's scratch directory does for the sheet case
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from xml.sax.saxutils import escape
@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 
 def rss_document(guids: list[str]) -> str:
     """An RSS 2.0 document listing one item per guid, oldest first, an hour apart."""
-    start = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    start = datetime(2024, 5, 1, tzinfo=UTC)
     items = "".join(
         f"<item><title>{escape(g)}</title><link>http://example.test/{escape(g)}</link>"
         f'<guid isPermaLink="false">{escape(g)}</guid><pubDate>{format_datetime(start + timedelta(hours=i))}</pubDate></item>'

@@ -16,8 +16,16 @@ from typing import Any, TypeVar
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, case, check
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.wire import (
-    DELIVER_UPDATE, DELIVERY_QUERY, ECHO_RUN_WORKFLOW, STATE_QUERY, SUMMARY_QUERY, WAIT_FOR_EXAMPLE_WORKFLOW,
-    DeliveryRequest, WaitRequest, subscribers_query, workflow_id_for,
+    DELIVER_UPDATE,
+    DELIVERY_QUERY,
+    ECHO_RUN_WORKFLOW,
+    STATE_QUERY,
+    SUMMARY_QUERY,
+    WAIT_FOR_EXAMPLE_WORKFLOW,
+    DeliveryRequest,
+    WaitRequest,
+    subscribers_query,
+    workflow_id_for,
 )
 
 T = TypeVar("T")

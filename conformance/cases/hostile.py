@@ -14,7 +14,7 @@ import asyncio
 import functools
 import json
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from wf_initiation.conformance.kit import EXTERNAL, POLLING, SCHEDULED, Target, WorkfilePair, case, check, eventually
@@ -187,7 +187,7 @@ steps:
 @case(capability=SCHEDULED, clauses=["SCHED-5", "SCHED-9"])
 async def a_backfill_of_3000_minutes_completes_and_a_later_backfill_still_starts_its_run(target: Target) -> None:
     name = target.unique("backfill")
-    end = datetime.now(timezone.utc) - timedelta(days=1)
+    end = datetime.now(UTC) - timedelta(days=1)
     run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.unique("conformance-runs")}
     pair = target.write_pair(name, TICKS.format(name=name, end=end.isoformat()), {"run": run})
     await target.activate(pair)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from wf_initiation.conformance.kit import SCHEDULED, CaseFailed, Target, WorkfilePair, case, check, eventually

@@ -13,17 +13,25 @@ still refused after 5 minutes when stopped; temporalio 1.35.0, CLI 1.9.1 / serve
 it (the plugin's behaviour now) the guard stands down on an uncached worker and the delivery is
 accepted at once.
 """
-import asyncio, pathlib, sys, tempfile, time, collections
+import asyncio
+import collections
+import pathlib
+import sys
+import tempfile
+import time
+
 sys.path.insert(0, ".")
+from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
-from temporalio.api.enums.v1 import EventType
+
 from tests.conftest import DEV_SERVER_ARGS, _converter, binary
-from tests.test_deactivate import spec_for, write_sheet, hook
+from tests.test_deactivate import hook, spec_for, write_sheet
 from wf_initiation import _uncached
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire.search_attributes import ALL
+
 
 async def main(seconds: float, guard_on: bool) -> None:
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=binary("temporal"), search_attributes=list(ALL),

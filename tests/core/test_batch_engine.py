@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 BATCHED = """
 name: batched
@@ -60,7 +60,7 @@ class Driver:
     runs: list[tuple[datetime, StartRun]] = field(default_factory=list)
 
     @classmethod
-    def for_spec(cls, spec: ActivationSpec) -> "Driver":
+    def for_spec(cls, spec: ActivationSpec) -> Driver:
         return cls(drive(Engine(spec, initial_state(spec, T0))))
 
     def deliver(self, ident: str, partition: str | None) -> Disposition:

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import ControlRun, Disposition, Engine, StartRun, initial_state, operator
-from wf_initiation.core.engine import NOT_RETAINED
+from wf_initiation.core.engine import NOT_RETAINED, ControlRun, Disposition, Engine, StartRun, initial_state, operator
 from wf_initiation.workflows.activation import decode_state, encode_state
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 WORKFILE = """
 name: lifecycle-engine

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pathlib
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core.engine import Disposition, Engine, initial_state
 from wf_initiation.core.limits import MAX_CARRIED_STATE_BYTES
 from wf_initiation.workflows.activation import decode_state, encode_state
 
-T0 = datetime(2026, 11, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _engine(tmp_path: pathlib.Path, retention: str = "24h") -> Engine:

@@ -5,8 +5,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from wf_initiation.core.engine import (
-    ControlCall, ControlRun, Dispatcher, PollCall, PublishCall, PublishEvent, RunPoll, SignalCall, SignalRun, StartCall,
-    StartRun, WatchCall, WatchRuns, WatchTarget,
+    ControlCall,
+    ControlRun,
+    Dispatcher,
+    PollCall,
+    PublishCall,
+    PublishEvent,
+    RunPoll,
+    SignalCall,
+    SignalRun,
+    StartCall,
+    StartRun,
+    WatchCall,
+    WatchRuns,
+    WatchTarget,
 )
 from wf_initiation.core.engine._dispatch import MAX_START_ACTIVITIES, MAX_WATCHERS, PUBLISH_BATCH, START_BATCH, WATCH_BATCH
 from wf_initiation.core.limits import KIB, MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES

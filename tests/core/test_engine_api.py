@@ -11,7 +11,15 @@ from datetime import UTC, datetime, timedelta
 from tests.support.activation import make_spec
 from tests.support.paths import ROOT
 from wf_initiation.core.engine import (
-    Decision, DeliveryResult, Disposition, Engine, OperatorOutcome, PollResultIn, RunPoll, StartRun, WatchRuns,
+    Decision,
+    DeliveryResult,
+    Disposition,
+    Engine,
+    OperatorOutcome,
+    PollResultIn,
+    RunPoll,
+    StartRun,
+    WatchRuns,
     initial_state,
 )
 from wf_initiation.wire import OperatorRequest

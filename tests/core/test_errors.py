@@ -17,8 +17,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from wf_initiation import errors
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation.errors import (
-    ActivationEnded, ActivationNotFound, ActivationRebinding, ActivationRefused, CallTimeout, CodecError,
-    CredentialsRefused, QueryFailed, StaleAnswer, TemporalError, TemporalUnavailable, WfiError,
+    ActivationEnded,
+    ActivationNotFound,
+    ActivationRebinding,
+    ActivationRefused,
+    CallTimeout,
+    CodecError,
+    CredentialsRefused,
+    QueryFailed,
+    StaleAnswer,
+    TemporalError,
+    TemporalUnavailable,
+    WfiError,
 )
 from wf_initiation.wire import INVALID_ARGUMENT, REBINDING, STALE_ACTIVATION
 

@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, StartRun, initial_state
-from wf_initiation.core.engine import SubscribeRequest
-from wf_initiation.core.engine import SignalRun
+from wf_initiation.core.engine import Disposition, Engine, SignalRun, StartRun, SubscribeRequest, initial_state
 from wf_initiation.core.limits import (
     ADMIT_PER_TASK,
     MAX_BACKFILL,

@@ -9,7 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wf_initiation.ingress._payload import (
-    BadRequest, body_delivery_id, decode_content, depth_exceeds, fields, header_delivery_id, kept_headers, parse_body, request_payload,
+    BadRequest,
+    body_delivery_id,
+    decode_content,
+    depth_exceeds,
+    fields,
+    header_delivery_id,
+    kept_headers,
+    parse_body,
+    request_payload,
     without_paths,
 )
 from wf_initiation.ingress.limits import MAX_INT_DIGITS, MAX_JSON_DEPTH

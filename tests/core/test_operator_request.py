@@ -21,8 +21,19 @@ from tests.support.paths import HISTORIES
 from wf_initiation.cli import build_parser
 from wf_initiation.core.engine import Engine, initial_state, operator
 from wf_initiation.wire import (
-    ACTIONS, OPERATE_UPDATE, AdmitPending, Backfill, DecideOverflow, DropPending, LegacyOperatorRequest,
-    OperatorRequest, Pause, PollNow, ReleaseHeld, Resume, SetCursor,
+    ACTIONS,
+    OPERATE_UPDATE,
+    AdmitPending,
+    Backfill,
+    DecideOverflow,
+    DropPending,
+    LegacyOperatorRequest,
+    OperatorRequest,
+    Pause,
+    PollNow,
+    ReleaseHeld,
+    Resume,
+    SetCursor,
 )
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from wf_initiation.core.connections import (
     Redactor,
     SecretUnavailable,
     inline_secret_problems,
-    redact,
     parse_ref,
+    redact,
     resolve_settings,
 )
 from wf_initiation.core.deployment import parse_deployment

@@ -24,6 +24,7 @@ from wf_initiation.core.engine import Disposition, Engine, EngineState, PollItem
 from wf_initiation.core.engine._poll import abandon_in_flight, backoff_for, quarantine_ident
 from wf_initiation.wire import OperatorRequest
 
+
 def fetch(source: list[dict[str, Any]], cursor: str | None, limit: int) -> PollResultIn:
     start = int(cursor) if cursor is not None else 0
     page = source[start : start + limit]

@@ -6,9 +6,9 @@ import pathlib
 
 import jsonschema
 import pytest
-from tests.support.pollsources import activity_env, assert_manifest_names_activity, assert_payloads_conform
 from temporalio.exceptions import ApplicationError
 
+from tests.support.pollsources import activity_env, assert_manifest_names_activity, assert_payloads_conform
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_sheet
 
 CONNECTOR = "sheet.row_added"

@@ -6,11 +6,10 @@ import asyncio
 import gzip
 
 import pytest
-
 from temporalio.client import WorkflowHistory
 
-from tests.support.replay import replay_failure
 from tests.support.paths import HISTORIES
+from tests.support.replay import replay_failure
 from wf_initiation.wire import WAIT_ACTIVITY
 
 

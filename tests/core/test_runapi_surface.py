@@ -5,20 +5,19 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wf_initiation.workflows.runapi as runapi
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Engine, initial_state
-from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
+from wf_initiation.core.engine import Engine, SignalRun, SubscribeRequest, UnsubscribeRequest, initial_state
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 FORBIDDEN_WORDS = ("create", "delete", "modify", "update", "fire", "trigger_now", "schedule", "advance", "cancel",
                    "terminate", "start", "deliver", "operate", "activate", "pause", "resume")
 

@@ -15,13 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from wf_initiation.core import schedule as seq
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Compat, Engine, StartRun, initial_state
-from wf_initiation.core.engine import _schedule
+from wf_initiation.core.engine import Compat, Engine, StartRun, _schedule, initial_state
 from wf_initiation.core.engine._types import EngineState
 from wf_initiation.core.limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK
 from wf_initiation.wire import OperatorRequest

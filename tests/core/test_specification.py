@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from tools import spec_links
 from tests.support.paths import ROOT
+from tools import spec_links
 from wf_initiation.conformance.cases import MODULES
 from wf_initiation.conformance.kit import collect
 

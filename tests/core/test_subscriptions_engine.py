@@ -4,21 +4,20 @@ real Temporal: tests/integration/test_subscriptions.py)."""
 from __future__ import annotations
 
 import pathlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.engine import drive
 from tests.support.activation import make_spec
+from tests.support.engine import drive
 from tests.support.replies import REPLIES, reply
-from wf_initiation.core.engine import Disposition, Engine, initial_state
-from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
+from wf_initiation.core.engine import Disposition, Engine, SignalRun, SubscribeRequest, UnsubscribeRequest, initial_state
 from wf_initiation.core.engine._offer import matches, select  # the correlation rules themselves
 from wf_initiation.core.engine._types import Subscription
 
-T0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def sub(sub_id: str, seq: int, match: dict[str, Any], entry: str = "reply", expires_at: datetime | None = None) -> Subscription:

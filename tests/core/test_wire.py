@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-
 from tests.support.paths import ROOT
 from wf_initiation import wire
 from wf_initiation.wire import errors as wire_errors

@@ -9,11 +9,11 @@ import pathlib
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from tests.support.temporal import binary, DEV_SERVER_ARGS
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect, listed, ride_out
 from tests.support.runs import describe_or_none
+from tests.support.temporal import DEV_SERVER_ARGS, binary
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import workflow_id_for

@@ -17,12 +17,12 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 
-from tests.support.temporal import binary, DEV_SERVER_ARGS
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import connect
 from tests.support.runs import describe_or_none
+from tests.support.temporal import DEV_SERVER_ARGS, binary
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import DevServerProcess, free_port
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient

@@ -10,10 +10,10 @@ from collections import defaultdict
 import pytest
 from temporalio.client import Client
 
-from tests.support.temporal import binary, DEV_SERVER_ARGS
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.restart import connect, listed, ride_out
+from tests.support.temporal import DEV_SERVER_ARGS, binary
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition

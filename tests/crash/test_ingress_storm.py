@@ -10,14 +10,14 @@ import json
 import pathlib
 import random
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import standardwebhooks
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.ingress import activate_all, deployment_with, served
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
 
@@ -72,7 +72,7 @@ async def test_acknowledged_webhooks_run_once_and_refused_ones_are_delivered_on_
             body = json.dumps({"key": f"k{i % KEYS}", "n": i, "v": variant})
             delivery_id = f"evt-{i}"
             for _ in range(200):  # a sender retries 5xx and 429 (re-signing each attempt), as webhook senders do
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 response = await s.http.post(f"/hooks/{name}", content=body, headers={
                     "content-type": "application/json", "webhook-id": delivery_id,
                     "webhook-timestamp": str(int(now.timestamp())), "webhook-signature": signer.sign(delivery_id, now, body)})

@@ -15,14 +15,13 @@ import random
 import sqlite3
 from typing import Any
 
-
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, keep
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.errors import WfiError
 from wf_initiation.core.engine import payload_digest
+from wf_initiation.errors import WfiError
 from wf_initiation.wire import OperatorRequest
 
 ROWS = 3000

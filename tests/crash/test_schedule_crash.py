@@ -12,19 +12,19 @@ from __future__ import annotations
 import asyncio
 import pathlib
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.errors import WfiError
 from wf_initiation.core import schedule as seq
+from wf_initiation.errors import WfiError
 from wf_initiation.wire import OperatorRequest
 
 KILLS = 5
@@ -64,7 +64,7 @@ async def test_killing_the_worker_around_run_starts_gives_each_occurrence_exactl
         for _ in range(KILLS):
             caught_starting += await kill_while_starting(wfi, name, worker)
             worker.start()
-        restarted = datetime.now(timezone.utc)
+        restarted = datetime.now(UTC)
 
         async def admitted_after_the_last_restart() -> None:  # a last stretch of undisturbed occurrences
             occurrences = (await wfi.state(name))["schedules"]["schedule"]["occurrences"]

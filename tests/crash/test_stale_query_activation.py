@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from tests.support.activation import make_spec, unique
-from tests.support.waits import assert_eventually
 from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation._sdk import query_failure_type
 from wf_initiation.client import WfiClient
@@ -56,7 +56,7 @@ async def kill_when_idle(wfi: WfiClient, name: str, worker: WorkerProcess) -> No
     started = (await wfi.summary(name))["counters"].get("runs_started", 0)
     while (await wfi.summary(name))["counters"].get("runs_started", 0) == started:
         await asyncio.sleep(0.01)
-    phase = datetime.now(timezone.utc).timestamp() % 1.0
+    phase = datetime.now(UTC).timestamp() % 1.0
     await asyncio.sleep((0.4 - phase) % 1.0)
     worker.kill()
 
@@ -88,7 +88,7 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
             await kill_when_idle(wfi, name, worker)
             await asyncio.sleep(1.0)  # the outage under test: the timer fires while the worker is dead
             worker.start()
-            restarted, restarted_at = datetime.now(timezone.utc), asyncio.get_running_loop().time()
+            restarted, restarted_at = datetime.now(UTC), asyncio.get_running_loop().time()
 
             # Past the sticky timeout: every caller's query held on the dead worker's sticky queue has
             # come back from the restarted worker (the timed-out task with it).

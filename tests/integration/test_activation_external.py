@@ -7,8 +7,8 @@ import pathlib
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 

@@ -22,8 +22,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition

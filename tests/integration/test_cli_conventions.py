@@ -4,9 +4,9 @@ a non-zero exit and no traceback, argparse doing what argparse does. Real subpro
 from __future__ import annotations
 
 import argparse
-import re
 import os
 import pathlib
+import re
 import socket
 import sys
 import time

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from ruamel.yaml import YAML
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, Pair, cli_env, mail, wfi
+from tests.support.waits import assert_eventually
 from wf_initiation.core.limits import ADMIT_PER_TASK
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL

@@ -16,8 +16,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, WFI, Pair, mail, wfi
 from tests.support.cli import cli_env as _env
-from tests.support.worker_proc import free_port
 from tests.support.paths import ROOT
+from tests.support.worker_proc import free_port
 from wf_initiation.wire import workflow_id_for
 
 

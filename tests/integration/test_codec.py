@@ -23,12 +23,12 @@ from ruamel.yaml import YAML
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, cli_env, mail, wfi
-from tests.support.ingress import served
 from tests.support.codec import CodecServer, assert_only_encrypted, load_module, write_team_codec
+from tests.support.ingress import served
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import free_port
 from wf_initiation.client import WfiClient, build_spec
 from wf_initiation.core.deployment import load_deployment, parse_deployment
@@ -104,7 +104,7 @@ async def _stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> 
         proc.send_signal(sig)
         try:
             return await asyncio.wait_for(proc.wait(), 90)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             return await proc.wait()
     return proc.returncode

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from tests.support.paths import ROOT
-from tests.support.temporal import binary, converter, DEV_SERVER_ARGS
+from tests.support.temporal import DEV_SERVER_ARGS, binary, converter
 from wf_initiation.conformance import CAPABILITIES, CORE, Report, collect
 from wf_initiation.conformance.cases import MODULES
 from wf_initiation.plugin import WfiPlugin

@@ -4,20 +4,20 @@ against this project, both through ``run_cases`` and through ``wfi conformance r
 from __future__ import annotations
 
 import asyncio
-import os
 import json
-import uuid
+import os
 import pathlib
 import re
 import subprocess
 import sys
 import types
+import uuid
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from wf_initiation import conformance
 from tests.support.worker_proc import WorkerProcess
+from wf_initiation import conformance
 from wf_initiation.conformance import (
     CAPABILITIES,
     CORE,

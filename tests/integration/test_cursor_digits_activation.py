@@ -6,9 +6,9 @@ from __future__ import annotations
 import pathlib
 import uuid
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.limits import MAX_INT_DIGITS
 from wf_initiation.wire import SetCursor, workflow_id_for

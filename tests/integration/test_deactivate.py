@@ -9,22 +9,21 @@ import json
 import pathlib
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays, replay_failure
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import DeactivatedResult, DeactivateRequest, OperatorRequest
-from wf_initiation.wire import workflow_id_for
+from wf_initiation.wire import DeactivatedResult, DeactivateRequest, OperatorRequest, workflow_id_for
 from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
 
 WFI = (sys.executable, "-c", "import sys; from wf_initiation.cli import main; sys.exit(main(sys.argv[1:]))")
@@ -240,10 +239,10 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
         requested = datetime.fromisoformat(final.deactivation["requested_at"].replace("Z", "+00:00"))
 
         async def deactivated_for_a_while() -> None:  # the deactivated stretch under test spans instants
-            assert datetime.now(timezone.utc) - requested > timedelta(seconds=2.5)
+            assert datetime.now(UTC) - requested > timedelta(seconds=2.5)
 
         await assert_eventually(deactivated_for_a_while, timeout=10)
-        before_reactivation = datetime.now(timezone.utc)
+        before_reactivation = datetime.now(UTC)
         reactivated = await wfi.activate(changed)
         assert reactivated.previous == [spec.activation_id], "a changed binding: a rebind of the carried state"
         assert (await wfi.handle(name).describe()).run_id != first_run

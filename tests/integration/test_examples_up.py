@@ -16,11 +16,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support.waits import assert_eventually
 from tests.support.cli import WFI, cli_env, wfi
+from tests.support.paths import ROOT
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import free_port
 from wf_initiation.client import WfiClient
-from tests.support.paths import ROOT
 from wf_initiation.core.deployment import load_deployment
 
 EXAMPLES_DIR = ROOT / "examples"

@@ -8,12 +8,12 @@ from collections import defaultdict
 
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
+from wf_initiation.plugin import WfiPlugin
 
 
 async def test_deliveries_across_several_continue_as_new_boundaries(dev_env, task_queue: str, tmp_path: pathlib.Path) -> None:

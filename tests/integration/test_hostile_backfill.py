@@ -11,9 +11,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import still_serves, task_failures
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.limits import ADMIT_PER_TASK, MAX_BACKFILL
 from wf_initiation.wire import OperatorRequest

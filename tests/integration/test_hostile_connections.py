@@ -28,11 +28,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from tests.support.paths import ROOT
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.hostile import run_started, task_failures
 from tests.support.ingress import activate_all, deployment_with
+from tests.support.paths import ROOT
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -226,7 +226,7 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         proc.send_signal(signal.SIGINT)
         try:
             await asyncio.wait_for(proc.wait(), 60)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
 

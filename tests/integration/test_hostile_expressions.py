@@ -12,12 +12,12 @@ import asyncio
 import pathlib
 import time
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.core.limits import MAX_INT_DIGITS
 from wf_initiation.core.engine import Disposition
+from wf_initiation.core.limits import MAX_INT_DIGITS
 
 GUARDED = """
 name: {name}

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.hostile import nested, run_started
 from tests.support.ingress import Served, activate_all, deployment_with, served
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL
 

@@ -12,16 +12,15 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, run_started, still_serves
 from tests.support.restart import meets_restart
+from tests.support.waits import assert_eventually
 from wf_initiation._sdk import is_call_timeout, is_transport_error
 from wf_initiation.client import DeliveryRefused, WfiClient, bulk_chunks
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_BULK, MAX_BULK_BYTES, MAX_CURSOR_CHARS
 from wf_initiation.errors import TemporalError
-from wf_initiation.wire import OperatorRequest
-from wf_initiation.wire import workflow_id_for
+from wf_initiation.wire import OperatorRequest, workflow_id_for
 
 MIXED = """
 name: {name}

@@ -14,9 +14,9 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, hook, nested, plain_signal, plain_update, run_started, still_serves
+from tests.support.waits import assert_eventually
 from wf_initiation.activities.runs import RunActivities, StartedRun, StartRunsRequest
 from wf_initiation.client import DeliveryRefused, WfiClient
 from wf_initiation.core.limits import MAX_PAYLOAD_DEPTH

@@ -12,10 +12,10 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, hook, plain_update, still_serves, task_failures
 from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import _intake
 from wf_initiation.plugin import WfiPlugin

@@ -13,9 +13,9 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, histories, hook, still_serves, task_failures
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core import limits
 from wf_initiation.core.limits import MAX_MESSAGE_CHARS, json_size

@@ -12,17 +12,31 @@ import pathlib
 
 import pytest
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import (
-    HOOK, errors_of, histories, hook, plain_signal, run_started, scheduled_bytes_per_task, still_serves, task_failures,
+    HOOK,
+    errors_of,
+    histories,
+    hook,
+    plain_signal,
+    run_started,
+    scheduled_bytes_per_task,
+    still_serves,
+    task_failures,
 )
+from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from wf_initiation.client import DeliveryTooLarge, WfiClient
 from wf_initiation.core.limits import (
-    DELIVERIES_PER_TASK, MAX_BATCH_BYTES, MAX_BULK, MAX_DELIVERY_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size,
+    DELIVERIES_PER_TASK,
+    MAX_BATCH_BYTES,
+    MAX_BULK,
+    MAX_DELIVERY_BYTES,
+    MAX_START_BYTES,
+    MAX_TASK_BYTES,
+    json_size,
 )
 from wf_initiation.wire import WAIT_ACTIVITY, workflow_id_for
-from tests.support.replay import assert_replays
 
 KB = 1000
 BATCHED = """

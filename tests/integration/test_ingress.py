@@ -10,10 +10,10 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
-from tests.support.runs import describe_or_none
 from tests.support.ingress import activate_all, deployment_with, served
+from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 

@@ -11,7 +11,7 @@ import json
 import logging
 import pathlib
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import standardwebhooks
@@ -24,7 +24,7 @@ from wf_initiation.ingress import IngressConfigError, build
 from wf_initiation.ingress._auth import verify
 from wf_initiation.wire import workflow_id_for
 
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)
 
 # GitHub's documented test vector ("Validating webhook deliveries", "Testing the webhook payload
@@ -134,7 +134,7 @@ async def test_each_sender_is_authenticated_over_http_and_its_resigned_retry_is_
             return {"webhook-id": "msg_2a", "webhook-timestamp": str(int(at.timestamp())),
                     "webhook-signature": signer.sign("msg_2a", at, body.decode()), "content-type": "application/json"}
 
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         first = await s.http.post(f"/in/{svix}", content=body, headers=std_headers(now))
         assert first.status_code == 202 and first.json()["delivery_id"] == "msg_2a", first.text
         retry = await s.http.post(f"/in/{svix}", content=body, headers=std_headers(now + timedelta(seconds=30)))
@@ -249,8 +249,8 @@ async def _history_text(client, name: str) -> str:
 
 
 async def _run_input(client, run_key: str) -> dict:
-    from tests.support.waits import assert_eventually
     from tests.support.runs import describe_or_none
+    from tests.support.waits import assert_eventually
 
     async def started() -> None:
         assert await describe_or_none(client, run_key) is not None

@@ -17,11 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
-from tests.support.ingress import activate_all, deployment_with
 from tests.support.hostile import run_started
+from tests.support.ingress import activate_all, deployment_with
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -182,7 +182,7 @@ async def test_wfi_up_starts_the_ingress_beside_the_worker_and_a_webhook_starts_
             proc.send_signal(signal.SIGINT)
             try:
                 await asyncio.wait_for(proc.wait(), 60)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

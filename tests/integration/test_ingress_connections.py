@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import unique
 from tests.support.ingress import deployment_with
+from tests.support.waits import assert_eventually
 from wf_initiation.ingress import build
 from wf_initiation.ingress._app import build_app
 from wf_initiation.ingress._connections import HEAD_SLACK, MAX_HEAD_BYTES, RefusalLog, connection_cap, limits_for

@@ -9,13 +9,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from wf_initiation.activities.lifecycle import subscribers_query
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
+from wf_initiation.activities.lifecycle import subscribers_query
 from wf_initiation.client import WfiClient
-from wf_initiation.core.engine import Disposition
-from wf_initiation.core.engine import LIFECYCLE_SIGNAL, LifecycleEvent, lifecycle_event_id
+from wf_initiation.core.engine import LIFECYCLE_SIGNAL, Disposition, LifecycleEvent, lifecycle_event_id
 from wf_initiation.wire import workflow_id_for
 
 UPSTREAM = """

@@ -13,11 +13,11 @@ import pytest
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.wire import OperatorRequest
 from wf_initiation.core.engine import Disposition
+from wf_initiation.wire import OperatorRequest
 
 WORKFILE = """
 name: {name}

@@ -4,27 +4,28 @@ what a real browser shows of it in the dev server's Web UI."""
 from __future__ import annotations
 
 import os
-import re
 import pathlib
+import re
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.support.engine import drive
-from tests.support.temporal import binary, DEV_SERVER_ARGS
 from tests.support.activation import make_spec
 from tests.support.browser import Browser, find_chromium, free_port
+from tests.support.engine import drive
 from tests.support.operator_view import SECRET_TOKEN, Page, build_scenario, page_url, pages
+from tests.support.temporal import DEV_SERVER_ARGS, binary
 from wf_initiation.core.engine import Engine, initial_state
-from wf_initiation.core.engine._view import MAX_BYTES, markdown as render, redact, secrets_of
+from wf_initiation.core.engine._view import MAX_BYTES, redact, secrets_of
+from wf_initiation.core.engine._view import markdown as render
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
-T0 = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 MANY = "name: wide\non:\n" + "".join(
     f"  - mail.received: {{inbox: box{i}@acme.com}}\n    as: m{i}\n"
     f"    when: \"{{{{ m{i}.recipient != 'noreply@acme.com' and m{i}.priority > 0 }}}}\"\n"

@@ -25,13 +25,13 @@ from temporalio.converter import (
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin, WfiSetupError, compose_data_converter
-from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.wire import workflow_id_for
+from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
 

@@ -19,8 +19,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin, WfiSetupError

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from wf_initiation.activities.poll import PollRequest, poll_rss
+from tests.support.activation import make_spec, unique
 from tests.support.pollsources import Entry, activity_env, rss_document
 from tests.support.waits import assert_eventually
-from tests.support.activation import make_spec, unique
+from wf_initiation.activities.poll import PollRequest, poll_rss
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import OperatorRequest
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from temporalio.worker import Worker
 
+from tests.support.activation import make_spec, unique
 from tests.support.pollsources import CliWorker, Entry, FeedServer, rss_document
 from tests.support.waits import assert_eventually
-from tests.support.activation import make_spec, unique
 from wf_initiation.client import WfiClient
 from wf_initiation.core.deployment import parse_deployment
 from wf_initiation.plugin import WfiPlugin

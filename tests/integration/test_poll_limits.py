@@ -20,9 +20,15 @@ from temporalio.exceptions import ApplicationError
 
 from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
 from tests.support.waits import assert_eventually
-
-from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse
-from wf_initiation.activities.poll import poll_rss, poll_sheet, poll_sql
+from wf_initiation.activities.poll import (
+    POLL_CONFIG_INVALID,
+    POLL_SOURCE_UNAVAILABLE,
+    PollRequest,
+    PollResponse,
+    poll_rss,
+    poll_sheet,
+    poll_sql,
+)
 from wf_initiation.activities.poll._budget import MAX_ITEM_BYTES, MAX_RESPONSE_BYTES, ResponseBuilder, item_size
 from wf_initiation.activities.poll._runtime import LIMITS, POLLS_PER_SOURCE
 from wf_initiation.activities.poll.rss._http import MAX_FEED_BYTES, MAX_REDIRECTS, origin

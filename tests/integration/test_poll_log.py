@@ -11,9 +11,9 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
+from tests.support.activation import make_spec, unique
 from tests.support.pollsources import CliWorker
 from tests.support.waits import assert_eventually
-from tests.support.activation import make_spec, unique
 from wf_initiation._poll_log import REMIND_AFTER, PollFailuresOncePerSource
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import POLL_SOURCE_UNAVAILABLE, poll_activity_name, workflow_id_for

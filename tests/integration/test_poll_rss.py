@@ -7,17 +7,17 @@ import socket
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from temporalio.exceptions import ApplicationError
+
 from tests.support.pollsources import (
-    activity_env,
     Entry,
     FeedServer,
+    activity_env,
     assert_manifest_names_activity,
     assert_payloads_conform,
     atom_document,
     rss_document,
 )
-from temporalio.exceptions import ApplicationError
-
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, POLL_SOURCE_UNAVAILABLE, PollRequest, PollResponse, poll_rss
 from wf_initiation.activities.poll.rss import FeedEntry, fallback_id, parse_cursor, select_new
 

@@ -16,8 +16,8 @@ import textwrap
 import pytest
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
+from tests.support.waits import assert_eventually
 from wf_initiation.activities.poll import poll_activities
 from wf_initiation.activities.poll._registry import ImplementationError, load_implementation
 from wf_initiation.client import WfiClient

@@ -9,14 +9,14 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.cli import MAIL_WORKFILE, Pair
 from tests.support.cli import mail as cli_mail
 from tests.support.cli import wfi as cli
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.engine import Disposition
+from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import workflow_id_for
 
 WORKFILE = """

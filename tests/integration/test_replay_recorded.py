@@ -8,9 +8,9 @@ import pathlib
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
 

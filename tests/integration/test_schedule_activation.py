@@ -17,13 +17,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually, until_passed
 from tests.support.activation import make_spec, unique
 from tests.support.replay import replay_failure
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually, until_passed
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core import schedule as seq
+from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import OperatorRequest
 
 STEP = timedelta(seconds=2)

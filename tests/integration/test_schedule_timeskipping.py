@@ -46,16 +46,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.support.temporal import start_time_skipping
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.runs import describe_or_none
+from tests.support.temporal import start_time_skipping
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.plugin import WfiPlugin
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.wire import OperatorRequest
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import OperatorRequest, workflow_id_for
 from wf_initiation.workflows.activation import ActivationWorkflow
-from wf_initiation.wire import workflow_id_for
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

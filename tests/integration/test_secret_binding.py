@@ -20,10 +20,10 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, still_serves
+from tests.support.pollsources import Entry, FeedServer, activity_env, rss_document
+from tests.support.waits import assert_eventually
 from wf_initiation.activities.poll import POLL_CONFIG_INVALID, PollRequest, poll_rss
 from wf_initiation.activities.poll._runtime import worker_connections
 from wf_initiation.client import WfiClient

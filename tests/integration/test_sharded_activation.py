@@ -17,10 +17,10 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import hook, still_serves, task_failures
 from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
 from wf_initiation.plugin import WfiPlugin

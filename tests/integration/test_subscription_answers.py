@@ -15,10 +15,10 @@ from typing import Any
 
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.engine import drive
 from tests.support.hostile import run_started, still_serves
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition, Engine, SignalRun, StartRun, SubscribeRequest, initial_state
 from wf_initiation.plugin import WfiPlugin

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.replies import REPLIES, reply
+from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
-from wf_initiation.wire import SUBSCRIPTION_REFUSED
 from wf_initiation.core.engine import Disposition
+from wf_initiation.wire import SUBSCRIPTION_REFUSED
 from wf_initiation.workflows.runapi import WaitForExample, WaitRequest
+
 
 async def activate_replies(wfi: WfiClient, tmp_path: pathlib.Path, task_queue: str) -> str:
     name = unique("replies")

@@ -18,8 +18,8 @@ import pytest
 
 from tests.support.activation import unique
 from tests.support.cli import WFI, cli_env
-from tests.support.worker_proc import free_port
 from tests.support.paths import ROOT
+from tests.support.worker_proc import free_port
 
 
 class Run:

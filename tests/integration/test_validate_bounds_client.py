@@ -16,9 +16,9 @@ async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_g
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.worker import Worker
 
-    from tests.support.waits import assert_eventually
     from tests.support.activation import make_spec, unique
     from tests.support.runs import describe_or_none
+    from tests.support.waits import assert_eventually
     from wf_initiation.client import WfiClient
     from wf_initiation.core.engine import Disposition
     from wf_initiation.plugin import WfiPlugin

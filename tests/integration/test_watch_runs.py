@@ -24,9 +24,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from tests.support.waits import assert_eventually
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, still_serves
+from tests.support.waits import assert_eventually
 from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient

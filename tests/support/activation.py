@@ -8,9 +8,9 @@ import textwrap
 import uuid
 from typing import Any
 
+from wf_initiation.client import build_spec
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.deployment import parse_deployment
-from wf_initiation.client import build_spec
 
 
 def unique(prefix: str) -> str:

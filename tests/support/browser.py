@@ -44,7 +44,7 @@ class Browser:
         self._profile = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)  # helpers of chromium may still write as it exits
         self._ws: Any = None
 
-    async def __aenter__(self) -> "Browser":
+    async def __aenter__(self) -> Browser:
         import websockets
 
         port = free_port()

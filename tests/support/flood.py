@@ -34,7 +34,7 @@ async def flood(host: str, port: int, connections: int, seconds: float, path: st
         while loop.time() < end:
             try:
                 reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 stats["connect_failed"] += 1
                 await asyncio.sleep(PACE)
                 continue
@@ -45,7 +45,7 @@ async def flood(host: str, port: int, connections: int, seconds: float, path: st
                 while loop.time() < end:
                     try:
                         data = await asyncio.wait_for(reader.read(4096), PACE)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         if kind:
                             writer.write(b"y" if kind == 1 else b" ")
                             await writer.drain()

@@ -8,9 +8,9 @@ from typing import Any
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from tests.support.waits import assert_eventually
 from tests.support.restart import listed, ride_out
 from tests.support.runs import describe_or_none
+from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import workflow_id_for
 

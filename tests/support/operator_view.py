@@ -22,7 +22,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -37,8 +37,7 @@ from tests.support.waits import until_passed
 from wf_initiation.client import WfiClient
 from wf_initiation.core.schedule import next_occurrences, parse_schedule
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import OperatorRequest
-from wf_initiation.wire import workflow_id_for
+from wf_initiation.wire import OperatorRequest, workflow_id_for
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
 SECRET_TOKEN = "tok-9f8e7d6c5b4a"
@@ -137,7 +136,7 @@ async def build_scenario(client: Client, task_queue: str, workdir: pathlib.Path)
     # Paused across several instants, resumed: one is caught up (the bound), the rest await a decision.
     await wfi.operate(names[1], OperatorRequest(action="pause", entry="pulse"))
     # Three instants of the 2 s pulse pass while it is paused, the last late by more than late_after.
-    third = next_occurrences(parse_schedule({"interval": "2s"}), datetime.now(timezone.utc), 3)[-1]
+    third = next_occurrences(parse_schedule({"interval": "2s"}), datetime.now(UTC), 3)[-1]
     await until_passed(third + timedelta(seconds=1))
     await wfi.operate(names[1], OperatorRequest(action="resume", entry="pulse"))
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pathlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.support.activation import make_spec
 from wf_initiation.core.activation import ActivationSpec
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 SQL = """
 name: {name}

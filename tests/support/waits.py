@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,5 +30,5 @@ async def until_passed(instant: datetime) -> None:
     For the tests whose event is time itself: occurrences falling due while a worker is down or an
     entry is paused. The instant is computed from the schedule under test (the fourth occurrence
     after the worker stopped), never a number of seconds picked to be enough."""
-    while (left := (instant - datetime.now(timezone.utc)).total_seconds()) > 0:
+    while (left := (instant - datetime.now(UTC)).total_seconds()) > 0:
         await asyncio.sleep(left + 0.01)

@@ -79,14 +79,14 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def __enter__(self) -> "WorkerProcess":
+    def __enter__(self) -> WorkerProcess:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def __aenter__(self) -> "WorkerProcess":
+    async def __aenter__(self) -> WorkerProcess:
         self.start()
         return self
 

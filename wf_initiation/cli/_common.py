@@ -21,8 +21,17 @@ from wf_initiation.cli import EXIT_FAILED, EXIT_USAGE, UserError
 from wf_initiation.core._diagnostics import Diagnostic, DiagnosticError
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.errors import (
-    ActivationEnded, ActivationNotFound, ActivationRefused, CallTimeout, CredentialsRefused, DeliveryRefused,
-    NamespaceNotFound, QueryFailed, TemporalUnavailable, WfiError, most_specific,
+    ActivationEnded,
+    ActivationNotFound,
+    ActivationRefused,
+    CallTimeout,
+    CredentialsRefused,
+    DeliveryRefused,
+    NamespaceNotFound,
+    QueryFailed,
+    TemporalUnavailable,
+    WfiError,
+    most_specific,
 )
 
 T = TypeVar("T")

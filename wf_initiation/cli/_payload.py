@@ -15,7 +15,12 @@ from typing import Any, BinaryIO
 
 from wf_initiation.cli import EXIT_USAGE, UserError
 from wf_initiation.core.limits import (
-    MAX_DELIVERY_BYTES, MAX_INT_DIGITS, MAX_PAYLOAD_DEPTH, nesting_depth, payload_size_problem, strict_json,
+    MAX_DELIVERY_BYTES,
+    MAX_INT_DIGITS,
+    MAX_PAYLOAD_DEPTH,
+    nesting_depth,
+    payload_size_problem,
+    strict_json,
 )
 from wf_initiation.errors import JsonNumberError
 

@@ -68,9 +68,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from wf_initiation.cli import UserError
     from wf_initiation.conformance.kit import Target, run_cases, select
     from wf_initiation.conformance.report import progress_line, write_report
-    from wf_initiation.cli import UserError
 
     out = sys.stderr if args.json else sys.stdout  # the progress; with --json stdout holds the report alone
 

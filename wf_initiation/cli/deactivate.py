@@ -11,10 +11,9 @@ import asyncio
 import time
 from typing import Any
 
-from wf_initiation.wire import DeactivatedResult, DeactivateRequest
-
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
 from wf_initiation.cli._common import add_request_flags, emit, load, progress, request
+from wf_initiation.wire import DeactivatedResult, DeactivateRequest
 
 RUNNING_CHOICES = ("leave", "cancel", "terminate")
 

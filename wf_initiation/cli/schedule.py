@@ -21,7 +21,14 @@ from datetime import UTC, datetime
 
 from wf_initiation.core._model import TriggerEntry, Workfile
 from wf_initiation.core._validate import load_workfile
-from wf_initiation.core.schedule import ScheduleConfigError, ScheduleSpec, next_occurrences, occurrence_record, parse_instant, parse_schedule
+from wf_initiation.core.schedule import (
+    ScheduleConfigError,
+    ScheduleSpec,
+    next_occurrences,
+    occurrence_record,
+    parse_instant,
+    parse_schedule,
+)
 
 SCHEDULE_CONNECTOR = "time.schedule"
 MAX_PREVIEW_COUNT = 10_000

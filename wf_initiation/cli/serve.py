@@ -85,7 +85,7 @@ async def _serve_until(ingress: Any, server: Any, stop: asyncio.Event, *, proces
     try:
         client = await asyncio.wait_for(ingress.client(), 10)
         print(f"Temporal at {client.service_client.config.target_host}: connected", flush=True)
-    except (asyncio.TimeoutError, _temporal.TemporalUnavailable) as exc:
+    except (TimeoutError, _temporal.TemporalUnavailable) as exc:
         print(f"warning: {exc or 'Temporal did not answer within 10s'}; deliveries are answered 503 until it does",
               file=sys.stderr, flush=True)
     waiter = asyncio.create_task(stop.wait())
@@ -207,7 +207,7 @@ class IngressProcess:
                 config.queue_timeout.total_seconds() + config.delivery_timeout.total_seconds() if config else 40.0)
             try:
                 await asyncio.wait_for(proc.wait(), limit)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 print(f"the webhook ingress did not stop within {limit:g}s: killed", file=sys.stderr, flush=True)
                 proc.kill()
         if self._task is not None:

@@ -11,10 +11,10 @@ import sys
 from typing import Any
 
 from wf_initiation import _temporal
-from wf_initiation.cli import serve as _serve_ingress
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK, UserError
-from wf_initiation.cli._example_sources import prepare_example_sources
+from wf_initiation.cli import serve as _serve_ingress
 from wf_initiation.cli._common import DEFAULT_TIMEOUT, add_connection_flags, connect_flags, load, port, print_diagnostics, within
+from wf_initiation.cli._example_sources import prepare_example_sources
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Deployment
 

@@ -73,7 +73,7 @@ class Manifest(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _contract(self) -> "Manifest":
+    def _contract(self) -> Manifest:
         problems = manifest_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
@@ -138,7 +138,7 @@ class Catalog:
         self.broken: dict[str, str] = dict(broken or {})
 
     @classmethod
-    def default(cls, *, third_party: bool = True) -> "Catalog":
+    def default(cls, *, third_party: bool = True) -> Catalog:
         """Built-in manifests plus, unless disabled, those registered through entry points."""
         manifests = list(builtin_manifests())
         broken: dict[str, str] = {}

@@ -30,8 +30,8 @@ from ._expr_sandbox import (
     MAX_EXPRESSION_CHARS,
     NONDETERMINISTIC_FILTERS,
     Budget,
-    BudgetExceeded,
     BudgetedSandbox,
+    BudgetExceeded,
     check_int_bits,
 )
 

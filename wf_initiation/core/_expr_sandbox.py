@@ -36,9 +36,8 @@ import string
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, cast
 
-from jinja2 import nodes
+from jinja2 import Undefined, nodes
 from jinja2.compiler import Frame, optimizeconst
-from jinja2 import Undefined
 from jinja2.nativetypes import NativeCodeGenerator, NativeTemplate, native_concat
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 

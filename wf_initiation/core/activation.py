@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._bounds import MAX_BINDING_NAME
 from ._capabilities import classify
 from ._catalog import Catalog, Manifest
 from ._config_checks import schema_problems, semantic_problems
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
-from ._bounds import MAX_BINDING_NAME
 from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
 from .sharding import sharding_problems
 
@@ -82,11 +82,11 @@ class ActivationSpec(BaseModel):
         """The trigger entry named ``name`` (its ``as``), or None."""
         return next((e for e in self.entries if e.name == name), None)
 
-    def as_shard(self, shard: int) -> "ActivationSpec":
+    def as_shard(self, shard: int) -> ActivationSpec:
         """The spec shard ``shard`` of the activation is started with (the same binding)."""
         return self if shard == self.shard else self.model_copy(update={"shard": shard})
 
-    def shard_part(self) -> "ActivationSpec":
+    def shard_part(self) -> ActivationSpec:
         """What this shard runs: shard 0 everything, the others only the external entries (each takes
         its share of their deliveries; core.sharding)."""
         if self.shard == 0:

@@ -230,7 +230,7 @@ class Connection(BaseModel):
     connector: str = Field(description="Connector prefix it serves, e.g. 'mail' or 'sql', or a full name.")
 
     @model_validator(mode="after")
-    def _no_inline_secrets(self) -> "Connection":
+    def _no_inline_secrets(self) -> Connection:
         problems = inline_secret_problems(self.settings()) + reference_problems(self.settings())
         problems += _origins_problems(self.connector, self.settings())
         if problems:
@@ -266,7 +266,7 @@ class WorkerConnections:
         self._connections = None if connections is None else dict(connections)
 
     @classmethod
-    def none(cls) -> "WorkerConnections":
+    def none(cls) -> WorkerConnections:
         """A worker started without a deployment."""
         return cls(None)
 
@@ -341,7 +341,7 @@ class ResolvedConnection:
     settings: dict[str, Any]
     secrets: frozenset[str]
 
-    def redactor(self) -> "Redactor":
+    def redactor(self) -> Redactor:
         """A redactor of these secrets (and of passwords embedded in URLs and DSNs)."""
         return Redactor(self.secrets)
 

@@ -58,8 +58,8 @@ from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
 from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection
-from .sharding import MAX_SHARDS
 from .ingress import IngressConfig
+from .sharding import MAX_SHARDS
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -160,7 +160,7 @@ class TemporalTarget(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_codec(self) -> "TemporalTarget":
+    def _one_codec(self) -> TemporalTarget:
         if self.data_converter and self.codec_endpoint:
             raise ValueError("give data_converter or codec_endpoint, not both: one codec encodes every payload")
         return self
@@ -181,7 +181,7 @@ class MissedPolicy(_Strict):
     )
 
     @model_validator(mode="after")
-    def _bound(self) -> "MissedPolicy":
+    def _bound(self) -> MissedPolicy:
         if self.policy == "catch_up" and self.bound is None:
             raise ValueError("catch_up needs a finite 'bound' (SCHED-8), e.g. {policy: catch_up, bound: 10}")
         if self.policy == "skip" and self.bound is not None:
@@ -203,7 +203,7 @@ class PollSettings(_Strict):
     _timeout = field_validator("timeout")(_within(timedelta(seconds=1), MAX_POLL_TIMEOUT))
 
     @model_validator(mode="after")
-    def _backoff_order(self, info: ValidationInfo) -> "PollSettings":
+    def _backoff_order(self, info: ValidationInfo) -> PollSettings:
         if self.backoff_max < self.backoff_initial and _edge(info):
             raise ValueError("backoff_max must be at least backoff_initial")
         return self

@@ -72,7 +72,7 @@ class AuthConfig(_Strict):
         return name
 
     @model_validator(mode="after")
-    def _consistent(self) -> "AuthConfig":
+    def _consistent(self) -> AuthConfig:
         if self.scheme == "none" and self.secrets:
             raise ValueError("scheme none takes no secrets; pick standard, github, stripe or token")
         if self.header is not None and self.scheme != "token":
@@ -87,7 +87,7 @@ class DeliveryIdSource(_Strict):
     body: str | None = Field(default=None, description="Dotted path into the JSON body, e.g. 'id' or 'event.id'.")
 
     @model_validator(mode="after")
-    def _one(self) -> "DeliveryIdSource":
+    def _one(self) -> DeliveryIdSource:
         if (self.header is None) == (self.body is None):
             raise ValueError("give exactly one of 'header' or 'body' (e.g. {header: X-Request-Id} or {body: event.id})")
         return self

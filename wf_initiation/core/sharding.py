@@ -74,7 +74,7 @@ def delivery_identity(path: str | None, payload: Any) -> str | None:
         return None
 
 
-def sharding_problems(spec: "ActivationSpec") -> list[str]:
+def sharding_problems(spec: ActivationSpec) -> list[str]:
     """Why this activation cannot be spread over ``spec.shards`` workflows (empty when it can)."""
     if spec.shards <= 1:
         return []

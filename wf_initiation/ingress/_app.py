@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,7 +25,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
-
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
@@ -34,8 +33,16 @@ from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
 from wf_initiation.core.limits import MAX_BULK
 from wf_initiation.errors import (
-    ActivationError, ActivationNotFound, CallTimeout, DeliveryRefused, DeliveryTooLarge, SecretUnavailable, TemporalError,
-    TemporalUnavailable, WfiError, most_specific,
+    ActivationError,
+    ActivationNotFound,
+    CallTimeout,
+    DeliveryRefused,
+    DeliveryTooLarge,
+    SecretUnavailable,
+    TemporalError,
+    TemporalUnavailable,
+    WfiError,
+    most_specific,
 )
 
 from . import _auth, _payload
@@ -144,7 +151,7 @@ class Gate:
             waiting_gauge.inc()
         try:
             await asyncio.wait_for(self._sem.acquire(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Pressure(503, "busy", f"no delivery slot for this workflow within {timeout:g}s") from None
         finally:
             self.waiting -= 1
@@ -271,7 +278,7 @@ class Ingress:
             self.auth_refusals.note(f"{route.label}: secret unavailable", f"{exc}; answered 503")
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         result = _auth.verify(route.auth.scheme, headers, body, now, secrets,
                               tolerance=route.auth.tolerance, token_header=route.auth.header)
         if not result.ok and raw is not body:
@@ -328,7 +335,7 @@ class Ingress:
         """When this process first saw the delivery id (remembered for the last 10,000 ids)."""
         seen = self._received.get(key)
         if seen is None:
-            seen = datetime.now(timezone.utc).isoformat()
+            seen = datetime.now(UTC).isoformat()
             self._received[key] = seen
             if len(self._received) > RECEIVED_AT_MEMORY:
                 self._received.popitem(last=False)
@@ -437,7 +444,7 @@ class Ingress:
             description = await asyncio.wait_for(client.get_workflow_handle(workflow_id_for(workflow)).describe(), 5)
         except RPCError as exc:
             return "missing" if exc.status == RPCStatusCode.NOT_FOUND else f"unknown: {exc.message[:100]}"
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return "unknown: describe timed out"
         status = description.status.name.lower() if description.status is not None else "unknown"
         return status if status == "running" else f"missing ({status})"

@@ -169,7 +169,7 @@ class ConnectionGuard:
         """uvicorn's ``http`` protocol class for a server guarded by this."""
         return type("GuardedHttpToolsProtocol", (GuardedProtocol,), {"guard": self})
 
-    def admit(self, connection: "GuardedProtocol") -> bool:
+    def admit(self, connection: GuardedProtocol) -> bool:
         self.open += 1
         if self.gauge is not None:
             self.gauge.inc()
@@ -183,28 +183,28 @@ class ConnectionGuard:
         self._enter(connection, "waiting for its headers")
         return True
 
-    def waiting(self, connection: "GuardedProtocol") -> None:
+    def waiting(self, connection: GuardedProtocol) -> None:
         """Its request's headers not complete yet (the first bytes of one came after a pause)."""
         self._enter(connection, "waiting for its headers")
 
-    def reading(self, connection: "GuardedProtocol") -> None:
+    def reading(self, connection: GuardedProtocol) -> None:
         """Its headers complete, its body still coming."""
         self._enter(connection, "waiting for its body")
 
-    def idle(self, connection: "GuardedProtocol") -> None:
+    def idle(self, connection: GuardedProtocol) -> None:
         """Answered; no byte of a next request yet."""
         self._enter(connection, "idle")
 
-    def busy(self, connection: "GuardedProtocol") -> None:
+    def busy(self, connection: GuardedProtocol) -> None:
         """Its request complete (being answered), or refused: not to be closed for another."""
         for tier in self._tiers.values():
             tier.pop(connection, None)
 
-    def _enter(self, connection: "GuardedProtocol", name: str) -> None:
+    def _enter(self, connection: GuardedProtocol, name: str) -> None:
         self.busy(connection)
         self._tiers[name][connection] = None
 
-    def forget(self, connection: "GuardedProtocol") -> None:
+    def forget(self, connection: GuardedProtocol) -> None:
         self.open -= 1
         if self.gauge is not None:
             self.gauge.dec()

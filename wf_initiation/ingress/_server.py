@@ -41,7 +41,7 @@ class IngressServer:
     @classmethod
     async def start(cls, app: Any, host: str, port: int, *, graceful_timeout: float = 60.0,
                     access_log: bool = False, limits: ConnectionLimits | None = None,
-                    refusals: RefusalLog | None = None, gauge: Any = None) -> "IngressServer":
+                    refusals: RefusalLog | None = None, gauge: Any = None) -> IngressServer:
         """Serve ``app``; ``limits`` (default: :func:`limits_for` the default configuration) bound
         each connection and their number, ``refusals`` counts and logs what they refuse."""
         limits = limits or limits_for(IngressConfig())

@@ -7,7 +7,13 @@ must not depend on the HTTP edge); re-exported here, where ingress users look fo
 from __future__ import annotations
 
 from wf_initiation.core.ingress import (
-    DEFAULT_PORT, DEFERRED_RETRY_AFTER, AuthConfig, DeliveryIdSource, Endpoint, IngressConfig, Scheme,
+    DEFAULT_PORT,
+    DEFERRED_RETRY_AFTER,
+    AuthConfig,
+    DeliveryIdSource,
+    Endpoint,
+    IngressConfig,
+    Scheme,
 )
 
 __all__ = ["DEFAULT_PORT", "DEFERRED_RETRY_AFTER", "AuthConfig", "DeliveryIdSource", "Endpoint", "IngressConfig", "Scheme"]

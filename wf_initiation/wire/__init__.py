@@ -23,6 +23,7 @@ from .errors import *  # noqa: F403
 from .errors import __all__ as _errors_all
 from .names import *  # noqa: F403
 from .names import __all__ as _names_all
+
 # Re-exported through __all__ below (built from the submodules' lists, which ruff cannot follow).
 from .search_attributes import ALL as SEARCH_ATTRIBUTES  # noqa: F401
 from .search_attributes import WFI_ACTIVATION, WFI_STATE, WFI_TRIGGERS, WFI_WORKFLOW  # noqa: F401

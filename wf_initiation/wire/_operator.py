@@ -13,7 +13,7 @@ as before and its content digest (a reused action id must mean the same action) 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self, Union
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator
 
@@ -158,7 +158,7 @@ def from_legacy(flat: LegacyOperatorRequest) -> _Action:
 
 
 OperatorAction = Annotated[
-    Union[Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending],
+    Pause | Resume | PollNow | SetCursor | ReleaseHeld | Backfill | DecideOverflow | AdmitPending | DropPending,
     Field(discriminator="action"),
     WrapValidator(_decode),
 ]

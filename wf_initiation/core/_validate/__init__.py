@@ -11,8 +11,8 @@ expressions (`_expressions`), `batch` (`_batch`), configuration (`_config`) and 
 entries (`_into`); `_load` reads a file and classifies the result.
 """
 
+from ._document import validate_document
 from ._expressions import check_expression
 from ._load import ValidationResult, load_workfile
-from ._document import validate_document
 
 __all__ = ["ValidationResult", "check_expression", "load_workfile", "validate_document"]

@@ -7,6 +7,18 @@ commands to execute). See docs/architecture.md for its layers.
 from . import operator, summary
 from ._codec import decode_state
 from ._deactivate import Outcome as DeactivateOutcome
+from ._dispatch import (
+    Call,
+    ControlCall,
+    Dispatcher,
+    Plan,
+    PollCall,
+    PublishCall,
+    SignalCall,
+    StartCall,
+    StartFault,
+    WatchCall,
+)
 from ._engine import initial_state
 from ._facade import Engine
 from ._keys import event_key, payload_digest
@@ -14,15 +26,31 @@ from ._lifecycle import lifecycle_event_id
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
-    LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL, LifecycleEvent, SubscribeRequest, UnsubscribeRequest,
+    LIFECYCLE_SIGNAL,
+    SUBSCRIBE_SIGNAL,
+    UNSUBSCRIBE_SIGNAL,
+    LifecycleEvent,
+    SubscribeRequest,
+    UnsubscribeRequest,
     activation_workflow_id,
 )
-from ._dispatch import (
-    Call, ControlCall, Dispatcher, Plan, PollCall, PublishCall, SignalCall, StartCall, StartFault, WatchCall,
-)
 from ._types import (
-    NOT_RETAINED, Command, Compat, ControlRun, Decision, DeliveryResult, Disposition, EngineState, ErrorRecord,
-    OperatorOutcome, PublishEvent, RunPoll, SignalRun, StartRun, WatchRuns, WatchTarget,
+    NOT_RETAINED,
+    Command,
+    Compat,
+    ControlRun,
+    Decision,
+    DeliveryResult,
+    Disposition,
+    EngineState,
+    ErrorRecord,
+    OperatorOutcome,
+    PublishEvent,
+    RunPoll,
+    SignalRun,
+    StartRun,
+    WatchRuns,
+    WatchTarget,
 )
 
 __all__ = [

@@ -19,7 +19,7 @@ import hashlib
 import itertools
 import struct
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ._types import Disposition, EngineState
 
@@ -45,7 +45,7 @@ class Retired:
         if found is None:
             return None
         digest, code, released = found
-        return digest.hex(), CODES[code], datetime.fromtimestamp(released, tz=timezone.utc)
+        return digest.hex(), CODES[code], datetime.fromtimestamp(released, tz=UTC)
 
     def pop_expired(self, cutoff: datetime) -> int:
         """Remove entries released at or before ``cutoff``; entries are kept in release order."""
@@ -64,14 +64,14 @@ class Retired:
         taken = list(itertools.islice(self.by_hash.items(), n))  # insertion order is release order
         for h, _ in taken:
             del self.by_hash[h]
-        latest = datetime.fromtimestamp(taken[-1][1][2], tz=timezone.utc) if taken else None
+        latest = datetime.fromtimestamp(taken[-1][1][2], tz=UTC) if taken else None
         return len(taken), latest
 
     def oldest(self) -> datetime | None:
         if not self.by_hash:
             return None
         first = next(iter(self.by_hash.values()))[2]
-        return datetime.fromtimestamp(first, tz=timezone.utc)
+        return datetime.fromtimestamp(first, tz=UTC)
 
     def pack(self) -> bytes:
         items = sorted(self.by_hash.items(), key=lambda kv: kv[1][2])
@@ -86,7 +86,7 @@ class Retired:
         return _HEADER.pack(_MAGIC, len(items)) + hashes + digests + tail
 
     @classmethod
-    def unpack(cls, blob: bytes) -> "Retired":
+    def unpack(cls, blob: bytes) -> Retired:
         out = cls()
         if not blob:
             return out

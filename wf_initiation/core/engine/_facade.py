@@ -24,11 +24,11 @@ from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
     CURRENT,
     Compat,
-    Intake,
     Decision,
     DeliveryResult,
     EngineState,
     EventRecord,
+    Intake,
     OperatorOutcome,
     RunRecord,
     WatchRuns,

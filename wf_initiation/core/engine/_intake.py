@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 _LEGACY_DEPTH = 10_000
 
 
-def payload_problem(engine: "Runs", payload: Any, delivery_id: str | None) -> str | None:
+def payload_problem(engine: Runs, payload: Any, delivery_id: str | None) -> str | None:
     """Why the engine cannot take this payload at all, or None (then the manifest schema decides)."""
     problem = (json_problem(payload) if engine.bounded
                else json_problem(payload, max_depth=_LEGACY_DEPTH, max_int_digits=LEGACY_INT_DIGITS))
@@ -52,12 +52,12 @@ def payload_problem(engine: "Runs", payload: Any, delivery_id: str | None) -> st
     return None if too_long is None else f"{too_long}: use a shorter id (e.g. a hash of it)"
 
 
-def size_problem(engine: "Runs", size: int) -> str | None:
+def size_problem(engine: Runs, size: int) -> str | None:
     """Why a payload of ``size`` bytes (canonical JSON) is too large to take, or None."""
     return payload_size_problem(size) if engine.bounded else None
 
 
-def held_bytes(engine: "Runs") -> int:
+def held_bytes(engine: Runs) -> int:
     """Payload bytes held for runs not started yet: pending runs, open batches, a held poll item,
     subscription deliveries not confirmed. Runs being started are not counted: their inputs leave
     the state within a task or two."""
@@ -68,7 +68,7 @@ def held_bytes(engine: "Runs") -> int:
     return total
 
 
-def defer_reason(engine: "Runs", size: int) -> str | None:
+def defer_reason(engine: Runs, size: int) -> str | None:
     """Why a new event of ``size`` payload bytes must wait, or None."""
     if not engine.bounded:
         return None
@@ -81,7 +81,7 @@ def defer_reason(engine: "Runs", size: int) -> str | None:
     return None
 
 
-def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: str, now: Any, *,
+def deferred(engine: Runs, entry: EntrySpec, delivery_id: str | None, reason: str, now: Any, *,
              signalled: bool = False, quiet: bool = False) -> DeliveryResult:
     """Record a deferred event: nothing consumed, no run; the sender delivers it again later.
 
@@ -101,7 +101,7 @@ def deferred(engine: "Runs", entry: EntrySpec, delivery_id: str | None, reason: 
                           message=clip(reason), activation_id=engine.spec.activation_id)
 
 
-def undecodable(engine: "Runs", problem: str, now: Any) -> DeliveryResult:
+def undecodable(engine: Runs, problem: str, now: Any) -> DeliveryResult:
     """A delivery whose argument could not even be decoded: ``invalid``, recorded without identity."""
     engine.count("deliveries")
     engine.count("invalid")
@@ -111,18 +111,18 @@ def undecodable(engine: "Runs", problem: str, now: Any) -> DeliveryResult:
 
 
 # ---------------------------------------------------------------------------- capacity
-def estimated_state_bytes(engine: "Runs") -> int:
+def estimated_state_bytes(engine: Runs) -> int:
     """The carried state's size, estimated from above from what it holds (see core.limits)."""
     return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID
             + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine))
 
 
-def capacity_fill(engine: "Runs") -> float:
+def capacity_fill(engine: Runs) -> float:
     """Estimated carried state / capacity: 1.0 is full."""
     return estimated_state_bytes(engine) / CAPACITY_BYTES
 
 
-def capacity(engine: "Runs") -> dict[str, Any]:
+def capacity(engine: Runs) -> dict[str, Any]:
     """The fill level and its parts, for operators (summary, page, gauge)."""
     estimate = estimated_state_bytes(engine)
     return {"fill": round(estimate / CAPACITY_BYTES, 3), "estimated_state_bytes": estimate, "capacity_bytes": CAPACITY_BYTES,
@@ -130,7 +130,7 @@ def capacity(engine: "Runs") -> dict[str, Any]:
             "policy": engine.spec.policies.at_capacity, "shed_through": engine.state.shed_through}
 
 
-def capacity_reason(engine: "Runs", size: int, now: Any) -> str | None:
+def capacity_reason(engine: Runs, size: int, now: Any) -> str | None:
     """Why a new event of ``size`` payload bytes cannot be retained (the activation is at capacity),
     or None; under ``shed_oldest`` the oldest released ids are dropped to make room first."""
     if not engine.capacity_checked:
@@ -166,7 +166,7 @@ def capacity_reason(engine: "Runs", size: int, now: Any) -> str | None:
             "later, or give the workflow a shorter dedup_retention, at_capacity: shed_oldest or more shards")
 
 
-def _warn(engine: "Runs", estimate: int, now: Any) -> None:
+def _warn(engine: Runs, estimate: int, now: Any) -> None:
     fill = estimate / CAPACITY_BYTES
     if fill >= CAPACITY_WARNING and not engine.state.capacity_warned:
         engine.state.capacity_warned = True

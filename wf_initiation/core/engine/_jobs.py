@@ -23,8 +23,6 @@ from ._schedule import ACTIVE, TICK, admit_occurrence
 from ._types import AdmitJob, OverflowRange, ScheduleState
 
 
-
-
 def run_jobs(engine: Pipeline, now: datetime) -> None:
     """Advance unfinished jobs, oldest first, within this task's budget."""
     for st in engine.state.schedules.values():

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict
 
 from .._expr import canonical_key
 from ..activation import EntrySpec
-from ._lifecycle import keep
 from ._ledger import Ledger
+from ._lifecycle import keep
 from ._types import Disposition, Outcome, SignalRun, Subscription
 
 EVENT_SIGNAL = "wfi.subscription_event"

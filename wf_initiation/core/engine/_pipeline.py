@@ -15,8 +15,8 @@ import jsonschema
 
 from wf_initiation.errors import UnknownEntry
 
-from .._expr import Evaluator, ExpressionFault
 from .. import schedule as seq
+from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
@@ -24,7 +24,7 @@ from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
-from ._types import NO_INTAKE, Disposition, DeliveryResult, EngineState, EventRecord, Intake, Outcome, RunRecord
+from ._types import NO_INTAKE, DeliveryResult, Disposition, EngineState, EventRecord, Intake, Outcome, RunRecord
 
 
 class Pipeline(Runs):

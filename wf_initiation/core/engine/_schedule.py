@@ -42,9 +42,8 @@ from .. import schedule as seq
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
 from ._keys import payload_digest
-from ._types import OperatorRefused
 from ._pipeline import Pipeline
-from ._types import AdmitJob, OccurrenceRecord, OverflowRange, ScheduleState
+from ._types import AdmitJob, OccurrenceRecord, OperatorRefused, OverflowRange, ScheduleState
 
 RangeStatus = Literal["awaiting_operator", "admitted", "skipped", "partially_admitted"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import connections
@@ -101,7 +101,7 @@ def utc(moment: datetime | None) -> str:
     """``2026-12-01 21:08:55Z``: the instant in UTC, to the second, with its zone."""
     if moment is None:
         return "—"
-    return moment.astimezone(timezone.utc).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
+    return moment.astimezone(UTC).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
 
 
 def local(moment: datetime | str | None, zone: str) -> str:
