@@ -93,6 +93,37 @@ def combined_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return whole
 
 
+MERGED_BY_KEY = ("runs", "queues", "unacked")
+JOINED_IN_TIME = (("errors", "at"), ("recent_runs", "accepted_at"), ("waiting", "at"))
+SUMMED_STATE_NUMBERS = ("events_total", "runs_total", "queues_total")
+
+
+def combined_state(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The full state of a sharded activation (``wfi state``): shard 0's (spec, schedules, polls,
+    operator log, ...), with what every shard holds of its own deliveries joined: errors, runs and
+    waiting deliveries (each item naming its ``shard``), counters summed. ``summary`` is set by the
+    caller (:func:`combined_summary`)."""
+    whole = dict(parts[0])
+    for field in SUMMED:
+        total: dict[str, int] = {}
+        for part in parts:
+            for key, n in part.get(field, {}).items():
+                total[key] = total.get(key, 0) + n
+        whole[field] = total
+    for field in SUMMED_STATE_NUMBERS:
+        whole[field] = sum(part.get(field, 0) for part in parts)
+    for field in MERGED_BY_KEY:
+        merged: dict[str, Any] = {}
+        for part in parts:
+            merged.update(part.get(field) or {})
+        whole[field] = merged
+    for field, when in JOINED_IN_TIME:
+        joined = [{**item, "shard": k} if isinstance(item, dict) else item
+                  for k, part in enumerate(parts) for item in part.get(field) or []]
+        whole[field] = sorted(joined, key=lambda item: str(item.get(when, "")) if isinstance(item, dict) else "")
+    return whole
+
+
 def combined_deactivation(results: list[Any]) -> Any:
     """One answer for a deactivation of every shard: settled only when every shard is."""
     first = results[0]

@@ -40,7 +40,7 @@ from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, ch
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
-from wf_initiation._shards import RoutingCache, combined_deactivation, combined_summary
+from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
 from wf_initiation.core._catalog import Catalog
 from wf_initiation.core._validate import load_workfile
 from wf_initiation.core.activation import ActivationSpec, build_activation
@@ -573,8 +573,6 @@ class WfiClient:
         await self._check_codec(workflow)
         query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict), workflow=workflow)  # noqa: E731
         state = await query()
-        if (await self._routing.get(workflow)).shards > 1:  # shard 0's state; the whole activation's summary
-            state["summary"] = await self.summary(workflow)
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
             for _ in range(settle - 1):  # every (state, events) pair here was read state first
@@ -583,6 +581,12 @@ class WfiClient:
                     break
                 state, events = after, {e["key"]: e async for e in self.events(workflow)}
             state["events"] = events
+        shards = (await self._routing.get(workflow)).shards
+        if shards > 1:  # the whole activation: every shard's errors, runs and counters, and its summary
+            others = await asyncio.gather(*(self._retry(functools.partial(
+                self.handle(workflow, k).query, STATE_QUERY, result_type=dict), workflow=workflow) for k in range(1, shards)))
+            state = {**combined_state([state, *others]), **({"events": state["events"]} if include_events else {})}
+            state["summary"] = await self.summary(workflow)
         await self._real_status(workflow, state.get("summary"))
         return state
 

@@ -73,6 +73,12 @@ async def test_each_delivery_is_taken_by_its_shard_and_dedup_holds_across_client
     assert {(await wfi.delivery(name, "hook", i))["disposition"] for i in ids[:5]} == {"accepted"}
     events = [e async for e in wfi.events(name)]
     assert {e["delivery_id"] for e in events} >= set(ids)
+    full = await wfi.state(name, include_events=True, settle=3)  # `wfi state --events`: the whole activation too
+    assert len(full["summary"]["shards"]) == SHARDS and full["summary"]["dedup_entries"] >= summary["dedup_entries"] + 30
+    assert {e["delivery_id"] for e in full["events"].values()} >= set(ids)
+    (error,) = [e for e in full["errors"] if e["kind"] == "conflict"]  # each shard's errors, naming the shard
+    assert error["delivery_id"] == "d-1" and error["shard"] == shard_of("hook", "d-1", SHARDS)
+    assert full["counters"]["deliveries"] == summary["counters"]["deliveries"] + 30
     for k in range(SHARDS):
         assert await task_failures(client, name) == []
         await assert_replays(client, shard_workflow_id(name, k))

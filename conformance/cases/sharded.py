@@ -1,0 +1,102 @@
+"""A sharded activation checked from outside (deployment ``scale: {shards: N}``; docs/limits.md).
+
+The activation runs as N Temporal workflows, each taking the deliveries whose id routes to it
+(``core.sharding``); every guarantee of one activation holds across them. These cases drive it only
+through ``wfi activate``, ``wfi deliver``, ``wfi state`` and ``wfi deactivate`` (the kit's cleanup),
+so a sharded deployment is proved the way an operator would use it. Operator actions (pause,
+resume, poll_now, set_cursor, backfill, ...) name schedule and poll entries, which shard 0 alone
+runs, so they need no fan-out; a deactivation reaches every shard with one action id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check
+from wf_initiation.wire import ECHO_RUN_WORKFLOW
+
+SHARDS = 4
+# No queue_by: a key's FIFO order needs one workflow (a sharded activation refuses it).
+HOOK = """name: {name}
+on:
+  http.request: {{path: /hooks/{name}}}
+  as: hook
+  when: "{{{{ hook.body.go }}}}"
+steps:
+  - id: handle
+"""
+
+
+def _pair(target: Target, shards: int = SHARDS) -> WorkfilePair:
+    name = target.unique("sharded")
+    run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
+    return target.write_pair(name, HOOK.format(name=name), {"run": run, "scale": {"shards": shards}})
+
+
+async def _deliver(target: Target, pair: WorkfilePair, ident: str, **body: Any) -> dict[str, Any]:
+    payload = {"delivery_id": ident, "method": "POST", "body": {"go": True, **body}}
+    result = await target.wfi("deliver", "--payload", json.dumps(payload), "--update-id", target.unique("u"),
+                              "--workflow", pair.workflow, "--deployment", str(pair.deployment), "--json")
+    check(result.code in (0, 1) and result.stdout.strip(), f"`wfi deliver` failed:\n{result.describe()}")
+    return result.json()
+
+
+@case(capability=EXTERNAL, clauses=["EXT-3", "EXT-4", "EXT-8", "EXT-1", "TRIG-13"])
+async def a_sharded_activation_deduplicates_and_records_conflicts_across_its_shards(target: Target) -> None:
+    pair = _pair(target)
+    await target.activate(pair)
+    idents = [f"s{i}" for i in range(12)]
+    first = {i: await _deliver(target, pair, i) for i in idents}
+    check(all(r["disposition"] == "accepted" for r in first.values()), f"each new id is accepted: {first}")
+    for ident in idents:
+        again = await _deliver(target, pair, ident)
+        check(again["disposition"] == "duplicate" and again["run_key"] == first[ident]["run_key"],
+              f"{ident} delivered again: a duplicate naming the first run, got {again}")
+    for ident in idents[:3]:
+        changed = await _deliver(target, pair, ident, extra="changed")
+        check(changed["disposition"] == "conflict", f"{ident} with another payload: a conflict, got {changed}")
+    quiet = await _deliver(target, pair, "q0", go=False)
+    check(quiet["disposition"] == "suppressed", f"`when` false: suppressed, got {quiet}")
+    for ident in idents:
+        if await target.run_started(first[ident]["run_key"]) is None:
+            raise CaseFailed(f"the run of {ident} ({first[ident]['run_key']}) was never started")
+    state = await target.state(pair, events=True)
+    summary = state["summary"]
+    parts = summary.get("shards") or []
+    check(len(parts) == SHARDS, f"the summary shows each of the {SHARDS} shards: {parts}")
+    busy = [p for p in parts if p.get("dedup_entries")]
+    check(len(busy) >= 2, f"12 ids spread over more than one shard: {parts}")
+    check(summary.get("dedup_entries") == len(idents) + 1, f"the whole activation holds 13 entries: {summary}")
+    check(sum(1 for e in state["errors"] if e["kind"] == "conflict") == 3, "each conflict is an initiation error")
+    keys = {f"hook\x1f{i}" for i in (*idents, "q0")}
+    check(keys <= set(state["events"]), f"every shard's entries are listed: missing {sorted(keys - set(state['events']))}")
+    check(all(state["events"][f"hook\x1f{i}"]["run_key"] == first[i]["run_key"] for i in idents),
+          "the first payload's run stands")
+
+
+@case(capability=EXTERNAL, clauses=["INIT-3", "INIT-4"])
+async def a_sharded_activation_is_activated_once_and_its_shard_count_is_not_changed_while_it_runs(target: Target) -> None:
+    pair = _pair(target)
+    first = await target.activate(pair)
+    again = await target.activate(pair)
+    check(again["activation_id"] == first["activation_id"] and again["outcome"] == "unchanged",
+          f"activating the same sharded Workfile twice changes nothing: {again}")
+    accepted = await _deliver(target, pair, "r1")
+    check(accepted["disposition"] == "accepted", f"a delivery is accepted: {accepted}")
+    resized = target.write_pair(pair.workflow, pair.workfile.read_text(),
+                                {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue},
+                                 "scale": {"shards": SHARDS * 2}})
+    refused = await target.wfi("activate", str(resized.workfile), "--deployment", str(resized.deployment), "--json")
+    check(refused.code != 0, f"changing scale.shards of a live activation is refused:\n{refused.describe()}")
+    check("shard" in (refused.stdout + refused.stderr), f"the refusal names the shard count:\n{refused.describe()}")
+    after = await _deliver(target, pair, "r1")
+    check(after["disposition"] == "duplicate" and after["run_key"] == accepted["run_key"],
+          f"the activation kept its shards and its entries: {after}")
+    check(len((await target.state(pair))["summary"].get("shards") or []) == SHARDS, "still on its shards")
+
+
+CASES = (
+    a_sharded_activation_deduplicates_and_records_conflicts_across_its_shards,
+    a_sharded_activation_is_activated_once_and_its_shard_count_is_not_changed_while_it_runs,
+)
