@@ -3,8 +3,9 @@
 Shard 0 answers the ``routing`` query with the shard count and each external entry's delivery-id
 path; the client computes a delivery's shard itself (``core.sharding.shard_of``) and keeps the
 answer for the client's life: the shard count of a live activation never changes (a re-activation
-that would change it is refused), so a cached answer stays right. An activation of a build before
-sharding has no such query and is one shard.
+that would change it is refused), so a cached answer stays right. When shard 0 cannot answer (a
+failed or stale workflow task, a worker of a build before sharding), a delivery goes to shard 0,
+which takes it or passes it on; reads and deactivation, which must reach every shard, raise.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from temporalio.client import WorkflowQueryFailedError
-from temporalio.service import RPCError, RPCStatusCode
-
 from wf_initiation.core.sharding import delivery_shard
+from wf_initiation.errors import ActivationNotFound, QueryFailed, WfiError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,18 +45,23 @@ class RoutingCache:
         self._ask = ask
         self._known: dict[str, Routing] = {}
 
-    async def get(self, workflow: str) -> Routing:
+    async def get(self, workflow: str, *, fallback: bool = False) -> Routing:
+        """The routing of ``workflow``. With ``fallback`` (a delivery's route), shard 0 when it cannot
+        be asked now; without (deactivation, state: every shard must be reached), the error."""
         known = self._known.get(workflow)
         if known is not None:
             return known
         try:
             routing = Routing.from_answer(await self._ask(workflow))
-        except WorkflowQueryFailedError:
-            routing = UNSHARDED  # a build before sharding: no routing query, one shard
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
+        except ActivationNotFound:
             return UNSHARDED  # no activation yet: shard 0 answers that (not kept: it may start)
+        except (QueryFailed, WfiError) as exc:
+            if not fallback or (not isinstance(exc, QueryFailed) and not exc.retryable):
+                raise  # the codec, the credentials: every call about this workflow fails alike
+            # Shard 0 cannot answer now (a failed or stale workflow task, a busy server), or is of a
+            # build without the query: this delivery goes to shard 0, which takes it or passes it on
+            # (a misrouted update is refused, then routed again); the routing is asked again next time.
+            return UNSHARDED
         self._known[workflow] = routing
         return routing
 

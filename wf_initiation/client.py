@@ -150,6 +150,10 @@ def spec_from_files(workfile_path: str | pathlib.Path, deployment_path: str | pa
     return build_spec(workfile_path, deployment), deployment
 
 
+# Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there).
+ROUTING_ATTEMPTS = 3
+
+
 class Activation(BaseModel):
     """What :meth:`WfiClient.activate` did, in the words ``wfi activate`` prints."""
 
@@ -258,7 +262,10 @@ class WfiClient:
         return self.client.get_workflow_handle(shard_workflow_id(workflow, shard), result_type=DeactivatedResult)
 
     async def _ask_routing(self, workflow: str) -> dict[str, Any]:
-        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict), workflow=workflow)
+        # A few attempts only: when shard 0 cannot answer now, the delivery goes to shard 0, which
+        # takes it or passes it on (wf_initiation/_shards.py), rather than waiting for the answer.
+        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict), workflow=workflow,
+                                 attempts=ROUTING_ATTEMPTS)
 
     async def shards(self, workflow: str) -> int:
         """How many activation workflows an activation spans (its deployment's ``scale.shards``).
@@ -377,7 +384,7 @@ class WfiClient:
         request = DeliveryRequest(entry=entry, payload=payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         for attempt in (1, 2):  # a second time only after a shard said it is not this delivery's
-            shard = (await self._routing.get(workflow)).shard(entry, payload)
+            shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)
             try:
                 if self._groups is not None and update_id is None:
                     return await self._groups.deliver(_lane(workflow, shard), request, size)
@@ -408,7 +415,7 @@ class WfiClient:
         """
         bulk_chunks(deliveries)  # every payload checked before the first update is sent
         await self._check_codec(workflow)
-        routing = await self._routing.get(workflow)
+        routing = await self._routing.get(workflow, fallback=True)
         by_shard: dict[int, list[int]] = {}
         for i, (entry, payload) in enumerate(deliveries):
             by_shard.setdefault(routing.shard(entry, payload), []).append(i)
@@ -461,7 +468,7 @@ class WfiClient:
         check_size(payload)
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
-        shard = (await self._routing.get(workflow)).shard(entry, payload)  # a shard passes on a misrouted one
+        shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)  # a shard passes on a misrouted one
         await self._retry(lambda: self.handle(workflow, shard).signal(DELIVER_SIGNAL, request), workflow=workflow)
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
@@ -668,13 +675,14 @@ class WfiClient:
         return await self._retry(lambda: self.handle(workflow, shard).query(DELIVERY_QUERY, args=[entry, delivery_id]),
                                  workflow=workflow)
 
-    async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None) -> _T:
+    async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None, attempts: int | None = None) -> _T:
         """``await call()``, again with the same ids while what it raises is retryable (the server's
         limit of updates in flight, a restarting server, a rebinding activation, a stale answer of a
         restarted worker), at most ``max_attempts`` times; Temporal's errors raised as
         wf-initiation's (:mod:`wf_initiation._from_temporal`), the original as ``__cause__``."""
         delay = 0.05
-        for attempt in range(self.max_attempts):
+        attempts = attempts or self.max_attempts
+        for attempt in range(attempts):
             try:
                 return await call()
             except Exception as exc:
@@ -685,7 +693,7 @@ class WfiClient:
                     # The SDK turns a cancellation of the call into an RPC timeout: a caller's timeout
                     # (asyncio.wait_for) must end the call as cancelled, not be retried.
                     raise asyncio.CancelledError() from exc
-                if not error.retryable or attempt == self.max_attempts - 1:
+                if not error.retryable or attempt == attempts - 1:
                     if error is exc:
                         raise
                     raise error from exc

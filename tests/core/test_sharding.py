@@ -4,13 +4,15 @@ fixed vectors, so clients, the ingress and every shard agree across versions."""
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import pytest
 
 from tests.support.activation import make_spec
-from wf_initiation._shards import Routing, combined_summary
+from wf_initiation._shards import Routing, RoutingCache, combined_summary
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.sharding import MAX_SHARDS, delivery_identity, delivery_shard, shard_of, sharding_problems
+from wf_initiation.errors import CodecError, QueryFailed, TemporalUnavailable
 
 # (entry, delivery id, shards) -> shard. Computed once (and checked with `printf 'request\x1fd-2' |
 # sha256sum`): a change here re-routes the deliveries of every running sharded activation.
@@ -109,3 +111,29 @@ def test_each_shard_s_page_says_which_shard_it_is(tmp_path: pathlib.Path) -> Non
     spec = make_spec(tmp_path, WORKFILE.format(name="paged", extra=""), task_queue="q", scale={"shards": 4}).as_shard(2)
     page = Engine(spec.shard_part(), initial_state(spec.shard_part(), datetime(2026, 1, 1, tzinfo=UTC))).markdown()
     assert "**shard 2 of 4**" in page and "wfi state --workflow paged --summary" in page
+
+
+async def test_a_delivery_goes_to_shard_zero_when_the_routing_cannot_be_asked_and_a_read_raises() -> None:
+    # proves: EXT-8
+    asked: list[str] = []
+    answers: list[Any] = [TemporalUnavailable("task failed"), QueryFailed("stale", failure_type="StaleActivationError"),
+                          {"shards": 4, "entries": {"hook": None}}]
+
+    async def ask(workflow: str) -> dict[str, Any]:
+        asked.append(workflow)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    cache = RoutingCache(ask)
+    assert (await cache.get("w", fallback=True)).shards == 1, "unrouted: shard 0 takes it or passes it on"
+    assert (await cache.get("w", fallback=True)).shards == 1
+    assert (await cache.get("w", fallback=True)).shards == 4 and len(asked) == 3, "a failure is not kept"
+    assert (await cache.get("w")).shards == 4 and len(asked) == 3, "an answer is kept"
+    answers.append(TemporalUnavailable("down"))
+    with pytest.raises(TemporalUnavailable):  # reads and deactivation must reach every shard
+        await cache.get("other")
+    answers.append(CodecError("no codec"))
+    with pytest.raises(CodecError):  # what fails every call about the workflow fails the delivery too
+        await cache.get("third", fallback=True)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.xdist_group("wheel")
 def test_public_names_are_pinned() -> None:
     assert wf_initiation.__all__ == [
         "DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiError", "WfiPlugin", "__version__", "activation_spec",
-        "wait_for",
+        "run_script", "wait_for",
     ]
     for name in wf_initiation.__all__:
         assert getattr(wf_initiation, name) is not None

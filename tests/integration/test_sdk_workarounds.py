@@ -29,7 +29,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from tests.support.waits import assert_eventually, binary
+from tests.support.temporal import binary
+from tests.support.waits import assert_eventually
 from wf_initiation import _sdk
 from wf_initiation._from_temporal import retryable
 
