@@ -103,7 +103,7 @@ def test_the_kit_passes_against_the_example_deployment_and_leaves_nothing_runnin
     assert len(kit.activations) >= 20 and not_deactivated == [], not_deactivated
 
 
-FAMILIES = ("scheduled", "external", "batching", "polling", "composition", "hostile", "capabilities")
+FAMILIES = ("scheduled", "external", "sharded", "batching", "polling", "composition", "hostile", "capabilities")
 
 
 @pytest.mark.slow
@@ -116,6 +116,12 @@ def test_the_scheduled_cases_pass(kit: KitRun) -> None:
 def test_the_external_event_cases_pass(kit: KitRun) -> None:
     # proves: EXT-1, EXT-2, EXT-3, EXT-4, EXT-5, EXT-9, EXT-10, EXT-11, EXT-12, EXT-13, TRIG-8, TRIG-9, TRIG-11, TRIG-13, TRIG-14, INIT-3, INIT-4, INIT-5, INIT-6
     assert family(kit, "external") == []
+
+
+@pytest.mark.slow
+def test_the_sharded_activation_cases_pass(kit: KitRun) -> None:
+    # proves: EXT-1, EXT-3, EXT-4, EXT-8, TRIG-13, INIT-3, INIT-4
+    assert family(kit, "sharded") == []
 
 
 @pytest.mark.slow
