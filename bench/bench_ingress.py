@@ -162,7 +162,8 @@ def start_ingress(deployment: pathlib.Path, port: int, log: pathlib.Path) -> sub
     raise TimeoutError(f"wfi serve did not connect within 60s; see {log}")
 
 
-def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: list[str], port: int, slots: int) -> pathlib.Path:
+def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: list[str], port: int, slots: int,
+                     grouping: dict[str, Any] | None = None) -> pathlib.Path:
     for name in names:
         (tmp / f"{name}.yaml").write_text(WORKFILE.format(name=name))
     path = tmp / "deployment.json"
@@ -171,7 +172,7 @@ def write_deployment(tmp: pathlib.Path, address: str, queues: Queues, names: lis
         "workflows": {name: {"workfile": f"{name}.yaml", "lifecycle_events": False,
                              "run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": queues.runs}} for name in names},
         "ingress": {"port": port, "default_auth": {"scheme": "token", "secrets": ["env:WFI_BENCH_TOKEN"]},
-                    "updates_per_workflow": slots, "max_waiting": 1024},
+                    "updates_per_workflow": slots, "max_waiting": 1024, **(grouping or {})},
     }))
     return path
 
@@ -186,7 +187,9 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     names = {(kind, c, side, r): f"bi-{kind}-{c}-{side}-{r}-{suffix}"
              for kind, c, _ in phases for side in ("direct", "http") for r in rounds}
     address = server.client.service_client.config.target_host
-    deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow)
+    grouping = {key: value for key, value in (("group_window", args.group_window), ("groups_in_flight", args.groups_in_flight))
+                if value is not None}
+    deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow, grouping)
     deployment = load_deployment(deployment_path)
     wfi = WfiClient(server.client, task_queue=queues.activations)
     for name in names.values():
@@ -280,6 +283,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--updates-per-workflow", type=int, help="override ingress.updates_per_workflow")
     parser.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="more server dynamic config (repeatable)")
+    parser.add_argument("--group-window", help="override ingress.group_window (e.g. 5ms)")
+    parser.add_argument("--groups-in-flight", type=int, help="override ingress.groups_in_flight")
     args = parser.parse_args(argv)
     if not args.server_defaults:
         args.dynamic_config = [RAISED_LIMIT, *args.dynamic_config]

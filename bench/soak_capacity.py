@@ -94,7 +94,7 @@ async def soak(wfi: WfiClient, name: str, args: argparse.Namespace, log: Any) ->
             longest, runs = await _history(wfi, name, args.shards)
             c, cap = summary["counters"], summary.get("capacity", {})
             sample = {"t": round(time.monotonic() - began), "sent": sent, "processed": c.get("deliveries", 0),
-                      "retained": summary.get("dedup_entries", 0) + summary.get("dedup_retired", 0),
+                      "retained": cap.get("retained_ids", summary.get("dedup_entries", 0)),
                       "fill": cap.get("fill"), "estimated_bytes": cap.get("estimated_state_bytes"),
                       "deferred": c.get("deferred", 0), "runs_started": c.get("runs_started", 0),
                       "longest_run_events": longest, "activation_runs": runs}

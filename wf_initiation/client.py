@@ -200,7 +200,7 @@ class WfiClient:
     def __init__(
         self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE, max_attempts: int = 60,
         update_timeout: timedelta = timedelta(seconds=20), group_deliveries: bool = False,
-        group_window: timedelta = timedelta(milliseconds=2), groups_in_flight: int = 2,
+        group_window: timedelta = timedelta(milliseconds=2), groups_in_flight: int = 1,
     ) -> None:
         self.client = client
         self.task_queue = task_queue

@@ -154,7 +154,9 @@ class IngressConfig(_Strict):
         default=timedelta(milliseconds=2), description="How long a request waits for others when no update of its "
         "workflow is in flight (when one is, the next update goes as soon as one returns).",
     )
-    groups_in_flight: int = Field(default=2, ge=1, le=8, description="Grouped updates in flight per workflow.")
+    groups_in_flight: int = Field(default=1, ge=1, le=8, description=(
+        "Grouped updates in flight per workflow. 1 (the default): the next group forms while one is out and is "
+        "sent as soon as it returns, which measured best (bench/README.md, grouping)."))
     queue_timeout: timedelta = Field(default=timedelta(seconds=10), description="Longest wait for a slot; then 503.")
     delivery_timeout: timedelta = Field(
         default=timedelta(seconds=30), description="Longest wait for the durable disposition; then 503 (retry is safe).",
