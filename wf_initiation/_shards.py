@@ -74,17 +74,22 @@ SUMMED = ("counters", "error_counts")
 SUMMED_NUMBERS = ("dedup_entries", "dedup_retired", "runs_pending", "runs_starting", "runs_running")
 
 
+def _summed(parts: list[dict[str, Any]], field: str) -> dict[str, int]:
+    """One mapping of counts from every shard's ``field``, summed key by key."""
+    total: dict[str, int] = {}
+    for part in parts:
+        for key, n in part.get(field, {}).items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
 def combined_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary of a sharded activation: shard 0's (schedules, polls, status, ...), with counters
     and counts summed over every shard, the fullest shard's capacity, and each shard's own under
     ``shards`` (what ``wfi state --summary`` shows)."""
     whole = dict(parts[0])
     for field in SUMMED:
-        total: dict[str, int] = {}
-        for part in parts:
-            for key, n in part.get(field, {}).items():
-                total[key] = total.get(key, 0) + n
-        whole[field] = total
+        whole[field] = _summed(parts, field)
     for field in SUMMED_NUMBERS:
         whole[field] = sum(part.get(field, 0) for part in parts)
     capacities = [part["capacity"] for part in parts if "capacity" in part]
@@ -109,11 +114,7 @@ def combined_state(parts: list[dict[str, Any]]) -> dict[str, Any]:
     caller (:func:`combined_summary`)."""
     whole = dict(parts[0])
     for field in SUMMED:
-        total: dict[str, int] = {}
-        for part in parts:
-            for key, n in part.get(field, {}).items():
-                total[key] = total.get(key, 0) + n
-        whole[field] = total
+        whole[field] = _summed(parts, field)
     for field in SUMMED_STATE_NUMBERS:
         whole[field] = sum(part.get(field, 0) for part in parts)
     for field in MERGED_BY_KEY:
