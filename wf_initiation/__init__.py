@@ -22,11 +22,12 @@ __all__ = ["DeliveryResult", "Disposition", "RunInput", "WfiClient", "WfiError",
 if TYPE_CHECKING:
     from wf_initiation._script import run_script
     from wf_initiation._version import __version__
-    from wf_initiation.client import WfiClient, activation_spec
+    from wf_initiation.client import WfiClient
     from wf_initiation.core.engine import DeliveryResult, Disposition
     from wf_initiation.core.runinput import RunInput
     from wf_initiation.errors import WfiError
     from wf_initiation.plugin import WfiPlugin
+    from wf_initiation.specs import activation_spec
     from wf_initiation.workflows.runapi import wait_for
 
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -34,7 +35,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "WfiPlugin": ".plugin",
     "WfiClient": ".client",
     "WfiError": ".errors",
-    "activation_spec": ".client",
+    "activation_spec": ".specs",
     "RunInput": ".core.runinput",
     "Disposition": ".core.engine",
     "DeliveryResult": ".core.engine",

@@ -41,9 +41,7 @@ from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
-from wf_initiation.core._catalog import Catalog
-from wf_initiation.core._validate import load_workfile
-from wf_initiation.core.activation import ActivationSpec, build_activation
+from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
@@ -57,6 +55,7 @@ from wf_initiation.errors import (
     DiagnosticError,
     TemporalUnavailable,
 )
+from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # defined there; importable here as before
 from wf_initiation.wire import (
     ACTIVATE_UPDATE,
     ACTIVATION_WORKFLOW,
@@ -89,66 +88,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-
-def activation_spec(workfile: str | pathlib.Path, deployment: str | pathlib.Path | Deployment) -> ActivationSpec:
-    """The activation spec of a Workfile under a deployment, as ``wfi activate`` builds it.
-
-    Validates the Workfile, checks the deployment claims every capability it needs (CAP-7) and
-    resolves every trigger binding (INIT-3): what ``wfi validate --deployment`` accepts.
-
-    Args:
-        workfile: The Workfile's path.
-        deployment: The deployment file's path, or a loaded :class:`Deployment` (a path relative to
-            it names the Workfile in ``workflows.<name>.workfile``).
-
-    Returns:
-        The spec to pass to :meth:`WfiClient.activate`; ``spec.workflow`` is the workflow identity.
-
-    Raises:
-        DiagnosticError: the Workfile or the deployment is invalid or unsupported; each of its
-            ``diagnostics`` names the problem and where (``d.render(file)`` prints it as ``wfi`` does).
-    """
-    loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
-    return build_spec(workfile, loaded)
-
-
-def build_spec(workfile_path: str | pathlib.Path, deployment: Deployment, catalog: Catalog | None = None) -> ActivationSpec:
-    """:func:`activation_spec` for a loaded deployment and a catalog of connectors of your choosing.
-
-    Args:
-        workfile_path: The Workfile's path.
-        deployment: The loaded deployment.
-        catalog: The connector manifests (default: the built-in ones and those installed).
-
-    Returns:
-        The activation spec.
-
-    Raises:
-        DiagnosticError: the Workfile or the deployment is invalid or unsupported.
-    """
-    catalog = catalog or Catalog.default()
-    result = load_workfile(pathlib.Path(workfile_path), catalog=catalog)
-    if result.workfile is None:
-        raise DiagnosticError(result.diagnostics)
-    return build_activation(result.workfile, deployment, catalog)  # what `wfi validate --deployment` checks
-
-
-def spec_from_files(workfile_path: str | pathlib.Path, deployment_path: str | pathlib.Path) -> tuple[ActivationSpec, Deployment]:
-    """:func:`activation_spec`, returning the loaded deployment too (kept for earlier callers).
-
-    Args:
-        workfile_path: The Workfile's path.
-        deployment_path: The deployment file's path.
-
-    Returns:
-        The activation spec and the deployment.
-
-    Raises:
-        DiagnosticError: the Workfile or the deployment is invalid or unsupported.
-    """
-    deployment = load_deployment(deployment_path)
-    return build_spec(workfile_path, deployment), deployment
-
 
 # Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there).
 ROUTING_ATTEMPTS = 3

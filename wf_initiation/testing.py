@@ -39,12 +39,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from wf_initiation._temporal import shutdown_within
-from wf_initiation.client import WfiClient, spec_from_files
+from wf_initiation.client import WfiClient
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.runinput import RunInput
 from wf_initiation.errors import MissingTestServer
 from wf_initiation.plugin import WfiPlugin
+from wf_initiation.specs import spec_from_files
 from wf_initiation.wire import SEARCH_ATTRIBUTES, workflow_id_for
 
 __all__ = ["ActivationUnderTest", "MissingTestServer", "StartedRun", "WfiTestEnvironment"]

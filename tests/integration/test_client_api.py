@@ -1,6 +1,7 @@
 """`WfiClient` is a documented API (issue 22, item 5): the example of docs/client.md runs as written,
-every public name of `wf_initiation.client` has a Google-style docstring, and `activate` speaks the
-command line's words whatever build of the activation answered."""
+every public name of `wf_initiation.client` (and of `wf_initiation.specs`, which it re-exports) has
+a Google-style docstring, and `activate` speaks the command line's words whatever build of the
+activation answered."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from temporalio.worker import Worker
 from tests.support.activation import unique
 from tests.support.paths import ROOT
 from wf_initiation import client as client_module
+from wf_initiation import specs as specs_module
 from wf_initiation._reactivation import ActivateAnswer, outcome
 from wf_initiation.plugin import WfiPlugin
 
@@ -75,7 +77,9 @@ def _public(obj: object) -> list[tuple[str, object]]:
 
 def test_every_public_function_and_method_of_the_client_has_a_google_style_docstring() -> None:
     missing = []
-    members = [(f"client.{n}", m) for n, m in _public(client_module) if getattr(m, "__module__", "") == client_module.__name__]
+    members = [(f"{module.__name__}.{n}", m) for module in (client_module, specs_module)  # specs: the client re-exports it
+               for n, m in _public(module) if getattr(m, "__module__", "") == module.__name__]
+    assert {"wf_initiation.specs.activation_spec", "wf_initiation.specs.build_spec"} <= {name for name, _ in members}
     members += [(f"WfiClient.{n}", m) for n, m in _public(client_module.WfiClient)]
     members += [("WfiClient", client_module.WfiClient)]
     for name, member in members:

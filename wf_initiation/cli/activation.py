@@ -48,7 +48,7 @@ def render_activation(result: Any) -> str:
 
 
 def _activate(args: argparse.Namespace) -> int:
-    from wf_initiation.client import build_spec
+    from wf_initiation.specs import build_spec
 
     deployment = load(args.deployment)
     try:

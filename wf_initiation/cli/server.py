@@ -198,7 +198,7 @@ def _deployment_path(given: str | None) -> pathlib.Path:
 
 def _specs_to_activate(deployment: Deployment) -> tuple[list[Any], int]:
     """Build the spec of every listed Workfile; print the diagnostics of those that cannot be activated."""
-    from wf_initiation.client import build_spec
+    from wf_initiation.specs import build_spec
 
     specs, problems = [], 0
     for name, section in deployment.workflows.items():

@@ -101,7 +101,7 @@ def build_routes(deployment: Deployment, config: IngressConfig, specs: dict[str,
 
 
 def _external_entries(deployment: Deployment, problems: list[str]) -> dict[str, list[EntrySpec]]:
-    from wf_initiation.client import build_spec
+    from wf_initiation.specs import build_spec
 
     out: dict[str, list[EntrySpec]] = {}
     for name, section in deployment.workflows.items():
