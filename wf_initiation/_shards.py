@@ -39,10 +39,17 @@ UNSHARDED = Routing()
 
 
 class RoutingCache:
-    """Routing per workflow, asked for at most once per client (``ask`` queries shard 0)."""
+    """Routing per workflow, asked for at most once per client.
 
-    def __init__(self, ask: Callable[[str], Awaitable[dict[str, Any]]]) -> None:
+    ``sharded`` says, from the server alone (a describe of shard 1's workflow id), whether the
+    activation has more than one shard; only then is shard 0 queried (``ask``). A query is answered
+    by the activation's worker, and a delivery to a one-shard activation, most of them, should not
+    wait on it (or add a query task to a workflow taking a burst of deliveries)."""
+
+    def __init__(self, ask: Callable[[str], Awaitable[dict[str, Any]]],
+                 sharded: Callable[[str], Awaitable[bool]] | None = None) -> None:
         self._ask = ask
+        self._sharded = sharded
         self._known: dict[str, Routing] = {}
 
     async def get(self, workflow: str, *, fallback: bool = False) -> Routing:
@@ -52,6 +59,9 @@ class RoutingCache:
         if known is not None:
             return known
         try:
+            if self._sharded is not None and not await self._sharded(workflow):
+                self._known[workflow] = UNSHARDED  # a misrouted update later makes the client forget it
+                return UNSHARDED
             routing = Routing.from_answer(await self._ask(workflow))
         except ActivationNotFound:
             return UNSHARDED  # no activation yet: shard 0 answers that (not kept: it may start)

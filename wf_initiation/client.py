@@ -146,7 +146,7 @@ class WfiClient:
         self.max_attempts = max_attempts
         self._groups = DeliveryGroups(self._send_grouped, self._send_alone, window=group_window.total_seconds(),
                                       in_flight=groups_in_flight) if group_deliveries else None
-        self._routing = RoutingCache(self._ask_routing)
+        self._routing = RoutingCache(self._ask_routing, self._has_shards)
         # An update only admitted when the server restarted is lost: the caller must time out and
         # retry with the same update id.
         self.update_timeout = update_timeout
@@ -199,6 +199,15 @@ class WfiClient:
             queries by their wire names (``wf_initiation.wire``), with their result types.
         """
         return self.client.get_workflow_handle(shard_workflow_id(workflow, shard), result_type=DeactivatedResult)
+
+    async def _has_shards(self, workflow: str) -> bool:
+        """Whether the activation spans more than one workflow: shard 1 exists (the server answers
+        alone; no worker, no query task)."""
+        try:
+            await self._retry(self.handle(workflow, 1).describe, workflow=workflow, attempts=ROUTING_ATTEMPTS)
+        except ActivationNotFound:
+            return False
+        return True
 
     async def _ask_routing(self, workflow: str) -> dict[str, Any]:
         # A few attempts only: when shard 0 cannot answer now, the delivery goes to shard 0, which

@@ -137,3 +137,21 @@ async def test_a_delivery_goes_to_shard_zero_when_the_routing_cannot_be_asked_an
     answers.append(CodecError("no codec"))
     with pytest.raises(CodecError):  # what fails every call about the workflow fails the delivery too
         await cache.get("third", fallback=True)
+
+
+async def test_a_one_shard_activation_is_routed_without_a_query() -> None:
+    # proves: EXT-8
+    asked: list[str] = []
+
+    async def ask(workflow: str) -> dict[str, Any]:
+        asked.append(workflow)
+        return {"shards": 4, "entries": {"hook": None}}
+
+    async def sharded(workflow: str) -> bool:  # the client describes shard 1's workflow id
+        return workflow == "wide"
+
+    cache = RoutingCache(ask, sharded)
+    assert (await cache.get("narrow", fallback=True)).shards == 1 and asked == [], "no query for one shard"
+    assert (await cache.get("wide", fallback=True)).shards == 4 and asked == ["wide"]
+    cache.forget("narrow")  # after a misrouted update
+    assert (await cache.get("narrow")).shards == 1
