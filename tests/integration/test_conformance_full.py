@@ -10,6 +10,7 @@ suite's longest part for nothing it does not already prove.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import subprocess
@@ -101,6 +102,29 @@ def test_the_kit_passes_against_the_example_deployment_and_leaves_nothing_runnin
     ended = {WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CONTINUED_AS_NEW}
     not_deactivated = [(wid, status) for wid, status in kit.activations if status not in ended]
     assert len(kit.activations) >= 20 and not_deactivated == [], not_deactivated
+
+
+@pytest.mark.slow
+def test_the_claims_the_kit_wrote_are_what_wfi_validate_accepts(kit: KitRun, tmp_path: pathlib.Path) -> None:
+    # The kit's own claims file (every capability passed) admits a Workfile of each capability;
+    # claims without one (a list naming polling alone) make validate refuse it, exit 3.
+    claims = kit.out / "claims.json"
+    assert json.loads(claims.read_text())["capabilities"] == list(CAPABILITIES)
+    workfiles = {
+        "feed": "name: feed-flow\non:\n  rss.item_published: {feed: https://x.example/feed}\nsteps:\n  - id: handle\n",
+        "hook": "name: hook-flow\non:\n  http.request: {path: /hooks/orders}\nsteps:\n  - id: handle\n",
+        "cron": "name: cron-flow\non:\n  time.schedule: {cron: \"0 9 * * *\", timezone: UTC}\nsteps:\n  - id: handle\n",
+    }
+    paths = []
+    for name, text in workfiles.items():
+        paths.append(tmp_path / f"{name}.yaml")
+        paths[-1].write_text(text)
+    accepted = subprocess.run([*WFI, "validate", "--claims", str(claims), *map(str, paths)],
+                              capture_output=True, text=True, timeout=60)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    refused = subprocess.run([*WFI, "validate", "--claims", "wf.polling-initiation", str(paths[1])],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
 
 
 FAMILIES = ("scheduled", "external", "sharded", "batching", "polling", "composition", "hostile", "capabilities")

@@ -242,33 +242,6 @@ def test_a_bad_deployment_file_prints_its_diagnostics_without_a_traceback(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-async def test_wfi_conformance_run_writes_claims_that_wfi_validate_accepts(dev_env: WorkflowEnvironment, tmp_path) -> None:
-    # One capability (polling: the fewest cases); the whole kit runs in tests/integration/test_conformance_full.py.
-    address = dev_env.client.service_client.config.target_host
-    out = tmp_path / "report"
-    queue = f"conformance-{uuid.uuid4().hex[:8]}"
-    deployment = deployment_file(tmp_path, address)
-    deployment.write_text(f"temporal: {{address: '{address}', namespace: default, task_queue: {queue}}}\n")
-    with WorkerProcess(address, queue):  # the cases drive real activations: a real worker serves them
-        proc = await asyncio.to_thread(subprocess.run,
-            [*WFI, "conformance", "run", "--deployment", str(deployment), "--out", str(out),
-             "--capability", POLLING, "--json"],
-            capture_output=True, text=True, timeout=600,
-        )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert Report.model_validate_json(proc.stdout).claims == [POLLING]
-    assert json.loads((out / "claims.json").read_text())["capabilities"] == [POLLING]
-    workfile = tmp_path / "feed.yaml"
-    workfile.write_text("name: feed-flow\non:\n  rss.item_published: {feed: https://x.example/feed}\nsteps:\n  - id: handle\n")
-    accepted = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
-                              capture_output=True, text=True, timeout=60)
-    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-    workfile.write_text("name: hook-flow\non:\n  http.request: {path: /hooks/orders}\nsteps:\n  - id: handle\n")
-    refused = subprocess.run([*WFI, "validate", "--claims", str(out / "claims.json"), str(workfile)],
-                             capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 3, refused.stdout + refused.stderr
-
-
 LAX_VALIDATOR = """
 import json, sys
 files = [a for a in sys.argv[1:] if a.endswith(".yaml")]
