@@ -140,7 +140,8 @@ def _import_contracts() -> int:
 
 # The server-bound tests run in this many pytest-xdist workers, each with its own dev server. They
 # mostly wait on servers, workers and subprocesses, so more workers than cores pays: on the 2-core
-# machine 4 workers ran them in 17.3 min where 3 took 18.4 (both with the machine shared; tests/README.md).
+# machine 4 workers ran them in 17.3 min where 3 took 18.4 (both with the machine shared), and 13 min on
+# a quiet machine (tests/README.md).
 WORKERS = 4
 
 
