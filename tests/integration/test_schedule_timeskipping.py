@@ -40,7 +40,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import pytest_asyncio
-from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
+from temporalio.api.testservice.v1 import LockTimeSkippingRequest, SleepRequest, UnlockTimeSkippingRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -140,11 +140,18 @@ def parse(text: str) -> datetime:
 SKIP_STEP = timedelta(hours=6)
 
 
+SLEEP_RPC_TIMEOUT = timedelta(minutes=3)
+
+
 async def sleep_until(env: WorkflowEnvironment, instant: datetime) -> None:
     """Skip to ``instant`` six hours at a time, so that no single sleep call waits out many held
-    tasks: one call of a day timed out (RPC "Timeout expired") when the machine ran other tests."""
+    tasks. Each call is the time-skipping server's own sleep with a long RPC deadline: it returns
+    only once the workflow tasks due meanwhile are done, which took longer than the SDK's default
+    deadline ("Timeout expired") while the machine ran other tests."""
     while (left := instant - await env.get_current_time()) > timedelta(0):
-        await env.sleep(min(left, SKIP_STEP))
+        request = SleepRequest()
+        request.duration.FromTimedelta(min(left, SKIP_STEP))
+        await env.client.test_service.unlock_time_skipping_with_sleep(request, timeout=SLEEP_RPC_TIMEOUT)
 
 
 async def worker_outage(env: WorkflowEnvironment, first_missed: datetime, until: datetime) -> None:
