@@ -53,6 +53,7 @@ from wf_initiation.errors import (
     DeliveryRefused,
     DeliveryTooLarge,
     DiagnosticError,
+    StaleAnswer,
     TemporalUnavailable,
 )
 from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # defined there; importable here as before
@@ -81,6 +82,7 @@ from wf_initiation.wire import (
     shard_workflow_id,
     workflow_id_for,
 )
+from wf_initiation.wire.search_attributes import WFI_ACTIVATION
 
 __all__ = [
     "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
@@ -585,11 +587,25 @@ class WfiClient:
         """
         await self._check_codec(workflow)
         shards = (await self._routing.get(workflow)).shards
+        latest = await self._latest(workflow)
+        ended = latest is not None and latest.status not in (WorkflowExecutionStatus.RUNNING,
+                                                             WorkflowExecutionStatus.COMPLETED, None)
 
         def one(shard: int) -> Awaitable[dict[str, Any]]:
-            return self._retry(lambda: self.handle(workflow, shard).query(SUMMARY_QUERY, result_type=dict), workflow=workflow)
+            # A closed run gets no next workflow task: a stale answer (workflows/_fresh.py) stays stale
+            # while the worker keeps the run cached, so it is asked a few times only.
+            return self._retry(lambda: self.handle(workflow, shard).query(SUMMARY_QUERY, result_type=dict), workflow=workflow,
+                               attempts=ROUTING_ATTEMPTS if ended else None)
 
-        parts = await asyncio.gather(*(one(k) for k in range(shards)))
+        try:
+            parts = await asyncio.gather(*(one(k) for k in range(shards)))
+        except StaleAnswer:
+            if not ended or latest is None:
+                raise
+            parts = [{"workflow": workflow, "activation_id": latest.typed_search_attributes.get(WFI_ACTIVATION) or "?",
+                      "previous_activations": [], "counters": {},
+                      "note": "the ended run's state could not be read now (its worker holds a stale copy); "
+                              "`wfi activate` carries it into a new activation"}]
         summary = parts[0] if shards == 1 else combined_summary(parts)
         await self._real_status(workflow, summary)
         return summary
