@@ -37,6 +37,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from wf_initiation._codec import history_problem
 from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
+from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
@@ -82,7 +83,6 @@ from wf_initiation.wire import (
     shard_workflow_id,
     workflow_id_for,
 )
-from wf_initiation.wire.search_attributes import WFI_ACTIVATION
 
 __all__ = [
     "Activation", "DeliveryRefused", "DeliveryTooLarge", "DiagnosticError", "Outcome", "TemporalUnavailable", "WfiClient",
@@ -93,6 +93,9 @@ _T = TypeVar("_T")
 
 # Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there).
 ROUTING_ATTEMPTS = 3
+# Asked this many times before a stale answer is checked against the run's status (a closed run's
+# stays stale; wf_initiation/_ended.py).
+STALE_PROBES = 2
 
 
 class Activation(BaseModel):
@@ -214,8 +217,7 @@ class WfiClient:
     async def _ask_routing(self, workflow: str) -> dict[str, Any]:
         # A few attempts only: when shard 0 cannot answer now, the delivery goes to shard 0, which
         # takes it or passes it on (wf_initiation/_shards.py), rather than waiting for the answer.
-        return await self._retry(lambda: self.handle(workflow).query(ROUTING_QUERY, result_type=dict), workflow=workflow,
-                                 attempts=ROUTING_ATTEMPTS)
+        return await self._query(workflow, ROUTING_QUERY, attempts=ROUTING_ATTEMPTS)
 
     async def shards(self, workflow: str) -> int:
         """How many activation workflows an activation spans (its deployment's ``scale.shards``).
@@ -528,7 +530,7 @@ class WfiClient:
             ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
-        query = lambda: self._retry(lambda: self.handle(workflow).query(STATE_QUERY, result_type=dict), workflow=workflow)  # noqa: E731
+        query = functools.partial(self._query, workflow, STATE_QUERY)
         state = await query()
         if include_events:
             events = {e["key"]: e async for e in self.events(workflow)}
@@ -540,8 +542,7 @@ class WfiClient:
             state["events"] = events
         shards = (await self._routing.get(workflow)).shards
         if shards > 1:  # the whole activation: every shard's errors, runs and counters, and its summary
-            others = await asyncio.gather(*(self._retry(functools.partial(
-                self.handle(workflow, k).query, STATE_QUERY, result_type=dict), workflow=workflow) for k in range(1, shards)))
+            others = await asyncio.gather(*(self._query(workflow, STATE_QUERY, shard=k) for k in range(1, shards)))
             state = {**combined_state([state, *others]), **({"events": state["events"]} if include_events else {})}
             state["summary"] = await self.summary(workflow)
         await self._real_status(workflow, state.get("summary"))
@@ -561,9 +562,7 @@ class WfiClient:
         for shard in range((await self._routing.get(workflow)).shards):  # each shard's in its order
             after = 0
             while True:
-                fetch = functools.partial(self.handle(workflow, shard).query, EVENTS_QUERY, args=[after, page],
-                                          result_type=list)
-                chunk = await self._retry(fetch, workflow=workflow)
+                chunk = await self._query(workflow, EVENTS_QUERY, after, page, shard=shard)
                 for event in chunk:
                     yield event
                 if len(chunk) < page:
@@ -587,25 +586,7 @@ class WfiClient:
         """
         await self._check_codec(workflow)
         shards = (await self._routing.get(workflow)).shards
-        latest = await self._latest(workflow)
-        ended = latest is not None and latest.status not in (WorkflowExecutionStatus.RUNNING,
-                                                             WorkflowExecutionStatus.COMPLETED, None)
-
-        def one(shard: int) -> Awaitable[dict[str, Any]]:
-            # A closed run gets no next workflow task: a stale answer (workflows/_fresh.py) stays stale
-            # while the worker keeps the run cached, so it is asked a few times only.
-            return self._retry(lambda: self.handle(workflow, shard).query(SUMMARY_QUERY, result_type=dict), workflow=workflow,
-                               attempts=ROUTING_ATTEMPTS if ended else None)
-
-        try:
-            parts = await asyncio.gather(*(one(k) for k in range(shards)))
-        except StaleAnswer:
-            if not ended or latest is None:
-                raise
-            parts = [{"workflow": workflow, "activation_id": latest.typed_search_attributes.get(WFI_ACTIVATION) or "?",
-                      "previous_activations": [], "counters": {},
-                      "note": "the ended run's state could not be read now (its worker holds a stale copy); "
-                              "`wfi activate` carries it into a new activation"}]
+        parts = await asyncio.gather(*(self._query(workflow, SUMMARY_QUERY, shard=k) for k in range(shards)))
         summary = parts[0] if shards == 1 else combined_summary(parts)
         await self._real_status(workflow, summary)
         return summary
@@ -636,8 +617,24 @@ class WfiClient:
         await self._check_codec(workflow)
         routing = await self._routing.get(workflow)
         shard = shard_of(entry, delivery_id, routing.shards) if entry in routing.entries else 0
-        return await self._retry(lambda: self.handle(workflow, shard).query(DELIVERY_QUERY, args=[entry, delivery_id]),
-                                 workflow=workflow)
+        return await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=shard)
+
+    async def _query(self, workflow: str, name: str, *args: Any, shard: int = 0, attempts: int | None = None) -> Any:
+        """The answer of the activation's query ``name`` (of shard ``shard``), asked again while the
+        error is retryable. A run that ended (terminated, timed out, ...) and keeps answering stale
+        gets no next workflow task that would clear it: it is answered from its history, replayed
+        here (wf_initiation/_ended.py)."""
+        ask = functools.partial(self.handle(workflow, shard).query, name, args=list(args))
+        probes = STALE_PROBES if attempts is None else min(attempts, STALE_PROBES)
+        try:
+            return await self._retry(ask, workflow=workflow, attempts=probes)
+        except StaleAnswer:
+            latest = await self._latest(workflow, shard)
+            if latest is not None and latest.status not in (WorkflowExecutionStatus.RUNNING, None):
+                return await answer_from_history(self.client, latest.id, latest.run_id, name, args)
+            if attempts is not None and attempts <= probes:
+                raise
+        return await self._retry(ask, workflow=workflow, attempts=attempts)
 
     async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None, attempts: int | None = None) -> _T:
         """``await call()``, again with the same ids while what it raises is retryable (the server's

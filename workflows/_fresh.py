@@ -20,6 +20,12 @@ came with fails (clients retry), the worker evicts the run, and the next workflo
 history from scratch at the right time. Nothing is recorded in history. A false positive would
 cost one workflow task retry, after which the check passes (the retry's task starts later).
 
+A run that was terminated or timed out while events waited for a workflow task looks the same to
+every query for as long as it exists (its history ends with them, and a closed run gets no next
+task): no worker with a cache answers it. Clients read such a run's state from its history instead
+(``wf_initiation/_ended.py``); letting the activation through here is not an option, as nothing in it
+tells a closed run from the case above.
+
 On a worker without a workflow cache the guard stands down (``wf_initiation/_uncached.py``): there
 the run is evicted after every task and query, so a stale activation's commands are discarded, and
 failing it wedges the run in the SDK (found under load with queries racing a poll's events).
