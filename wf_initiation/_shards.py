@@ -2,8 +2,8 @@
 
 Shard 0 answers the ``routing`` query with the shard count and each external entry's delivery-id
 path; the client computes a delivery's shard itself (``core.sharding.shard_of``) and keeps the
-answer for the client's life: the shard count of a live activation never changes (a re-activation
-that would change it is refused), so a cached answer stays right. When shard 0 cannot answer (a
+answer until a shard says it is out of date: after a split (a re-activation into more shards) a
+shard refuses a delivery that is no longer its (``Misrouted``) and the client asks again. When shard 0 cannot answer (a
 failed or stale workflow task, a worker of a build before sharding), a delivery goes to shard 0,
 which takes it or passes it on; reads and deactivation, which must reach every shard, raise.
 """
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from wf_initiation.core.sharding import delivery_shard
+from wf_initiation.core.sharding import delivery_identity, delivery_shard
 from wf_initiation.errors import ActivationNotFound, QueryFailed, WfiError
 
 
@@ -24,15 +24,26 @@ class Routing:
 
     shards: int = 1
     entries: dict[str, str | None] = dataclasses.field(default_factory=dict)  # external entry -> delivery id path
+    split_from: int | None = None  # the shard count of the last split, while shard 0 takes part in it
 
     def shard(self, entry: str | None, payload: Any) -> int:
         """The shard that takes this delivery (0 when there is one, or when the entry is not known:
         shard 0 then answers what is wrong with it)."""
         return delivery_shard(self.entries, entry, payload, self.shards)
 
+    def key(self, entry: str | None, payload: Any) -> tuple[str, str] | None:
+        """(entry, delivery id) of a delivery, or None when it has none (it is then invalid anywhere)."""
+        name = entry if entry is not None else (next(iter(self.entries)) if len(self.entries) == 1 else None)
+        if name is None or name not in self.entries:
+            return None
+        ident = delivery_identity(self.entries[name], payload)
+        return None if ident is None else (name, ident)
+
     @classmethod
     def from_answer(cls, answer: dict[str, Any]) -> Routing:
-        return cls(shards=int(answer.get("shards", 1)), entries=dict(answer.get("entries", {})))
+        split = answer.get("split") or {}
+        return cls(shards=int(answer.get("shards", 1)), entries=dict(answer.get("entries", {})),
+                   split_from=int(split["from_shards"]) if "from_shards" in split else None)
 
 
 UNSHARDED = Routing()
@@ -106,7 +117,8 @@ def combined_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if capacities:
         whole["capacity"] = max(capacities, key=lambda c: c.get("fill", 0))
     whole["shards"] = [{"shard": part.get("shard", k), "status": part.get("status"), "counters": part.get("counters", {}),
-                        "dedup_entries": part.get("dedup_entries", 0), "capacity": part.get("capacity", {}).get("fill")}
+                        "dedup_entries": part.get("dedup_entries", 0), "capacity": part.get("capacity", {}).get("fill"),
+                        **({"split": part["split"]} if part.get("split") else {})}
                        for k, part in enumerate(parts)]
     whole.pop("shard", None)
     return whole

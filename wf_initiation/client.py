@@ -42,11 +42,11 @@ from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
-from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.core.activation import ActivationSpec, Split
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.sharding import shard_of
+from wf_initiation.core.sharding import shard_of, split_problem
 from wf_initiation.errors import (
     ActivationNotFound,
     ActivationRefused,
@@ -61,6 +61,7 @@ from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # 
 from wf_initiation.wire import (
     ACTIVATE_UPDATE,
     ACTIVATION_WORKFLOW,
+    CONSULT_PARENT,
     DEACTIVATE_UPDATE,
     DELIVER_MANY_UPDATE,
     DELIVER_SIGNAL,
@@ -70,6 +71,7 @@ from wf_initiation.wire import (
     MISROUTED,
     OPERATE_UPDATE,
     ROUTING_QUERY,
+    SPLIT_LOOKUP_QUERY,
     STATE_QUERY,
     SUMMARY_QUERY,
     DeactivatedResult,
@@ -79,6 +81,7 @@ from wf_initiation.wire import (
     OperatorAction,
     OperatorRequest,
     OperatorResult,
+    PriorEntry,
     as_action,
     shard_workflow_id,
     workflow_id_for,
@@ -248,6 +251,12 @@ class WfiClient:
             ActivationRefused: the activation refused the spec (e.g. it is being deactivated).
         """
         await self._check_codec(spec.workflow)
+        running = await self._latest(spec.workflow)
+        if running is not None and running.status == WorkflowExecutionStatus.RUNNING:
+            self._routing.forget(spec.workflow)
+            current = (await self._routing.get(spec.workflow)).shards
+            if current != spec.shards:
+                return await self._split(spec, current)
         first = await self._activate_shard(spec, 0)
         if spec.shards > 1:  # each shard by its own idempotent update-with-start (core.sharding)
             others = await asyncio.gather(*(self._activate_shard(spec, k) for k in range(1, spec.shards)))
@@ -256,6 +265,32 @@ class WfiClient:
                 first = first.model_copy(update={"note": f"shard(s) {', '.join(map(str, started))} started again"})
             self._routing.forget(spec.workflow)
         return first
+
+    async def _split(self, spec: ActivationSpec, current: int) -> Activation:
+        """Split a running activation from ``current`` shards into ``spec.shards`` while deliveries go
+        on (core.sharding, "splitting"): the new shards start first (no sender knows them yet), then
+        the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
+        every parent already refusing the ids that moved. Idempotent: after an interruption, running
+        it again completes it."""
+        problem = split_problem(current, spec.shards)
+        if problem is None:
+            parts = await asyncio.gather(*(self._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
+            busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")
+                    and part.get("shards") == current]
+            if busy:
+                problem = (f"shard(s) {', '.join(map(str, busy))} still take part in the previous split (a parent "
+                           "drains once every id it held then has expired: `wfi state --summary`); split it again after that")
+        if problem is not None:
+            raise ActivationRefused(f"the activation of {spec.workflow!r} cannot be split into {spec.shards} shards: {problem}",
+                                    workflow=spec.workflow)
+        split = spec.model_copy(update={"split": Split(from_shards=current)})
+        await asyncio.gather(*(self._activate_shard(split, k) for k in range(current, spec.shards)))
+        await asyncio.gather(*(self._activate_shard(split, k) for k in range(1, current)))
+        first = await self._activate_shard(split, 0)
+        self._routing.forget(spec.workflow)
+        note = (f"split from {current} into {spec.shards} shards: shards {current}-{spec.shards - 1} take the ids that "
+                f"moved and ask shards 0-{current - 1} about ids those held until they expire")
+        return first.model_copy(update={"note": note})
 
     async def _activate_shard(self, spec: ActivationSpec, shard: int) -> Activation:
         wid = shard_workflow_id(spec.workflow, shard)
@@ -340,9 +375,8 @@ class WfiClient:
             try:
                 if self._groups is not None and update_id is None:
                     return await self._groups.deliver(_lane(workflow, shard), request, size)
-                send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_UPDATE, request, id=uid,
-                                         result_type=DeliveryResult, rpc_timeout=self.update_timeout)
-                return await self._retry(send, workflow=workflow)
+                return await self._asking_parent(workflow, shard, functools.partial(self._update_one, workflow, shard, uid),
+                                                 [request])
             except ActivationRefused as exc:
                 if exc.cause_type != MISROUTED or attempt == 2:
                     raise
@@ -376,7 +410,14 @@ class WfiClient:
         async def send(shard: int, indexes: list[int]) -> None:
             done = 0
             for chunk in bulk_chunks([deliveries[i] for i in indexes]):
-                for i, result in zip(indexes[done:], await self._send_group(_lane(workflow, shard), chunk)):
+                try:
+                    results = await self._send_group(_lane(workflow, shard), chunk)
+                except ActivationRefused as exc:
+                    if exc.cause_type != MISROUTED:
+                        raise
+                    self._routing.forget(workflow)  # the activation was split: route this chunk again
+                    results = await self.deliver_many(workflow, [deliveries[i] for i in indexes[done:done + len(chunk)]])
+                for i, result in zip(indexes[done:], results):
                     out[i] = result
                 done += len(chunk)
 
@@ -388,9 +429,37 @@ class WfiClient:
         its content, so a retry is answered by the first."""
         workflow, shard = _unlane(lane)
         uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-        send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_MANY_UPDATE, chunk, id=uid,
-                                 result_type=list[DeliveryResult], rpc_timeout=self.update_timeout)
-        return await self._retry(send, workflow=workflow)
+        handle = self.handle(workflow, shard)
+
+        async def send(requests: list[DeliveryRequest]) -> list[DeliveryResult]:
+            return await self._retry(functools.partial(handle.execute_update, DELIVER_MANY_UPDATE, requests, id=uid,
+                                     result_type=list[DeliveryResult], rpc_timeout=self.update_timeout), workflow=workflow)
+
+        return await self._asking_parent(workflow, shard, send, chunk)
+
+    async def _asking_parent(self, workflow: str, shard: int, send: Callable[[list[DeliveryRequest]], Awaitable[_T]],
+                             requests: list[DeliveryRequest]) -> _T:
+        """``send(requests)``; when a shard created by a split answers that its parent may hold an id
+        (``ConsultParent``), again with the parent's answers as each delivery's ``prior``."""
+        try:
+            return await send(requests)
+        except ActivationRefused as exc:
+            if exc.cause_type != CONSULT_PARENT:
+                raise
+        return await send(await self._with_priors(workflow, shard, requests))
+
+    async def _with_priors(self, workflow: str, shard: int, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
+        """``requests`` with what the split's parent of ``shard`` holds of each id (core.sharding)."""
+        self._routing.forget(workflow)
+        routing = await self._routing.get(workflow)
+        if routing.split_from is None or shard < routing.split_from:
+            return requests  # not a child (any more): the shard judges them alone
+        keys = [routing.key(r.entry, r.payload) for r in requests]
+        asked = [list(k) for k in keys if k is not None]
+        answer = await self._query(workflow, SPLIT_LOOKUP_QUERY, asked, shard=shard % routing.split_from)
+        records = iter(answer.get("records", []))
+        return [r.model_copy(update={"prior": PriorEntry(shards=int(answer["shards"]), record=next(records, None))})
+                if k is not None else r for r, k in zip(requests, keys)]
 
     async def _send_grouped(self, lane: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
         """A group of separate callers' deliveries: an update id of its own (its retries reuse it), so a
@@ -400,9 +469,13 @@ class WfiClient:
     async def _send_alone(self, lane: str, request: DeliveryRequest) -> DeliveryResult:
         workflow, shard = _unlane(lane)
         uid = f"group-{uuid.uuid4().hex}"
-        return await self._retry(lambda: self.handle(workflow, shard).execute_update(
-            DELIVER_UPDATE, request, id=uid, result_type=DeliveryResult, rpc_timeout=self.update_timeout),
-            workflow=workflow)
+        return await self._asking_parent(workflow, shard, functools.partial(self._update_one, workflow, shard, uid), [request])
+
+    async def _update_one(self, workflow: str, shard: int, uid: str | None, requests: list[DeliveryRequest]) -> DeliveryResult:
+        """One ``deliver`` update (of ``requests[0]``) to one shard, retried with the same id."""
+        send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_UPDATE, requests[0], id=uid,
+                                 result_type=DeliveryResult, rpc_timeout=self.update_timeout)
+        return await self._retry(send, workflow=workflow)
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Deliver one event by signal: durable when this returns, with no disposition (read it with

@@ -22,10 +22,20 @@ from temporalio.exceptions import ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._trace_context import current_carrier
     from wf_initiation.core.activation import ActivationSpec
-    from wf_initiation.core.engine import Decision, DeliveryResult, Engine, LifecycleEvent, SubscribeRequest, UnsubscribeRequest
+    from wf_initiation.core.engine import (
+        Decision,
+        DeliveryResult,
+        Engine,
+        EventRecord,
+        LifecycleEvent,
+        SubscribeRequest,
+        UnsubscribeRequest,
+        event_key,
+    )
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
-    from wf_initiation.core.sharding import delivery_shard
+    from wf_initiation.core.sharding import delivery_identity, delivery_shard, is_child, parent_of
     from wf_initiation.wire import (
+        CONSULT_PARENT,
         DELIVER_MANY_UPDATE,
         DELIVER_SIGNAL,
         DELIVER_UPDATE,
@@ -38,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         SUBSCRIBE_SIGNAL,
         UNSUBSCRIBE_SIGNAL,
         DeliveryRequest,
+        PriorEntry,
         shard_workflow_id,
     )
 
@@ -100,6 +111,7 @@ class DeliveryHandlers:
             except Undecodable:
                 return  # the handler records it as invalid
             self._refuse_misrouted([decoded])
+            self._refuse_without_parent([decoded])
 
     @workflow.update(name=DELIVER_MANY_UPDATE)
     async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
@@ -129,6 +141,7 @@ class DeliveryHandlers:
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
         if self._spec.shards > 1:
             self._refuse_misrouted(decoded)
+            self._refuse_without_parent(decoded)
 
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
@@ -141,6 +154,11 @@ class DeliveryHandlers:
             owner = self._owner(decoded)
             if owner != self._shard:  # a sender with a stale routing: its shard takes it (a signal is kept)
                 asyncio.create_task(self._forward(owner, decoded), name="forward a misrouted delivery")
+                self._poke()
+                return
+            if self._needs_parent(decoded):  # a split's parent may hold the id: it answers, then passes it back
+                asyncio.create_task(self._forward(parent_of(self._shard, self._spec.split), decoded),  # type: ignore[arg-type]
+                                    name="ask the split's parent")
                 self._poke()
                 return
             carrier = current_carrier()
@@ -185,11 +203,79 @@ class DeliveryHandlers:
         self._poke()
 
     # ------------------------------------------------------------------ shards (core.sharding)
+    def _routing_spec(self) -> ActivationSpec:
+        """The spec deliveries are routed by: a re-activation's from the moment it is accepted (a split's
+        parent takes no id that moved from then on)."""
+        return self._pending_spec or self._spec
+
     def _owner(self, request: DeliveryRequest) -> int:
-        if self._spec.shards <= 1:
+        spec = self._routing_spec()
+        if spec.shards <= 1:
             return 0
+        paths = {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"}
+        return delivery_shard(paths, request.entry, request.payload, spec.shards)
+
+    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
+    def _event_key(self, request: DeliveryRequest) -> tuple[str, str] | None:
+        """(entry, delivery id) of an external delivery, or None when it has none (it is invalid)."""
         paths = {e.name: e.delivery_id_path for e in self._spec.entries if e.kind == "external"}
-        return delivery_shard(paths, request.entry, request.payload, self._spec.shards)
+        name = request.entry if request.entry is not None else (next(iter(paths)) if len(paths) == 1 else None)
+        if name is None or name not in paths:
+            return None
+        ident = delivery_identity(paths[name], request.payload)
+        return None if ident is None else (name, ident)
+
+    def _needs_parent(self, request: DeliveryRequest) -> bool:
+        """A child of a split judges an id it does not know only with its parent's answer for it."""
+        if not is_child(self._shard, self._spec.split):
+            return False
+        if request.prior is not None and request.prior.shards == self._spec.shards:
+            return False
+        key = self._event_key(request)
+        return key is not None and self._engine.lookup(event_key(*key)) is None
+
+    def _refuse_without_parent(self, requests: list[DeliveryRequest]) -> None:
+        if any(self._needs_parent(r) for r in requests):
+            parent = parent_of(self._shard, self._spec.split)  # type: ignore[arg-type]
+            raise ApplicationError(
+                f"shard {self._shard} of {self._spec.workflow!r} was split from shard {parent}, which may hold this "
+                f"delivery id: send it again with shard {parent}'s split_lookup answer as `prior` (WfiClient does); "
+                "nothing was recorded", type=CONSULT_PARENT)
+        for r in requests:
+            if r.prior is not None and r.prior.record is not None:
+                self._record_of(r.prior.record)  # raises on a malformed entry
+
+    @staticmethod
+    def _record_of(record: dict[str, Any]) -> EventRecord:
+        try:
+            return EventRecord.model_validate({k: v for k, v in record.items() if k in EventRecord.model_fields})
+        except ValueError as exc:
+            raise ValueError(f"the delivery's `prior` is not a dedup entry: {' '.join(str(exc).split())[:300]}") from None
+
+    def _prior_record(self, request: DeliveryRequest) -> EventRecord | None:
+        """The parent's dedup entry a child judges an unknown id by (None: the parent had none)."""
+        prior = request.prior
+        if prior is None or prior.record is None or not is_child(self._shard, self._spec.split) \
+                or prior.shards != self._spec.shards:
+            return None
+        try:
+            return self._record_of(prior.record)
+        except ValueError:
+            return None  # refused by the validator; a signal's is judged without it
+
+    def _prior_for(self, owner: int, request: DeliveryRequest) -> DeliveryRequest:
+        """A delivery this shard passes to ``owner``, with this shard's answer when it is ``owner``'s parent."""
+        split = self._routing_spec().split
+        if split is None or not is_child(owner, split) or parent_of(owner, split) != self._shard:
+            return request
+        key = self._event_key(request)
+        record = self._engine.delivery(*key) if key is not None else None
+        return request.model_copy(update={"prior": PriorEntry(shards=self._routing_spec().shards, record=record)})
+
+    def split_answer(self, keys: list[list[str]]) -> dict[str, Any]:
+        """What this shard holds of these (entry, delivery id) pairs, and the count it routes by."""
+        return {"shards": self._routing_spec().shards,
+                "records": [self._engine.delivery(str(k[0]), str(k[1])) if len(k) == 2 else None for k in keys[:MAX_BULK]]}
 
     def _refuse_misrouted(self, requests: list[DeliveryRequest]) -> None:
         wrong = next((self._owner(r) for r in requests if self._owner(r) != self._shard), None)
@@ -199,6 +285,7 @@ class DeliveryHandlers:
                 "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
 
     async def _forward(self, owner: int, request: DeliveryRequest) -> None:
+        request = self._prior_for(owner, request)
         target = workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, owner))
         try:
             await target.signal(DELIVER_SIGNAL, request)
@@ -210,23 +297,23 @@ class DeliveryHandlers:
 
     # ------------------------------------------------------------------ helpers
     def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None, *,
-                     defer_new: str | None = None) -> DeliveryResult:
+                     defer_new: str | None = None, prior: EventRecord | None = None) -> DeliveryResult:
         """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
-        return self._absorb(self._engine.deliver(entry, payload, now or self._now(), defer_new=defer_new))
+        return self._absorb(self._engine.deliver(entry, payload, now or self._now(), defer_new=defer_new, prior=prior))
 
     def _slice(self, chunk: list[DeliveryRequest]) -> Callable[[], list[DeliveryResult]]:
         now = self._now()
-        return lambda: [self._deliver_one(r.entry, r.payload, now) for r in chunk]
+        return lambda: [self._deliver_one(r.entry, r.payload, now, prior=self._prior_record(r)) for r in chunk]
 
     def _bulk_item(self, r: DeliveryRequest, name: str) -> Callable[[Turn], DeliveryResult]:
         """An update's delivery, taken when the inbox gets to it (a new id deferred while signals wait ahead)."""
         return lambda turn: self._update_safely(name, lambda: self._deliver_one(
-            r.entry, r.payload, defer_new=SIGNALS_AHEAD if turn.signals_waiting else None))
+            r.entry, r.payload, defer_new=SIGNALS_AHEAD if turn.signals_waiting else None, prior=self._prior_record(r)))
 
     def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None, turn: Turn) -> object | None:
         """A signalled delivery to the engine: TAKEN, or None to keep it waiting (no room yet)."""
         outcome = self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.take_signal(
-            decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait)) or WAIT)
+            decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait, prior=self._prior_record(decoded))) or WAIT)
         if outcome is WAIT:
             return None
         if isinstance(outcome, DeliveryResult):

@@ -22,11 +22,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
-    from wf_initiation.core.activation import ActivationSpec, spec_problems
+    from wf_initiation.core.activation import ActivationSpec, Split, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
     from wf_initiation.core.limits import (
         CARRY_RETRY_EVENTS,
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_SIGNALS_PER_RUN,
         fit_to_bytes,
     )
+    from wf_initiation.core.sharding import children_of, drain_step, is_child, split_problem
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
@@ -42,7 +43,9 @@ with workflow.unsafe.imports_passed_through():
         DELIVERY_QUERY,
         EVENTS_QUERY,
         OPERATE_UPDATE,
+        PARENT_DRAINED_SIGNAL,
         ROUTING_QUERY,
+        SPLIT_LOOKUP_QUERY,
         STATE_QUERY,
         SUMMARY_QUERY,
         ActivateResult,
@@ -51,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         DeactivateResult,
         OperatorRequest,
         OperatorResult,
+        shard_workflow_id,
     )
     from wf_initiation.wire import search_attributes as sa
 
@@ -63,6 +67,10 @@ with workflow.unsafe.imports_passed_through():
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
+# How often a split's parent checks whether the ids it held at the split have expired (a quarter of
+# dedup_retention, within these bounds).
+SPLIT_CHECK_MIN = timedelta(seconds=2)
+SPLIT_CHECK_MAX = timedelta(minutes=10)
 
 
 def encode_state(engine: Engine) -> bytes:
@@ -104,6 +112,9 @@ class ActivationWorkflow(DeliveryHandlers):
     async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
         """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
+        split = self._spec.split
+        if split is not None and not split.drained and not is_child(self._shard, split):
+            self._drain_task = asyncio.create_task(self._drain_split(), name="split parent: drain")
         self._publish(initial=True)
         while True:
             now = workflow.now()
@@ -211,6 +222,57 @@ class ActivationWorkflow(DeliveryHandlers):
             summary=f"next workflow task for {queued} queued deliveries",
         )
 
+    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
+    async def _drain_split(self) -> None:
+        """A split's parent: once every id it held at the split has expired, tell its children (they
+        then judge new ids alone)."""
+        retention = self._engine.spec.policies.dedup_retention
+        interval = min(max(retention / 4, SPLIT_CHECK_MIN), SPLIT_CHECK_MAX)
+        while True:
+            split = self._spec.split
+            if split is None or split.drained:
+                return
+            await workflow.sleep(interval, summary="split: has every id held at the split expired?")
+            split = self._spec.split
+            if split is None or split.seq is None:
+                return
+            step = drain_step(split, self._engine.unreleased_through(split.seq), self._now(), retention)
+            if step.drained:
+                for child in children_of(self._shard, split, self._spec.shards):
+                    await workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, child)).signal(
+                        PARENT_DRAINED_SIGNAL, self._shard)
+            self._set_split(step)
+
+    def _set_split(self, split: Split | None) -> None:
+        """This shard's part in a split, changed mid-run (carried by continue-as-new with the spec)."""
+        self._spec = self._spec.model_copy(update={"split": split})
+        if self._pending_spec is not None:
+            self._pending_spec = self._pending_spec.model_copy(update={"split": split})
+        self._poke()
+
+    @workflow.signal(name=PARENT_DRAINED_SIGNAL)
+    def parent_drained(self, parent: RawValue) -> None:
+        """The split's parent holds no id of the split any more: this child judges new ids alone."""
+        self._signals += 1
+        if is_child(self._shard, self._spec.split):
+            self._set_split(None)
+
+    @workflow.query(name=SPLIT_LOOKUP_QUERY)
+    def split_lookup(self, keys: list[list[str]]) -> dict[str, Any]:
+        return fit_to_bytes(self.split_answer(keys))
+
+    def _split_refusal(self, spec: ActivationSpec) -> str | None:
+        """Why this shard cannot take ``spec`` (a split) now; None when it can."""
+        current = self._spec
+        problem = split_problem(current.shards, spec.shards)
+        if problem is None and (spec.split is None or spec.split.from_shards != current.shards):
+            problem = (f"a split from {current.shards} shards must say so (`split.from_shards`); "
+                       "`wfi activate` and WfiClient.activate do")
+        if problem is None and current.split is not None and not current.split.drained:
+            problem = ("its previous split has not drained yet (a parent drains once every id it held then has "
+                       "expired: `wfi state --summary` shows each shard's split); split it again after that")
+        return problem
+
     # ------------------------------------------------------------------ continue-as-new
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -291,7 +353,13 @@ class ActivationWorkflow(DeliveryHandlers):
         if spec.activation_id == current.activation_id:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
                                   previous=self._engine.previous_activations)
-        self._pending_spec = spec.as_shard(self._shard)
+        pending = spec.as_shard(self._shard)
+        if spec.shards != self._spec.shards and pending.split is not None and not is_child(self._shard, pending.split):
+            # A parent: the ids it holds now are those a child asks about (core.sharding, "splitting").
+            pending = pending.model_copy(update={"split": pending.split.model_copy(update={"seq": self._engine.last_seq})})
+        elif spec.shards == self._spec.shards:
+            pending = pending.model_copy(update={"split": self._spec.split})  # a rebind keeps a split going on
+        self._pending_spec = pending
         self._absorb(self._engine.rebind(self._pending_spec.shard_part(), self._now()))
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
@@ -305,9 +373,9 @@ class ActivationWorkflow(DeliveryHandlers):
             raise ValueError(f"the activation of {spec.workflow!r} is being deactivated; activate it again once that "
                              f"has completed (`wfi deactivate --wait`, or `wfi state` shows it)")
         if spec.shards != self._spec.shards:
-            raise ValueError(f"the activation of {spec.workflow!r} runs on {self._spec.shards} shard(s); changing "
-                             f"scale.shards to {spec.shards} is not supported while it runs: deactivate it "
-                             "(`wfi deactivate --wait`), then activate it again")
+            problem = self._split_refusal(spec)
+            if problem is not None:
+                raise ValueError(f"the activation of {spec.workflow!r} cannot be split into {spec.shards} shards: {problem}")
         problems = spec_problems(spec)  # what `wfi activate` refuses, refused from a plain client too
         if problems:
             raise ValueError("the activation is out of bounds: " + "; ".join(problems)[:2000])
@@ -329,14 +397,18 @@ class ActivationWorkflow(DeliveryHandlers):
     @workflow.query(name=ROUTING_QUERY)
     def routing(self) -> dict[str, Any]:
         """How this activation's deliveries are spread over its shards (core.sharding; wf_initiation/_shards.py)."""
-        return {"shards": self._spec.shards,
-                "entries": {e.name: e.delivery_id_path for e in self._spec.entries if e.kind == "external"}}
+        spec = self._routing_spec()
+        return {"shards": spec.shards,
+                "entries": {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"},
+                **({"split": spec.split.model_dump(mode="json")} if spec.split is not None else {})}
 
     @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
         summary = self._engine.summary()
         if self._spec.shards > 1:
             summary["shard"], summary["shards"] = self._shard, self._spec.shards
+        if self._spec.split is not None:
+            summary["split"] = self._spec.split.model_dump(mode="json")
         if self._inbox is not None:  # deliveries the workflow holds in memory, not yet taken
             summary["inbox"] = {"queued": len(self._inbox), "waiting_signals": self._inbox.waiting_signals}
         return fit_to_bytes(summary)

@@ -155,3 +155,46 @@ async def test_a_one_shard_activation_is_routed_without_a_query() -> None:
     assert (await cache.get("wide", fallback=True)).shards == 4 and asked == ["wide"]
     cache.forget("narrow")  # after a misrouted update
     assert (await cache.get("narrow")).shards == 1
+
+
+# ---------------------------------------------------------------------------- splitting
+def test_a_split_moves_each_id_from_exactly_its_parent_and_only_to_new_shards() -> None:
+    # proves: EXT-3
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.sharding import children_of, is_child, parent_of
+
+    for before, after in ((1, 2), (2, 8), (4, 8), (8, 256)):
+        split = Split(from_shards=before)
+        for i in range(2000):
+            old, new = shard_of("hook", f"id-{i}", before), shard_of("hook", f"id-{i}", after)
+            if new != old:
+                assert is_child(new, split) and parent_of(new, split) == old, (before, after, i)
+                assert new in children_of(old, split, after)
+            else:
+                assert not is_child(new, split)
+        assert sorted(c for k in range(before) for c in children_of(k, split, after)) == list(range(before, after))
+
+
+def test_split_refusals_and_the_drain_of_a_parent() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.sharding import drain_step, split_problem
+
+    assert split_problem(2, 8) is None and split_problem(1, 2) is None
+    assert "never merged into fewer" in (split_problem(8, 2) or "")
+    t0, day = datetime(2026, 12, 2, tzinfo=UTC), timedelta(hours=24)
+    parent = Split(from_shards=2, seq=10)
+    assert drain_step(parent, True, t0, day) == parent, "a run of an id held at the split is still going"
+    waiting = drain_step(parent, False, t0, day)
+    assert waiting.drain_after == t0 + day and not waiting.drained
+    assert drain_step(waiting, False, t0 + day - timedelta(seconds=1), day) == waiting
+    assert drain_step(waiting, False, t0 + day, day).drained
+    assert drain_step(drain_step(waiting, False, t0 + day, day), False, t0, day).drained, "drained stays drained"
+
+
+def test_routing_names_the_split_and_the_key_of_a_delivery() -> None:
+    routing = Routing.from_answer({"shards": 8, "entries": {"hook": "delivery_id"}, "split": {"from_shards": 2}})
+    assert routing.split_from == 2 and routing.key(None, {"delivery_id": "d-1"}) == ("hook", "d-1")
+    assert routing.key("other", {"delivery_id": "d-1"}) is None and routing.key(None, {}) is None
+    assert Routing.from_answer({"shards": 2, "entries": {}}).split_from is None

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ._expr import ExpressionFault, canonical_key
 
 if TYPE_CHECKING:
-    from .activation import ActivationSpec
+    from .activation import ActivationSpec, Split
 
 MAX_SHARDS = 256
 """Shards one activation may have (a power of two: a later split doubles them)."""
@@ -94,3 +95,51 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
         problems.append("max_concurrent_runs spans every run of the activation; with external entries spread over "
                         "shards it cannot hold: remove it, or remove scale")
     return problems
+
+
+# ---------------------------------------------------------------------------- splitting
+# An activation on N shards is split into M (a multiple of N, both powers of two) while it runs.
+# ``shard_of`` is the id's hash modulo the count, so an id of shard k under N is under M in shard
+# k + j*N for some j: shards below N keep the ids that stay and take nothing that moved, and every
+# id that moves goes to a new shard (a child) from exactly one old one (its parent, child % N).
+# The parents switch to M first (from then on they refuse, or pass on, the ids that moved: what they
+# hold of them is frozen), then the children judge a new id only with the parent's dedup entry for
+# it (or its answer that it has none): a redelivery of an id the parent took before the split is a
+# duplicate (or conflict) of that entry, never a second run. A parent has drained once every id it
+# held at the split has expired; it tells its children, which then judge new ids alone.
+
+
+def split_problem(current: int, wanted: int) -> str | None:
+    """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can)."""
+    if wanted < current:
+        return (f"it runs on {current} shards and scale.shards is {wanted}: an activation is split into more shards "
+                "while it runs, never merged into fewer (deactivate it with `wfi deactivate --wait`, then activate)")
+    if wanted % current:
+        return f"{wanted} shards are not a multiple of the {current} it runs on"
+    return None
+
+
+def parent_of(shard: int, split: Split) -> int:
+    """The shard that took, before the split, the ids a child ``shard`` takes."""
+    return shard % split.from_shards
+
+
+def is_child(shard: int, split: Split | None) -> bool:
+    """Whether ``shard`` was created by the split and still judges new ids with its parent's answer."""
+    return split is not None and shard >= split.from_shards
+
+
+def children_of(shard: int, split: Split, shards: int) -> list[int]:
+    """The shards that take the ids which moved away from parent ``shard``."""
+    return list(range(shard + split.from_shards, shards, split.from_shards))
+
+
+def drain_step(split: Split, unreleased_before_split: bool, now: datetime, retention: timedelta) -> Split:
+    """A parent's split after a check: ``drain_after`` set once no id it held at the split has a run
+    still going (each then expires within ``retention``), ``drained`` once that instant has passed."""
+    if split.drained:
+        return split
+    if split.drain_after is None:
+        return split if unreleased_before_split else split.model_copy(update={"drain_after": now + retention})
+    return split.model_copy(update={"drained": True}) if now >= split.drain_after else split
+

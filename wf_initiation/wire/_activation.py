@@ -9,11 +9,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # re-exported: the limits live in core.limits
 
 
+class PriorEntry(BaseModel):
+    """What a split's parent shard held of a delivery id that moved to a child (core.sharding):
+    its answer to ``split_lookup``, sent along with the delivery to the child."""
+
+    shards: int = Field(ge=1, description="The shard count the parent ran on when it answered.")
+    record: dict[str, Any] | None = Field(default=None, description="Its dedup entry of the id, or None.")
+
+
 class DeliveryRequest(BaseModel):
     """One delivery for an external trigger entry."""
 
     entry: str | None = Field(default=None, description="Trigger entry name; optional with one external entry.")
     payload: Any = Field(description="The event payload, validated against the manifest before acceptance.")
+    prior: PriorEntry | None = Field(default=None, description="For a shard created by a split: its parent's answer "
+                                     "for this id (set by WfiClient and by the parent passing a signal on).")
 
 
 class OperatorResult(BaseModel):
@@ -73,5 +83,5 @@ class DeactivatedResult(BaseModel):
 
 __all__ = [
     "MAX_BULK", "MAX_DELIVERY_BYTES", "ActivateResult", "DeactivateRequest", "DeactivateResult", "DeactivatedResult",
-    "DeliveryRequest", "OperatorResult",
+    "DeliveryRequest", "OperatorResult", "PriorEntry",
 ]

@@ -20,6 +20,9 @@ SUBSCRIPTION_REFUSED = "SubscriptionRefused"
 MISROUTED = "Misrouted"
 """A delivery reached a shard of a sharded activation that does not take its delivery id (a stale
 routing): nothing was recorded; ask shard 0's ``routing`` query again and send it to its shard."""
+CONSULT_PARENT = "ConsultParent"
+"""A delivery reached a shard created by a split while its parent may still hold the id: nothing was
+recorded; send it again with the parent's ``split_lookup`` answer as ``prior`` (``WfiClient`` does)."""
 ECHO_RUN_FAILED = "EchoRunFailed"
 """The sample run ``wfi.EchoRun`` was asked to fail by its payload."""
 POLL_SOURCE_UNAVAILABLE = "PollSourceUnavailable"
@@ -39,6 +42,6 @@ class StaleActivationError(WfiError, RuntimeError):
 STALE_ACTIVATION = StaleActivationError.__name__
 
 __all__ = [
-    "ECHO_RUN_FAILED", "HANDLER_FAILED", "INVALID_ARGUMENT", "MISROUTED", "NO_ACTIVATION", "POLL_CONFIG_INVALID",
+    "CONSULT_PARENT", "ECHO_RUN_FAILED", "HANDLER_FAILED", "INVALID_ARGUMENT", "MISROUTED", "NO_ACTIVATION", "POLL_CONFIG_INVALID",
     "POLL_SOURCE_UNAVAILABLE", "REBINDING", "STALE_ACTIVATION", "SUBSCRIPTION_REFUSED", "StaleActivationError",
 ]

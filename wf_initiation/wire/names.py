@@ -36,6 +36,8 @@ DEACTIVATE_UPDATE = "deactivate"
 
 # --- the activation's signals (and the one a waiting run receives)
 DELIVER_SIGNAL = "deliver_signal"
+PARENT_DRAINED_SIGNAL = "split_parent_drained"
+"""A split's parent tells its children that every id it held at the split has expired (core.sharding)."""
 
 # --- the activation's queries
 STATE_QUERY = "state"
@@ -43,7 +45,11 @@ SUMMARY_QUERY = "summary"
 EVENTS_QUERY = "events"
 DELIVERY_QUERY = "delivery"
 ROUTING_QUERY = "routing"
-"""Shard 0 answers how deliveries are spread: ``{"shards": N, "entries": {name: delivery id path}}``."""
+"""Shard 0 answers how deliveries are spread: ``{"shards": N, "entries": {name: delivery id path}}``
+(and ``split_from`` while it takes part in a split)."""
+SPLIT_LOOKUP_QUERY = "split_lookup"
+"""A split's parent answers what it holds of ids that moved to a child: ``{"shards": its count,
+"records": [dedup entry or None, ...]}`` for ``[[entry, delivery id], ...]`` (core.sharding)."""
 
 # --- activity names (histories carry them: never rename)
 START_RUNS_ACTIVITY = "wfi.start_runs"
@@ -72,8 +78,8 @@ def poll_activity_name(connector: str) -> str:
 __all__ = [
     "ACTIVATE_UPDATE", "ACTIVATION_ID_PREFIX", "ACTIVATION_WORKFLOW", "CONTROL_RUN_ACTIVITY", "DEACTIVATE_UPDATE",
     "DELIVERY_QUERY", "DELIVER_MANY_UPDATE", "DELIVER_SIGNAL", "DELIVER_UPDATE",
-    "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "POLL_ACTIVITY_PREFIX",
+    "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "ROUTING_QUERY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
+    "ROUTING_QUERY", "SPLIT_LOOKUP_QUERY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

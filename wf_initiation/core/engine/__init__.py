@@ -44,6 +44,7 @@ from ._types import (
     Disposition,
     EngineState,
     ErrorRecord,
+    EventRecord,
     OperatorOutcome,
     PublishEvent,
     RunPoll,
@@ -57,7 +58,7 @@ __all__ = [
     "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
-    "ErrorRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
+    "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
     "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
     "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary",
 ]

@@ -226,17 +226,21 @@ class Engine:
         return self._decide(None)
 
     # ------------------------------------------------------------------ deliveries
-    def deliver(self, entry: str | None, payload: Any, now: datetime, *, defer_new: str | None = None) -> Decision[DeliveryResult]:
+    def deliver(self, entry: str | None, payload: Any, now: datetime, *, defer_new: str | None = None,
+                prior: EventRecord | None = None) -> Decision[DeliveryResult]:
         """One external delivery (EXT-1..13), or its refusal while deactivated. Durable once the task ends.
 
         ``defer_new``: signalled deliveries are waiting ahead of this one (:meth:`take_signal`): a new
-        id is deferred with this reason, so it cannot pass them; a known id is answered as usual."""
+        id is deferred with this reason, so it cannot pass them; a known id is answered as usual.
+        ``prior``: the dedup entry of its id in the shard that took it before a split (``Intake.prior``)."""
         core = self._core
-        result = _deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now, intake=Intake(defer_new=defer_new))
+        result = _deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now,
+                                                                               intake=Intake(defer_new=defer_new, prior=prior))
         assert result is not None  # only a delivery that may wait is not taken
         return self._decide(result)
 
-    def take_signal(self, entry: str | None, payload: Any, now: datetime, *, may_wait: bool) -> Decision[DeliveryResult | None]:
+    def take_signal(self, entry: str | None, payload: Any, now: datetime, *, may_wait: bool,
+                    prior: EventRecord | None = None) -> Decision[DeliveryResult | None]:
         """A delivery by signal: like :meth:`deliver`, but nobody hears its disposition, so it is never
         dropped silently. ``may_wait``: when only the held-bytes budget would defer it, nothing is
         recorded and the value is None: the shell keeps it and offers it again, in arrival order.
@@ -247,7 +251,17 @@ class Engine:
         if refused is not None:
             return self._decide(refused)
         kept = self.compat.signals_kept
-        return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait)))
+        return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait,
+                                                                             prior=prior)))
+
+    @property
+    def last_seq(self) -> int:
+        """The acceptance order of the latest dedup entry (``EventRecord.seq``)."""
+        return self._core.state.seq
+
+    def unreleased_through(self, seq: int) -> bool:
+        """Whether a dedup entry accepted at or before ``seq`` still waits for its run to end."""
+        return any(r.seq <= seq and r.released_at is None for r in self._core.state.events.values())
 
     def note_forwarded(self) -> Decision[None]:
         """A delivery signalled to this shard was passed to the shard that takes it (core.sharding)."""

@@ -121,7 +121,7 @@ class Pipeline(Runs):
         too_large = _intake.size_problem(self, size)
         if too_large is not None:
             return self.invalid(entry, delivery_id, too_large, now)
-        existing = self.lookup(key)
+        existing = self.lookup(key) or intake.prior
         if existing is not None:
             return self._repeat(entry, existing, delivery_id, digest, now)
         full = intake.defer_new is None and _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours

@@ -406,6 +406,9 @@ class Intake:
     defer_new: str | None = None
     """Defer it with this reason if its id is new (signalled deliveries wait ahead of it, and a new
     event must not pass them); a known id is still answered (duplicate, conflict)."""
+    prior: EventRecord | None = None
+    """The dedup entry of its id in the shard that took it before a split (core.sharding,
+    "splitting"): an id this shard does not know is then answered as a redelivery of that entry."""
 
 
 NO_INTAKE = Intake()
