@@ -75,28 +75,33 @@ async def a_sharded_activation_deduplicates_and_records_conflicts_across_its_sha
           "the first payload's run stands")
 
 
-@case(capability=EXTERNAL, clauses=["INIT-3", "INIT-4"])
-async def a_sharded_activation_is_activated_once_and_its_shard_count_is_not_changed_while_it_runs(target: Target) -> None:
+@case(capability=EXTERNAL, clauses=["INIT-3", "INIT-4", "EXT-3"])
+async def a_sharded_activation_is_activated_once_and_splits_into_more_shards_keeping_its_ids(target: Target) -> None:
     pair = _pair(target)
     first = await target.activate(pair)
     again = await target.activate(pair)
     check(again["activation_id"] == first["activation_id"] and again["outcome"] == "unchanged",
           f"activating the same sharded Workfile twice changes nothing: {again}")
-    accepted = await _deliver(target, pair, "r1")
-    check(accepted["disposition"] == "accepted", f"a delivery is accepted: {accepted}")
-    resized = target.write_pair(pair.workflow, pair.workfile.read_text(),
-                                {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue},
-                                 "scale": {"shards": SHARDS * 2}})
-    refused = await target.wfi("activate", str(resized.workfile), "--deployment", str(resized.deployment), "--json")
-    check(refused.code != 0, f"changing scale.shards of a live activation is refused:\n{refused.describe()}")
-    check("shard" in (refused.stdout + refused.stderr), f"the refusal names the shard count:\n{refused.describe()}")
-    after = await _deliver(target, pair, "r1")
-    check(after["disposition"] == "duplicate" and after["run_key"] == accepted["run_key"],
-          f"the activation kept its shards and its entries: {after}")
-    check(len((await target.state(pair))["summary"].get("shards") or []) == SHARDS, "still on its shards")
+    idents = [f"r{i}" for i in range(8)]
+    accepted = {i: await _deliver(target, pair, i) for i in idents}
+    check(all(a["disposition"] == "accepted" for a in accepted.values()), f"deliveries are accepted: {accepted}")
+    run = {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}}
+    grown = target.write_pair(pair.workflow, pair.workfile.read_text(), {**run, "scale": {"shards": SHARDS * 2}})
+    split = await target.wfi("activate", str(grown.workfile), "--deployment", str(grown.deployment), "--json")
+    check(split.code == 0, f"a live activation is split into more shards:\n{split.describe()}")
+    check("split from" in split.stdout, f"the answer says it was split:\n{split.describe()}")
+    for i in idents:  # whichever shard an id routes to now, it answers with the id's first run
+        after = await _deliver(target, grown, i)
+        check(after["disposition"] == "duplicate" and after["run_key"] == accepted[i]["run_key"],
+              f"{i} keeps its first run across the split: {after}")
+    fewer = target.write_pair(pair.workflow, pair.workfile.read_text(), {**run, "scale": {"shards": SHARDS}})
+    refused = await target.wfi("activate", str(fewer.workfile), "--deployment", str(fewer.deployment), "--json")
+    check(refused.code != 0, f"merging a live activation into fewer shards is refused:\n{refused.describe()}")
+    check("fewer" in (refused.stdout + refused.stderr), f"the refusal names the reason:\n{refused.describe()}")
+    check(len((await target.state(grown))["summary"].get("shards") or []) == SHARDS * 2, "on its new shards")
 
 
 CASES = (
     a_sharded_activation_deduplicates_and_records_conflicts_across_its_shards,
-    a_sharded_activation_is_activated_once_and_its_shard_count_is_not_changed_while_it_runs,
+    a_sharded_activation_is_activated_once_and_splits_into_more_shards_keeping_its_ids,
 )
