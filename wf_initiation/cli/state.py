@@ -59,6 +59,7 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
                      f"{closed['run_id']}); it serves nothing until `wfi activate WORKFILE` starts it again")
     if summary.get("previous_activations"):
         lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
+    lines += _shard_lines(summary.get("shards"))
     for name, s in summary.get("schedules", {}).items():
         when = f"next {s['next']}" if s.get("next") else "no next occurrence"
         reason = f" (inactive: {s['inactive_reason']})" if s.get("inactive_reason") else ""
@@ -71,6 +72,27 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
     if full is not None:
         lines += _full_lines(full)
     return "\n".join(lines)
+
+
+def _shard_lines(shards: Any) -> list[str]:
+    """A sharded activation: its shard count, and each shard's part in a split going on."""
+    if not isinstance(shards, list):
+        return []
+    lines = [f"  shards: {len(shards)}"]
+    for part in shards:
+        split = part.get("split")
+        if not split:
+            continue
+        k, n = part.get("shard"), split.get("from_shards")
+        if isinstance(k, int) and isinstance(n, int) and k >= n:
+            lines.append(f"  shard {k}: new in the split from {n} shards; asks shard {k % n} about ids it does not know")
+        elif split.get("drained"):
+            lines.append(f"  shard {k}: split from {n} shards, drained")
+        elif split.get("drain_after"):
+            lines.append(f"  shard {k}: split from {n} shards; the ids it held then expire by {split['drain_after']}")
+        else:
+            lines.append(f"  shard {k}: split from {n} shards; runs of ids it held then are still going")
+    return lines
 
 
 def _full_lines(full: dict[str, Any]) -> list[str]:

@@ -1,0 +1,26 @@
+"""`wfi state --summary` of a sharded activation names its shards and each shard's part in a split."""
+
+from __future__ import annotations
+
+from wf_initiation.cli.state import render_state
+
+
+def test_the_summary_shows_the_shards_and_a_split_going_on() -> None:
+    summary = {
+        "workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {},
+        "shards": [
+            {"shard": 0, "split": {"from_shards": 2, "seq": 9, "drain_after": "2026-12-03T10:00:00+00:00", "drained": False}},
+            {"shard": 1, "split": {"from_shards": 2, "seq": 4, "drain_after": None, "drained": False}},
+            {"shard": 2, "split": {"from_shards": 2, "seq": None, "drain_after": None, "drained": False}},
+            {"shard": 3},
+        ],
+    }
+    text = render_state(summary, None)
+    assert "  shards: 4" in text
+    assert "shard 0: split from 2 shards; the ids it held then expire by 2026-12-03T10:00:00+00:00" in text
+    assert "shard 1: split from 2 shards; runs of ids it held then are still going" in text
+    assert "shard 2: new in the split from 2 shards; asks shard 0 about ids it does not know" in text
+    assert "shard 3" not in text, "a child whose parent drained judges alone: nothing to say"
+    done = render_state({**summary, "shards": [{"shard": 0, "split": {"from_shards": 1, "drained": True}}, {"shard": 1}]}, None)
+    assert "shard 0: split from 1 shards, drained" in done
+    assert "shards" not in render_state({k: v for k, v in summary.items() if k != "shards"}, None)
