@@ -68,6 +68,11 @@ def from_temporal(exc: BaseException, *, workflow: str | None = None, client: An
     if isinstance(exc, WorkflowUpdateFailedError):
         cause_type = getattr(exc.cause, "type", None) or None
         message = getattr(exc.cause, "message", None) or str(exc.cause or exc)
+        if cause_type == UNPROCESSED_UPDATE:
+            # The server rejected an update that a completed workflow task did not take (it reached
+            # the worker with a task that was already ending): nothing was recorded; send it again.
+            return TemporalUnavailable(f"the activation's workflow task ended without taking the update; sending it "
+                                       f"again ({message})", detail=message)
         refused = ActivationRebinding if cause_type == REBINDING else ActivationRefused
         return refused(message, workflow=workflow, cause_type=cause_type)
     if isinstance(exc, WorkflowQueryFailedError):
@@ -79,6 +84,11 @@ def from_temporal(exc: BaseException, *, workflow: str | None = None, client: An
     if isinstance(exc, RPCError):
         return _from_rpc(exc, workflow, client)
     return None
+
+
+UNPROCESSED_UPDATE = "UnprocessedUpdate"
+"""The server's failure type for an update a completed workflow task did not take (temporalio/temporal,
+service/history/workflow/update: ``unprocessedUpdateFailure``)."""
 
 
 def _from_rpc(exc: RPCError, workflow: str | None, client: Any) -> WfiError:

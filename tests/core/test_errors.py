@@ -99,6 +99,9 @@ def _rpc(status: RPCStatusCode, message: str) -> RPCError:
     (RPCTimeoutOrCancelledError("timed out"), CallTimeout, True),
     (WorkflowUpdateFailedError(ApplicationError("being replaced", type=REBINDING)), ActivationRebinding, True),
     (WorkflowUpdateFailedError(ApplicationError("no such entry", type=INVALID_ARGUMENT)), ActivationRefused, False),
+    # The server's rejection of an update a completed workflow task did not take (seen in a split under load).
+    (WorkflowUpdateFailedError(ApplicationError("Workflow Update is rejected because it wasn't processed by worker.",
+                                                type="UnprocessedUpdate", non_retryable=True)), TemporalUnavailable, True),
     (WorkflowQueryFailedError("the handler failed"), QueryFailed, False),
     (KeyError("Unknown payload encoding binary/encrypted"), CodecError, False),
 ])
