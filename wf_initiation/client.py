@@ -251,8 +251,8 @@ class WfiClient:
             ActivationRefused: the activation refused the spec (e.g. it is being deactivated).
         """
         await self._check_codec(spec.workflow)
-        running = await self._latest(spec.workflow)
-        if running is not None and running.status == WorkflowExecutionStatus.RUNNING:
+        latest = await self._latest(spec.workflow)
+        if latest is not None:  # running, or ended: started again on the shards it had, then split
             self._routing.forget(spec.workflow)
             current = (await self._routing.get(spec.workflow)).shards
             if current != spec.shards:

@@ -88,6 +88,10 @@ class ActivationWorkflow(DeliveryHandlers):
         part = spec.shard_part()
         restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
         self._engine = Engine(part, restored, compat=self._compat.engine)
+        if spec.split is not None and spec.split.seq is None and not is_child(spec.shard, spec.split):
+            # A parent started again from the state it ended in, split on the way (wf_initiation/client.py
+            # _split): the ids it holds now are those its children ask about.
+            self._spec = spec.model_copy(update={"split": spec.split.model_copy(update={"seq": self._engine.last_seq})})
         self._dispatcher = Dispatcher(bounded=self._engine.bounded)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke,

@@ -24,7 +24,7 @@ from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
 from wf_initiation.errors import ActivationRefused
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import ECHO_RUN_WORKFLOW, shard_workflow_id
+from wf_initiation.wire import ECHO_RUN_WORKFLOW, DeactivateRequest, shard_workflow_id
 
 WORKFILE = """
 name: {name}
@@ -165,3 +165,26 @@ async def test_a_split_drains_once_the_ids_held_before_it_expire(dev_env, task_q
         await still_serves(wfi, client, name, "after-second-split", go=True)
     for shard in (0, 1, 3):
         await assert_replays(client, shard_workflow_id(name, shard))
+
+
+async def test_a_deactivated_activation_activated_with_more_shards_is_split_from_its_state(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: INIT-4, EXT-3
+    client = dev_env.client
+    name = unique("split-again")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        assert (await wfi.activate(spec_for(tmp_path, name, task_queue, 2))).outcome == "activated"
+        before = [f"e-{i}" for i in range(30)]
+        first = {r.delivery_id: r for r in await wfi.deliver_many(name, [(None, hook(i, go=True)) for i in before])}
+        await wfi.deactivate(name, DeactivateRequest(queued="drain"))
+        await wfi.deactivated(name)
+        with pytest.raises(ActivationRefused, match="never merged into fewer"):
+            await wfi.activate(spec_for(tmp_path, name, task_queue, 1))
+        again = await wfi.activate(spec_for(tmp_path, name, task_queue, 4))
+        assert "split from 2 into 4 shards" in (again.note or ""), again
+        assert any(shard_of("hook", i, 4) >= 2 for i in before)
+        redelivered = await WfiClient(client, task_queue=task_queue).deliver_many(name, [(None, hook(i, go=True)) for i in before])
+        assert [(r.disposition.value, r.run_key) for r in redelivered] == [("duplicate", first[i].run_key) for i in before]
+        await still_serves(wfi, client, name, go=True)

@@ -112,8 +112,9 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
 def split_problem(current: int, wanted: int) -> str | None:
     """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can)."""
     if wanted < current:
-        return (f"it runs on {current} shards and scale.shards is {wanted}: an activation is split into more shards "
-                "while it runs, never merged into fewer (deactivate it with `wfi deactivate --wait`, then activate)")
+        return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
+                f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "
+                f"redelivery of one within its retention would run again); keep scale.shards at {current} or more")
     if wanted % current:
         return f"{wanted} shards are not a multiple of the {current} it runs on"
     return None
