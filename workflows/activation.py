@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
@@ -243,8 +244,12 @@ class ActivationWorkflow(DeliveryHandlers):
             step = drain_step(split, self._engine.unreleased_through(split.seq), self._now(), retention)
             if step.drained:
                 for child in children_of(self._shard, split, self._spec.shards):
-                    await workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, child)).signal(
-                        PARENT_DRAINED_SIGNAL, self._shard)
+                    try:
+                        await workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, child)).signal(
+                            PARENT_DRAINED_SIGNAL, self._shard)
+                    except FailureError as exc:  # the child ended (deactivated, terminated): it asks nobody any more
+                        self._absorb(self._engine.record_error(self._now(), "signal_failed", f"shard {child} could not be "
+                                                               f"told that its split's parent drained: {exc}"))
             self._set_split(step)
 
     def _set_split(self, split: Split | None) -> None:
