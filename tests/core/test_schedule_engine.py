@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as hs
 
 from tests.support.activation import make_spec
@@ -389,6 +389,9 @@ def specs(tmp_path_factory: pytest.TempPathFactory) -> dict[int | None, Activati
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Found in CI on 2 Dec: 101 occurrences over six ticks crossed the per-task admission budget when the
+# ticks were not separate workflow tasks (the 101st waited for the next task).
+@example(steps=[13200, 21600, 21600, 21600, 21600, 21600], bound=1, finish=False)
 @given(
     steps=hs.lists(hs.integers(min_value=0, max_value=6 * 3600), min_size=1, max_size=12),
     bound=hs.one_of(hs.none(), hs.integers(min_value=1, max_value=6)),
@@ -405,6 +408,7 @@ def test_every_occurrence_is_disposed_exactly_once_and_never_early(
     runs: list[StartRun] = []
     for step in steps:
         now += timedelta(seconds=step)
+        engine.begin_task()  # each tick is a workflow task of its own, as in the shell (its admission budget)
         engine.tick(now)
         new = starts(engine)
         for r in new:
