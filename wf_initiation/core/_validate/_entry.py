@@ -53,13 +53,14 @@ def _connector_key(node: Any, loc: Loc, draft: Draft, ctx: Ctx) -> Any:
     """The one `connector.event` key of an entry; every other key must be an entry key."""
     others = [k for k in node if k not in ENTRY_KEYS]
     dotted = [k for k in others if isinstance(k, str) and "." in k]
-    if len(others) == 1:
+    if len(others) == 1 and isinstance(others[0], str):  # a null or number key names no trigger: reported below
         return others[0]
     for key in others:
         if key not in dotted:
             ctx.add(
                 "TRIG-ENTRY-UNKNOWN-KEY",
-                f"{show(key)} is not an entry key: use {', '.join(ENTRY_KEYS)} beside one `connector.event` key",
+                f"{'a key with no name' if key is None else show(key)} is not an entry key: use {', '.join(ENTRY_KEYS)} "
+                "beside one `connector.event` key",
                 loc.key(node, key),
                 draft.label,
             )
