@@ -56,6 +56,7 @@ from wf_initiation.errors import (
     DiagnosticError,
     StaleAnswer,
     TemporalUnavailable,
+    WfiError,
 )
 from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # defined there; importable here as before
 from wf_initiation.wire import (
@@ -706,6 +707,9 @@ class WfiClient:
             if latest is not None and latest.status not in (WorkflowExecutionStatus.RUNNING, None):
                 return await answer_from_history(self.client, latest.id, latest.run_id, name, args)
             if attempts is not None and attempts <= probes:
+                raise
+        except WfiError as exc:  # anything else retryable (no worker yet, a timeout) gets every attempt
+            if not exc.retryable or (attempts is not None and attempts <= probes):
                 raise
         return await self._retry(ask, workflow=workflow, attempts=attempts)
 
