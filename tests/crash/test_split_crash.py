@@ -81,7 +81,9 @@ async def test_a_split_survives_a_killed_worker_and_a_restarted_server(tmp_path:
         assert all(r.disposition.value in ("accepted", "duplicate") for r in sent), sent
 
         assert any(shard_of("hook", i, 4) >= 2 for i in before)
-        again = await asyncio.gather(*(stale.deliver(name, hook(i)) for i in before))
+        # Own update ids: each redelivery is judged by the activation (the same id would be answered by
+        # its first attempt, `accepted`, where that run still knows it).
+        again = await asyncio.gather(*(stale.deliver(name, hook(i), update_id=f"again-{i}") for i in before))
         assert [(r.disposition.value, r.run_key) for r in again] == [("duplicate", first[i].run_key) for i in before]
 
         async def each_id_ran_once() -> None:

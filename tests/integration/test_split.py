@@ -90,7 +90,7 @@ async def test_a_live_activation_split_into_more_shards_keeps_dedup_and_runs_not
         # Every id taken before the split, through every path: answered with its first run.
         moved = [i for i in before if shard_of("hook", i, 8) >= 2]
         assert moved, "some ids moved to the new shards"
-        again = await asyncio.gather(*(stale.deliver(name, hook(i, go=True)) for i in before))
+        again = await asyncio.gather(*(stale.deliver(name, hook(i, go=True), update_id=f"again-{i}") for i in before))
         assert [(r.disposition.value, r.run_key) for r in again] == [("duplicate", first[i].run_key) for i in before]
         bulk = await grouped.deliver_many(name, [(None, hook(i, go=True)) for i in before])
         assert {r.disposition.value for r in bulk} == {"duplicate"}
