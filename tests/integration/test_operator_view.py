@@ -8,6 +8,7 @@ import pathlib
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,6 +23,7 @@ from tests.support.temporal import DEV_SERVER_ARGS, binary
 from wf_initiation.core.engine import Engine, initial_state
 from wf_initiation.core.engine._view import MAX_BYTES, redact, secrets_of
 from wf_initiation.core.engine._view import markdown as render
+from wf_initiation.core.schedule import next_occurrences, parse_schedule
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire.search_attributes import ALL as SEARCH_ATTRIBUTES
 
@@ -69,7 +71,13 @@ async def test_the_page_shows_each_schedule_in_its_zone_with_cron_next_last_and_
     text = nightly.markdown
     assert f"## {nightly.workflow} · NEEDS OPERATOR" in text
     assert "- cron `0 9 * * 1-5` in **Europe/Berlin** · missed: catch_up (bound 1)" in text
-    assert "- next **2026-12-02 09:00:00+01:00** (2026-12-02 08:00:00Z)" in text
+    # The next weekday 09:00 in Berlin after the page was read (the clock is real: either side of 09:00).
+    read = datetime.now(UTC)
+    expected = {next_occurrences(parse_schedule({"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"}), after, 1)[0]
+                for after in (read - timedelta(minutes=5), read)}
+    berlin = ZoneInfo("Europe/Berlin")
+    assert any(f"- next **{at.astimezone(berlin).isoformat(' ')}** ({at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z)" in text
+               for at in expected), (expected, text)
     assert "- last 2026-11-27 09:00:00+01:00 → **backfilled**" in text
     assert "- interval `2s` in **Europe/Berlin**" in text
     assert "beyond the catch-up bound" in text
