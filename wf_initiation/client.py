@@ -44,9 +44,9 @@ from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restar
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
 from wf_initiation.core.activation import ActivationSpec, Split
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
-from wf_initiation.core.engine import DeliveryResult
+from wf_initiation.core.engine import ROUTED_TO, DeliveryResult, Disposition
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.sharding import shard_of, split_problem
+from wf_initiation.core.sharding import laned_entries, shard_of, split_problem
 from wf_initiation.errors import (
     ActivationNotFound,
     ActivationRefused,
@@ -79,6 +79,7 @@ from wf_initiation.wire import (
     DeactivateRequest,
     DeactivateResult,
     DeliveryRequest,
+    LaneClaim,
     OperatorAction,
     OperatorRequest,
     OperatorResult,
@@ -273,7 +274,7 @@ class WfiClient:
         the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
         every parent already refusing the ids that moved. Idempotent: after an interruption, running
         it again completes it."""
-        problem = split_problem(current, spec.shards)
+        problem = split_problem(current, spec.shards, laned_entries(spec))
         if problem is None:
             parts = await asyncio.gather(*(self._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
             busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")
@@ -373,11 +374,15 @@ class WfiClient:
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         for attempt in (1, 2):  # a second time only after a shard said it is not this delivery's
             shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)
+            grouped = self._groups is not None and update_id is None
             try:
-                if self._groups is not None and update_id is None:
-                    return await self._groups.deliver(_lane(workflow, shard), request, size)
-                return await self._asking_parent(workflow, shard, functools.partial(self._update_one, workflow, shard, uid),
-                                                 [request])
+                if grouped:
+                    result = await self._groups.deliver(_lane(workflow, shard), request, size)  # type: ignore[union-attr]
+                else:
+                    result = await self._asking_parent(
+                        workflow, shard, functools.partial(self._update_one, workflow, shard, uid), [request])
+                [result] = await self._follow_routes(workflow, [request], [result], fresh=grouped)
+                return result
             except ActivationRefused as exc:
                 if exc.cause_type != MISROUTED or attempt == 2:
                     raise
@@ -423,7 +428,36 @@ class WfiClient:
                 done += len(chunk)
 
         await asyncio.gather(*(send(shard, indexes) for shard, indexes in by_shard.items()))
-        return [r for r in out if r is not None]
+        results = [r for r in out if r is not None]
+        return await self._follow_routes(workflow, [DeliveryRequest(entry=e, payload=p) for e, p in deliveries], results)
+
+    async def _follow_routes(self, workflow: str, requests: list[DeliveryRequest], results: list[DeliveryResult], *,
+                             fresh: bool = False) -> list[DeliveryResult]:
+        """``results`` with each ``routed`` one replaced by the answer of the shard it was routed to (its
+        queue key's lane, core.sharding), which gets the delivery with the routing as its ``lane``.
+        ``fresh``: with update ids of their own (as grouped deliveries), else derived from the content."""
+        by_lane: dict[tuple[int, int], list[int]] = {}
+        for i, result in enumerate(results):
+            if result.disposition is Disposition.ROUTED and result.shard is not None:
+                shards = await self.shards(workflow)
+                by_lane.setdefault((shards, result.shard), []).append(i)
+        if not by_lane:
+            return results
+        out = list(results)
+
+        async def send(shards: int, lane: int, indexes: list[int]) -> None:
+            claim = LaneClaim(shards=shards, shard=lane)
+            chunk = [requests[i].model_copy(update={"lane": claim}) for i in indexes]
+            uid = f"group-{uuid.uuid4().hex}" if fresh else None
+            done = 0
+            for part in bulk_chunks([(r.entry, r.payload) for r in chunk]):
+                answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)], uid=uid and f"{uid}-{done}")
+                for i, answer in zip(indexes[done:], answers):
+                    out[i] = answer
+                done += len(part)
+
+        await asyncio.gather(*(send(shards, lane, indexes) for (shards, lane), indexes in by_lane.items()))
+        return out
 
     async def _send_group(self, lane: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
         """One ``deliver_many`` update to one shard (``lane``: workflow and shard); by default its id binds
@@ -691,7 +725,17 @@ class WfiClient:
         await self._check_codec(workflow)
         routing = await self._routing.get(workflow)
         shard = shard_of(entry, delivery_id, routing.shards) if entry in routing.entries else 0
-        return await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=shard)
+        record = await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=shard)
+        if not record or record.get("disposition") != Disposition.ROUTED.value:
+            return record
+        # Its queue key's shard took the event (core.sharding, lanes): that shard's entry is the answer.
+        lane = str(record.get("detail") or "").removeprefix(ROUTED_TO)
+        lanes = [int(lane)] if lane.isdigit() else [k for k in range(routing.shards) if k != shard]
+        for k in lanes:
+            taken = await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=k)
+            if taken:
+                return taken
+        return record  # routed, and not (yet) taken by its lane
 
     async def _query(self, workflow: str, name: str, *args: Any, shard: int = 0, attempts: int | None = None) -> Any:
         """The answer of the activation's query ``name`` (of shard ``shard``), asked again while the

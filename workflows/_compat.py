@@ -12,6 +12,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``engine.capacity`` | patch ``wfi-capacity`` | 2 Dec 2026 | no capacity: the state grew until continue-as-new failed; no signal count |
 | ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
+| ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -19,7 +20,7 @@ runs are past the namespace's retention (``legacy_evaluation``: once every such 
 re-activated, since the spec travels across continue-as-new).
 
 The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last two are asked lazily, where the behaviour first differs, and then kept:
+the history). The last three are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -37,6 +38,7 @@ INBOX_PATCH = "wfi-delivery-inbox"
 CAPACITY_PATCH = "wfi-capacity"
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
+FORWARDS_LAND_PATCH = "wfi-forwards-land"
 
 
 class RunCompat:
@@ -50,6 +52,7 @@ class RunCompat:
                              signals_kept=self.inbox, capacity=capacity)
         self._wake_ahead: bool | None = None
         self._poll_now: bool | None = None
+        self._forwards_land: bool | None = None
 
     def wake_ahead(self) -> bool:
         """Whether anticipated occurrences are held by a wait activity (asked only for a schedule
@@ -63,3 +66,10 @@ class RunCompat:
         if self._poll_now is None:
             self._poll_now = workflow.patched(POLL_NOW_PATCH)
         return self._poll_now
+
+    def forwards_land(self) -> bool:
+        """Whether the run waits, before it continues as new or completes, for deliveries it passes
+        to another shard (asked only when one is in flight then)."""
+        if self._forwards_land is None:
+            self._forwards_land = workflow.patched(FORWARDS_LAND_PATCH)
+        return self._forwards_land

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.engine import (
         Decision,
         DeliveryResult,
+        Disposition,
         Engine,
         EventRecord,
         LifecycleEvent,
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         SUBSCRIBE_SIGNAL,
         UNSUBSCRIBE_SIGNAL,
         DeliveryRequest,
+        LaneClaim,
         PriorEntry,
         shard_workflow_id,
     )
@@ -76,6 +78,7 @@ class DeliveryHandlers:
     _telemetry: ActivationTelemetry
     _pending_spec: Any
     _signals: int
+    _forwarding: int
     _spec: ActivationSpec  # the whole binding (the engine has this shard's part)
     _shard: int
     _absorb: Callable[[Decision[Any]], Any]
@@ -153,12 +156,11 @@ class DeliveryHandlers:
         else:
             owner = self._owner(decoded)
             if owner != self._shard:  # a sender with a stale routing: its shard takes it (a signal is kept)
-                asyncio.create_task(self._forward(owner, decoded), name="forward a misrouted delivery")
+                self._pass_on(owner, decoded, "forward a misrouted delivery")
                 self._poke()
                 return
             if self._needs_parent(decoded):  # a split's parent may hold the id: it answers, then passes it back
-                asyncio.create_task(self._forward(parent_of(self._shard, self._spec.split), decoded),  # type: ignore[arg-type]
-                                    name="ask the split's parent")
+                self._pass_on(parent_of(self._shard, self._spec.split), decoded, "ask the split's parent")  # type: ignore[arg-type]
                 self._poke()
                 return
             carrier = current_carrier()
@@ -212,6 +214,8 @@ class DeliveryHandlers:
         spec = self._routing_spec()
         if spec.shards <= 1:
             return 0
+        if request.lane is not None and request.lane.shards == spec.shards:
+            return request.lane.shard  # its id's shard took the id and routed it to its key's (core.sharding)
         paths = {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"}
         return delivery_shard(paths, request.entry, request.payload, spec.shards)
 
@@ -284,6 +288,12 @@ class DeliveryHandlers:
                 f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
                 "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
 
+    def _pass_on(self, owner: int, request: DeliveryRequest, why: str) -> None:
+        """Signal ``request`` to shard ``owner`` (counted from now: continue-as-new waits for it,
+        ``ActivationWorkflow._settle_deliveries``)."""
+        self._forwarding += 1
+        asyncio.create_task(self._forward(owner, request), name=why)
+
     async def _forward(self, owner: int, request: DeliveryRequest) -> None:
         request = self._prior_for(owner, request)
         target = workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, owner))
@@ -294,6 +304,8 @@ class DeliveryHandlers:
                                                    f"{self._shard} could not be passed to shard {owner}: {exc}"))
         else:
             self._absorb(self._engine.note_forwarded())
+        finally:
+            self._forwarding -= 1
 
     # ------------------------------------------------------------------ helpers
     def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None, *,
@@ -318,6 +330,9 @@ class DeliveryHandlers:
             return None
         if isinstance(outcome, DeliveryResult):
             self._telemetry.delivered(self._engine, [outcome], carrier)
+            if outcome.disposition is Disposition.ROUTED and outcome.shard is not None:  # its key's shard takes it
+                claim = LaneClaim(shards=self._spec.shards, shard=outcome.shard)
+                self._pass_on(outcome.shard, decoded.model_copy(update={"lane": claim}), "pass on to its queue key's shard")
         return TAKEN
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:

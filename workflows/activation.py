@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_SIGNALS_PER_RUN,
         fit_to_bytes,
     )
-    from wf_initiation.core.sharding import children_of, drain_step, is_child, split_problem
+    from wf_initiation.core.sharding import children_of, drain_step, is_child, laned_entries, split_problem
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
@@ -106,6 +106,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._task_marker = -1  # history length at the current workflow task: a new one resets its budgets
         self._carry_retry_at = 0
         self._signals = 0  # signals this run took (the server refuses a run's 10,001st)
+        self._forwarding = 0  # deliveries being passed on to another shard (_deliveries._forward)
         # Re-issues what the previous run left unfinished; activates a deactivated activation again.
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
@@ -273,7 +274,7 @@ class ActivationWorkflow(DeliveryHandlers):
     def _split_refusal(self, spec: ActivationSpec) -> str | None:
         """Why this shard cannot take ``spec`` (a split) now; None when it can."""
         current = self._spec
-        problem = split_problem(current.shards, spec.shards)
+        problem = split_problem(current.shards, spec.shards, sorted({*laned_entries(current), *laned_entries(spec)}))
         if problem is None and (spec.split is None or spec.split.from_shards != current.shards):
             problem = (f"a split from {current.shards} shards must say so (`split.from_shards`); "
                        "`wfi activate` and WfiClient.activate do")
@@ -302,7 +303,7 @@ class ActivationWorkflow(DeliveryHandlers):
         # signal still waiting for room is recorded as deferred (none is carried).
         if self._inbox is not None:
             self._inbox.flush()
-        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
+        await self._settle_deliveries()
         spec = self._pending_spec or self._spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
@@ -326,6 +327,16 @@ class ActivationWorkflow(DeliveryHandlers):
             f"the activation's state is {size} bytes, over the {MAX_CARRIED_STATE_BYTES} it can carry across "
             "continue-as-new: deliveries are deferred until its queued runs start; deliver again later", self._now()))
 
+    async def _settle_deliveries(self) -> None:
+        """Wait until every handler finished, the inbox is empty and every delivery passed on to another
+        shard has landed there: the server drops a signal whose sender closed (continue-as-new) before
+        the signal was sent."""
+        while True:
+            await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
+            if not self._forwarding or not self._compat.forwards_land():
+                return
+            await workflow.wait_condition(lambda: self._forwarding == 0)
+
     def _inbox_empty(self) -> bool:
         return self._inbox is None or self._inbox.empty
 
@@ -348,7 +359,7 @@ class ActivationWorkflow(DeliveryHandlers):
                 and self._inbox_empty())
 
     async def _complete(self) -> DeactivatedResult:
-        await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
+        await self._settle_deliveries()
         record = self._absorb(self._engine.finish_deactivation(self._now()))
         self._publish()
         return DeactivatedResult(workflow=self._engine.spec.workflow, activation_id=self._engine.spec.activation_id,

@@ -11,7 +11,7 @@ import pytest
 from tests.support.activation import make_spec
 from wf_initiation._shards import Routing, RoutingCache, combined_summary
 from wf_initiation.core._diagnostics import DiagnosticError
-from wf_initiation.core.sharding import MAX_SHARDS, delivery_identity, delivery_shard, shard_of, sharding_problems
+from wf_initiation.core.sharding import MAX_SHARDS, delivery_identity, delivery_shard, lane_of, shard_of, sharding_problems
 from wf_initiation.errors import CodecError, QueryFailed, TemporalUnavailable
 
 # (entry, delivery id, shards) -> shard. Computed once (and checked with `printf 'request\x1fd-2' |
@@ -56,10 +56,31 @@ def test_the_identity_routed_is_the_identity_deduplicated() -> None:
     assert Routing(shards=8, entries=paths).shard("request", {"delivery_id": "d-2"}) == 1
 
 
+# (entry, canonical queue key, shards) -> lane. Checked with `printf 'hook\x1f\x1e"k-2"' | sha256sum`
+# (first 8 bytes 2cb1231a6be489bc, modulo 8: 4): a change here moves the keys of running activations.
+LANE_VECTORS = [
+    ("hook", '"k-1"', 2, 1),
+    ("hook", '"k-1"', 8, 7),
+    ("hook", '"k-2"', 8, 4),
+    ("orders", '"acme"', 64, 4),
+    ("hook", '"é-ü"', 16, 6),
+    ("hook", "7", 4, 2),
+]
+
+
+@pytest.mark.parametrize(("entry", "key", "shards", "expected"), LANE_VECTORS)
+def test_the_lane_of_a_queue_key_is_fixed(entry: str, key: str, shards: int, expected: int) -> None:
+    assert lane_of(entry, key, shards) == expected
+    assert lane_of(entry, key, 1) == 0
+
+
 def test_a_sharded_workflow_refuses_what_no_one_shard_can_hold(tmp_path: pathlib.Path) -> None:
-    with pytest.raises(DiagnosticError, match="queue_by"):
-        make_spec(tmp_path, WORKFILE.format(name="q", extra='  queue_by: "{{ hook.body.k }}"\n'), task_queue="q",
+    with pytest.raises(DiagnosticError, match="batch"):
+        make_spec(tmp_path, WORKFILE.format(name="q", extra="  batch: {size: 2, max_wait: 1m}\n"), task_queue="q",
                   scale={"shards": 4})
+    laned = make_spec(tmp_path, WORKFILE.format(name="k", extra='  queue_by: "{{ hook.body.k }}"\n'), task_queue="q",
+                      scale={"shards": 4})
+    assert sharding_problems(laned) == [], "queue_by: each key's events are taken by the key's lane"
     with pytest.raises(DiagnosticError, match="overlap"):
         make_spec(tmp_path, WORKFILE.format(name="o", extra=""), task_queue="q", scale={"shards": 4}, overlap="skip")
     with pytest.raises(DiagnosticError, match="max_concurrent_runs"):
@@ -183,6 +204,8 @@ def test_split_refusals_and_the_drain_of_a_parent() -> None:
 
     assert split_problem(2, 8) is None and split_problem(1, 2) is None
     assert "never merged into fewer" in (split_problem(8, 2) or "")
+    assert "would move keys while their events wait" in (split_problem(2, 8, ["hook"]) or "")
+    assert split_problem(2, 2, ["hook"]) is None
     t0, day = datetime(2026, 12, 2, tzinfo=UTC), timedelta(hours=24)
     parent = Split(from_shards=2, seq=10)
     assert drain_step(parent, True, t0, day) == parent, "a run of an id held at the split is still going"

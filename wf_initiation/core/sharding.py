@@ -8,10 +8,16 @@ payload says; redelivering an id always reaches the shard that kept it. Everythi
 polls, lifecycle-event entries, subscriptions, operator actions) is shard 0's: their events have one
 source, so nothing is gained by spreading them.
 
-What a shard cannot know is what another holds, so entries that relate events to each other across
-ids (``queue_by``, ``batch``) and the activation-wide ``overlap`` and ``max_concurrent_runs`` are
-refused on external entries of a sharded workflow (:func:`sharding_problems`). Capacity (docs/limits.md)
-is each shard's: N shards carry N times the delivery ids.
+An entry with ``queue_by`` orders the events of one key, whatever their ids: each key has a lane,
+the shard :func:`lane_of` names. The id's shard (its *id-home*) still judges the id first: dedup,
+conflict, validation, ``when`` and the key are decided there; an event admitted with a key whose
+lane is another shard is recorded as ``routed`` (the id is taken) and taken by the lane, which
+queues and runs it in the key's order (``WfiClient`` sends it on; a signal is passed on by the
+id-home). A redelivery that changes the key is a ``conflict`` at the id-home, before any lane sees
+it. What still relates events across keys (``batch``, and the activation-wide ``overlap`` and
+``max_concurrent_runs``) is refused on external entries of a sharded workflow
+(:func:`sharding_problems`). Capacity (docs/limits.md) is each shard's: N shards carry N times the
+delivery ids (an event routed to another lane is kept by both).
 """
 
 from __future__ import annotations
@@ -38,6 +44,17 @@ def shard_of(entry: str, delivery_id: str | None, shards: int) -> int:
     if shards <= 1 or delivery_id is None:
         return 0
     digest = hashlib.sha256(f"{entry}\x1f{delivery_id}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def lane_of(entry: str, queue_key: str, shards: int) -> int:
+    """The shard that queues and runs the events of ``queue_key`` (the canonical text of an entry's
+    ``queue_by`` value): SHA-256 of ``entry``, 0x1F, 0x1E, ``queue_key`` (UTF-8), first 8 bytes
+    big-endian, modulo ``shards``. Fixed like :func:`shard_of` (tests/core/test_sharding.py pins vectors);
+    the 0x1E keeps a key from routing like an equal delivery id."""
+    if shards <= 1:
+        return 0
+    digest = hashlib.sha256(f"{entry}\x1f\x1e{queue_key}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % shards
 
 
@@ -84,10 +101,10 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
         problems.append(f"scale.shards is {spec.shards}: it must be a power of two up to {MAX_SHARDS}")
     external = [e for e in spec.entries if e.kind == "external"]
     for e in external:
-        for field, what in (("queue_by", "orders its events by key"), ("batch", "batches its events")):
-            if getattr(e, field):
-                problems.append(f"entry {e.name!r} {what} ({field}): a sharded workflow's external entries take each "
-                                "event on its own shard, so no shard sees them all; remove scale, or the " + field)
+        if e.batch:
+            problems.append(f"entry {e.name!r} batches its events (batch): a sharded workflow's external entries take "
+                            "each event on its own shard, so no shard sees them all; remove scale, or the batch "
+                            "(queue_by keeps each key's order across shards)")
     if external and spec.policies.overlap != "allow":
         problems.append(f"overlap: {spec.policies.overlap} spans every run of the activation; with external entries "
                         "spread over shards it cannot hold: use overlap: allow, or remove scale")
@@ -109,8 +126,14 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
 # held at the split has expired; it tells its children, which then judge new ids alone.
 
 
-def split_problem(current: int, wanted: int) -> str | None:
-    """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can)."""
+def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> str | None:
+    """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can);
+    ``laned``: its external entries with ``queue_by``, whose keys would change lanes while their
+    events wait."""
+    if laned and wanted != current:
+        return (f"entries {', '.join(map(repr, laned))} order events by queue_by key on the shard of each key; a split "
+                f"from {current} to {wanted} shards would move keys while their events wait in order: deactivate, "
+                "then activate with the new scale (or keep scale.shards)")
     if wanted < current:
         return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
                 f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "
@@ -118,6 +141,11 @@ def split_problem(current: int, wanted: int) -> str | None:
     if wanted % current:
         return f"{wanted} shards are not a multiple of the {current} it runs on"
     return None
+
+
+def laned_entries(spec: ActivationSpec) -> list[str]:
+    """The external entries whose events a sharded activation routes to their queue key's lane."""
+    return [e.name for e in spec.entries if e.kind == "external" and e.queue_by]
 
 
 def parent_of(shard: int, split: Split) -> int:

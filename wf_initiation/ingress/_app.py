@@ -75,6 +75,9 @@ STATUS: dict[Disposition, int] = {
     Disposition.INVALID: 422,  # the payload fails the entry's manifest: fix it
     Disposition.DEACTIVATED: 503,  # deliver it again once the workflow is activated again
     Disposition.DEFERRED: 503,  # the activation is under pressure: deliver it again later (Retry-After)
+    # Taken by the id's shard, not yet by its queue key's: WfiClient sends it on, so only a lane that
+    # stayed unreachable leaves it; a retry is routed again.
+    Disposition.ROUTED: 503,
 }
 REASONS = {
     Disposition.SUPPRESSED: "the trigger's `when` guard was false",

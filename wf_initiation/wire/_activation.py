@@ -17,6 +17,14 @@ class PriorEntry(BaseModel):
     record: dict[str, Any] | None = Field(default=None, description="Its dedup entry of the id, or None.")
 
 
+class LaneClaim(BaseModel):
+    """That the delivery id's own shard took the id and routed the event (disposition ``routed``) to
+    the shard of its queue key (core.sharding, lanes): the lane takes it without routing it again."""
+
+    shards: int = Field(ge=1, description="The shard count the id's shard ran on when it routed the event.")
+    shard: int = Field(ge=0, description="The lane: the shard that takes the event.")
+
+
 class DeliveryRequest(BaseModel):
     """One delivery for an external trigger entry."""
 
@@ -24,6 +32,8 @@ class DeliveryRequest(BaseModel):
     payload: Any = Field(description="The event payload, validated against the manifest before acceptance.")
     prior: PriorEntry | None = Field(default=None, description="For a shard created by a split: its parent's answer "
                                      "for this id (set by WfiClient and by the parent passing a signal on).")
+    lane: LaneClaim | None = Field(default=None, description="For an event its id's shard routed to its queue key's "
+                                   "shard: that routing (set by WfiClient and by the id's shard passing a signal on).")
 
 
 class OperatorResult(BaseModel):
@@ -83,5 +93,5 @@ class DeactivatedResult(BaseModel):
 
 __all__ = [
     "MAX_BULK", "MAX_DELIVERY_BYTES", "ActivateResult", "DeactivateRequest", "DeactivateResult", "DeactivatedResult",
-    "DeliveryRequest", "OperatorResult", "PriorEntry",
+    "DeliveryRequest", "LaneClaim", "OperatorResult", "PriorEntry",
 ]

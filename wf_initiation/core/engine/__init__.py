@@ -24,6 +24,7 @@ from ._facade import Engine
 from ._keys import event_key, payload_digest
 from ._lifecycle import lifecycle_event_id
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
+from ._pipeline import ROUTED_TO
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
     LIFECYCLE_SIGNAL,
@@ -55,7 +56,7 @@ from ._types import (
 )
 
 __all__ = [
-    "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "EVENT_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",

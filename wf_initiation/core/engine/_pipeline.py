@@ -20,11 +20,15 @@ from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
+from ..sharding import lane_of
 from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
 from ._types import NO_INTAKE, DeliveryResult, Disposition, EngineState, EventRecord, Intake, Outcome, RunRecord
+
+ROUTED_TO = "taken by shard "
+"""How a ``routed`` record's detail names its lane (``WfiClient.delivery`` reads it)."""
 
 
 class Pipeline(Runs):
@@ -123,7 +127,7 @@ class Pipeline(Runs):
             return self.invalid(entry, delivery_id, too_large, now)
         existing = self.lookup(key) or intake.prior
         if existing is not None:
-            return self._repeat(entry, existing, delivery_id, digest, now)
+            return self._repeat(entry, payload, existing, delivery_id, digest, now)
         full = intake.defer_new is None and _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours
         deferred = intake.defer_new or full or None
         if deferred is None:
@@ -135,6 +139,8 @@ class Pipeline(Runs):
             # capacity_reached error says so), so the error list keeps what else happened.
             return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full))
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
+        if outcome.disposition is Disposition.ROUTED:
+            return self._routed(entry, payload, delivery_id)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
                               run_key=outcome.run_key, message=outcome.detail, activation_id=self.spec.activation_id)
 
@@ -148,8 +154,11 @@ class Pipeline(Runs):
         return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.INVALID,
                               message=clip(problem), activation_id=self.spec.activation_id)
 
-    def _repeat(self, entry: EntrySpec, existing: EventRecord, delivery_id: str, digest: str, now: datetime) -> DeliveryResult:
+    def _repeat(self, entry: EntrySpec, payload: Any, existing: EventRecord, delivery_id: str, digest: str,
+                now: datetime) -> DeliveryResult:
         if existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest)):
+            if existing.disposition is Disposition.ROUTED:  # the lane answers it (a retry after the first was lost)
+                return self._routed(entry, payload, delivery_id)
             self.count("duplicates")
             return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
                                   run_key=existing.run_key, retained=existing.disposition,
@@ -161,6 +170,30 @@ class Pipeline(Runs):
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.CONFLICT,
                               run_key=existing.run_key, retained=existing.disposition, message=message,
                               activation_id=self.spec.activation_id)
+
+    # ------------------------------------------------------------------ lanes (core.sharding)
+    def lane(self, entry: EntrySpec, queue_key: str | None) -> int:
+        """The shard that queues and runs an event of ``entry`` with ``queue_key``: this one unless the
+        activation is sharded and the entry orders external events by key."""
+        if queue_key is None or self.spec.shards <= 1 or entry.kind != "external":
+            return self.spec.shard
+        return lane_of(entry.name, queue_key, self.spec.shards)
+
+    def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str) -> DeliveryResult:
+        """The answer for an id this shard took and its key's lane takes: where to send it (the key is
+        computed again from the payload: a routed record keeps only the digest)."""
+        scope = {entry.name: payload, "inputs": self.spec.inputs}
+        try:
+            lane = self.lane(entry, self._eval.key(entry.queue_by, scope) if entry.queue_by else None)
+        except ExpressionFault:
+            lane = self.spec.shard  # a re-activation changed queue_by: the first routing stands
+        if lane == self.spec.shard:  # nowhere else to send it: what this shard holds is the answer
+            self.count("duplicates")
+            return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
+                                  retained=Disposition.ROUTED, activation_id=self.spec.activation_id)
+        return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.ROUTED, shard=lane,
+                              message=f"shard {lane} orders the events of its queue key: it takes this one "
+                              "(WfiClient sends it on)", activation_id=self.spec.activation_id)
 
     # ------------------------------------------------------------------ acceptance
     def accept(
@@ -190,6 +223,10 @@ class Pipeline(Runs):
             partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
         except ExpressionFault as exc:
             return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
+        lane = self.lane(entry, queue_key)
+        if lane != self.spec.shard:  # its id is this shard's, its key another's
+            self.count("routed")
+            return retain(Disposition.ROUTED, f"{ROUTED_TO}{lane}")
         try:
             into = self._eval.render_tree(entry.into, scope) if entry.into else {}
         except ExpressionFault as exc:

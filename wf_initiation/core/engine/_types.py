@@ -38,13 +38,14 @@ class Disposition(str, Enum):
     # Appended, never inserted: the compact dedup form stores a member's position (_codec).
     DEFERRED = "deferred"  # the activation holds its budget of payloads (limits.MAX_HELD_BYTES): not consumed
     START_FAULT = "start_fault"  # its run could not be started (e.g. an input over the payload limit)
+    ROUTED = "routed"  # a sharded activation's id-home took the id; its queue key's lane shard takes the event (core.sharding)
 
 
 # Dispositions that consume the delivery identity with no run to wait for: retention starts now.
 RELEASED_AT_ACCEPTANCE = frozenset({
     Disposition.SUPPRESSED, Disposition.GUARD_FAULT, Disposition.KEY_FAULT, Disposition.PROJECTION_FAULT,
     Disposition.SKIPPED, Disposition.QUARANTINED, Disposition.DELIVERED, Disposition.UNMATCHED,
-    Disposition.REFUSED,
+    Disposition.REFUSED, Disposition.ROUTED,
 })
 # Dispositions that are not acceptance and leave the identity unconsumed.
 NOT_RETAINED = frozenset({Disposition.DUPLICATE, Disposition.CONFLICT, Disposition.INVALID, Disposition.DEACTIVATED,
@@ -451,3 +452,5 @@ class DeliveryResult(_M):
     retained: Disposition | None = Field(default=None, description="For a duplicate: the retained disposition.")
     message: str | None = None
     activation_id: str
+    shard: int | None = Field(default=None, description="For `routed`: the shard that takes the event, its queue "
+                              "key's lane (WfiClient sends it there; core.sharding).")

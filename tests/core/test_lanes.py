@@ -1,0 +1,88 @@
+"""Lanes of a sharded activation (core.sharding): an entry with ``queue_by`` has each delivery id judged
+by its id's shard and each event queued and run by its key's shard, with the pure engine of every
+shard fed as the workflows feed them (the id's shard first, then the lane with the routing)."""
+
+from __future__ import annotations
+
+import pathlib
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.support.activation import make_spec
+from tests.support.engine import Driver, drive
+from tests.support.hostile import hook
+from wf_initiation.core.engine import Disposition, Engine, initial_state
+from wf_initiation.core.sharding import lane_of, shard_of
+
+T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+SHARDS = 4
+WORKFILE = 'name: laned\non:\n  http.request: {}\n  as: hook\n  queue_by: "{{ hook.body.k }}"\n'
+
+
+@pytest.fixture
+def shards(tmp_path: pathlib.Path) -> list[Driver]:
+    spec = make_spec(tmp_path, WORKFILE, task_queue="q", scale={"shards": SHARDS})
+    return [drive(Engine(part, initial_state(part, T0))) for part in (spec.as_shard(k).shard_part() for k in range(SHARDS))]
+
+
+def ids_away_from(lane: int, count: int) -> list[str]:
+    """Delivery ids whose own shard is not ``lane``, each on a different shard where it can be."""
+    return [i for i in (f"d-{n}" for n in range(200)) if shard_of("hook", i, SHARDS) != lane][:count]
+
+
+def deliver(shards: list[Driver], payload: dict[str, Any], now: datetime) -> Any:
+    """As WfiClient delivers: to the id's shard, then, when it routed the event, to the lane."""
+    first = shards[shard_of("hook", payload["delivery_id"], SHARDS)].deliver("hook", payload, now)
+    if first.disposition is not Disposition.ROUTED:
+        return first
+    return shards[first.shard].deliver("hook", payload, now)
+
+
+def test_each_key_is_queued_in_order_on_its_lane_whatever_shard_its_ids_are_on(shards: list[Driver]) -> None:
+    # proves: EXT-11 (events of one queue key ordered by acceptance across shards)
+    lane = lane_of("hook", '"k-2"', SHARDS)
+    first, second, third = ids_away_from(lane, 3)
+    routed = shards[shard_of("hook", first, SHARDS)].deliver("hook", hook(first, k="k-2"), T0)
+    assert (routed.disposition, routed.shard) == (Disposition.ROUTED, lane)
+    lane_answer = shards[lane].deliver("hook", hook(first, k="k-2"), T0)
+    assert lane_answer.disposition is Disposition.ACCEPTED, "the lane starts the key's first event"
+    later = [deliver(shards, hook(i, k="k-2"), T0 + timedelta(seconds=n)) for n, i in enumerate((second, third), 1)]
+    assert [r.disposition for r in later] == [Disposition.QUEUED, Disposition.QUEUED], "behind the key's first, in order"
+    assert shards[lane].core.state.queues['"k-2"'] == [lane_answer.run_key, *(r.run_key for r in later)], \
+        "the key's queue, head first, in the order the lane accepted them"
+    for k, shard in enumerate(shards):
+        if k != lane:
+            assert not shard.core.state.runs, f"shard {k} holds ids of the key, never its runs"
+
+
+def test_a_redelivery_is_judged_by_the_id_s_shard_even_when_it_changes_the_key(shards: list[Driver]) -> None:
+    # proves: EXT-3, EXT-4 (one id, one event across the shards: a payload moving its key is a conflict)
+    lane = lane_of("hook", '"k-2"', SHARDS)
+    [ident] = ids_away_from(lane, 1)
+    home = shards[shard_of("hook", ident, SHARDS)]
+    accepted = deliver(shards, hook(ident, k="k-2"), T0)
+    assert accepted.disposition is Disposition.ACCEPTED
+    moved = next(k for k in (f"k-{n}" for n in range(10, 60)) if lane_of("hook", f'"{k}"', SHARDS) != lane)
+    conflict = home.deliver("hook", hook(ident, k=moved), T0 + timedelta(seconds=1))
+    assert conflict.disposition is Disposition.CONFLICT and "first payload stands" in (conflict.message or "")
+    assert conflict.retained is Disposition.ROUTED
+    assert not any(s.core.lookup(f"hook\x1f{ident}") for n, s in enumerate(shards)
+                   if n not in (lane, shard_of("hook", ident, SHARDS))), "no other lane heard of it"
+    again = deliver(shards, hook(ident, k="k-2"), T0 + timedelta(seconds=2))
+    assert (again.disposition, again.run_key) == (Disposition.DUPLICATE, accepted.run_key), "the lane answers the repeat"
+    errors = [e.kind for e in home.core.state.errors]
+    assert errors == ["conflict"], errors
+
+
+def test_what_needs_no_lane_stays_on_the_id_s_shard(shards: list[Driver]) -> None:
+    home = shards[shard_of("hook", "d-7", SHARDS)]
+    assert home.deliver("hook", {"delivery_id": "d-7"}, T0).disposition is Disposition.INVALID
+    assert home.deliver("hook", hook("d-7"), T0).disposition is Disposition.KEY_FAULT, "no body.k: judged where the id is"
+    own = next(k for k in (f"k-{n}" for n in range(60)) if lane_of("hook", f'"{k}"', SHARDS) == home.spec.shard)
+    local = home.deliver("hook", hook("d-7", k=own), T0)
+    assert local.disposition is Disposition.CONFLICT, "d-7 was taken (key_fault) with another payload"
+    [fresh] = [i for i in (f"e-{n}" for n in range(200)) if shard_of("hook", i, SHARDS) == home.spec.shard][:1]
+    assert home.deliver("hook", hook(fresh, k=own), T0).disposition is Disposition.ACCEPTED, \
+        "a key whose lane is the id's own shard is taken there"
