@@ -381,7 +381,8 @@ class WfiClient:
                 else:
                     result = await self._asking_parent(
                         workflow, shard, functools.partial(self._update_one, workflow, shard, uid), [request])
-                [result] = await self._follow_routes(workflow, [request], [result], fresh=grouped)
+                [result] = await self._follow_routes(workflow, [request], [result],
+                                                     uid=f"group-{uuid.uuid4().hex}" if grouped else f"{uid}-lane")
                 return result
             except ActivationRefused as exc:
                 if exc.cause_type != MISROUTED or attempt == 2:
@@ -432,10 +433,11 @@ class WfiClient:
         return await self._follow_routes(workflow, [DeliveryRequest(entry=e, payload=p) for e, p in deliveries], results)
 
     async def _follow_routes(self, workflow: str, requests: list[DeliveryRequest], results: list[DeliveryResult], *,
-                             fresh: bool = False) -> list[DeliveryResult]:
+                             uid: str | None = None) -> list[DeliveryResult]:
         """``results`` with each ``routed`` one replaced by the answer of the shard it was routed to (its
         queue key's lane, core.sharding), which gets the delivery with the routing as its ``lane``.
-        ``fresh``: with update ids of their own (as grouped deliveries), else derived from the content."""
+        ``uid``: the update id (the first update's, so a repeat is answered as the first was), else
+        derived from the content."""
         by_lane: dict[tuple[int, int], list[int]] = {}
         for i, result in enumerate(results):
             if result.disposition is Disposition.ROUTED and result.shard is not None:
@@ -448,10 +450,10 @@ class WfiClient:
         async def send(shards: int, lane: int, indexes: list[int]) -> None:
             claim = LaneClaim(shards=shards, shard=lane)
             chunk = [requests[i].model_copy(update={"lane": claim}) for i in indexes]
-            uid = f"group-{uuid.uuid4().hex}" if fresh else None
             done = 0
             for part in bulk_chunks([(r.entry, r.payload) for r in chunk]):
-                answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)], uid=uid and f"{uid}-{done}")
+                answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)],
+                                                 uid=uid and f"{uid}-{done}")
                 for i, answer in zip(indexes[done:], answers):
                     out[i] = answer
                 done += len(part)

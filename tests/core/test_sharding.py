@@ -204,7 +204,7 @@ def test_split_refusals_and_the_drain_of_a_parent() -> None:
 
     assert split_problem(2, 8) is None and split_problem(1, 2) is None
     assert "never merged into fewer" in (split_problem(8, 2) or "")
-    assert "would move keys while their events wait" in (split_problem(2, 8, ["hook"]) or "")
+    assert "would move keys to other shards" in (split_problem(2, 8, ["hook"]) or "")
     assert split_problem(2, 2, ["hook"]) is None
     t0, day = datetime(2026, 12, 2, tzinfo=UTC), timedelta(hours=24)
     parent = Split(from_shards=2, seq=10)

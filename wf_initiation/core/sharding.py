@@ -132,8 +132,8 @@ def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> 
     events wait."""
     if laned and wanted != current:
         return (f"entries {', '.join(map(repr, laned))} order events by queue_by key on the shard of each key; a split "
-                f"from {current} to {wanted} shards would move keys while their events wait in order: deactivate, "
-                "then activate with the new scale (or keep scale.shards)")
+                f"from {current} to {wanted} shards would move keys to other shards while their events wait or run, "
+                f"and their order could not be kept (not supported yet): keep scale.shards at {current}")
     if wanted < current:
         return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
                 f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "

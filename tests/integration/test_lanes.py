@@ -1,0 +1,144 @@
+"""A sharded activation whose entry orders events by ``queue_by`` key (issue 21 item 2), on a real server.
+
+Each delivery id is judged by its id's shard; each event is queued and run by its key's shard (its
+lane, core.sharding). Through every path (one update each, ``deliver_many``, signals, grouped
+deliveries) the runs of one key start in the order its shard took the events (for updates, the order
+they were delivered in) and never overlap, a
+redelivery that changes the key is a conflict, and no id runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+from collections import Counter
+from datetime import datetime
+
+import pytest
+from temporalio.worker import Worker
+
+from tests.support.activation import make_spec, unique
+from tests.support.hostile import hook, still_serves
+from tests.support.replay import assert_replays
+from tests.support.waits import assert_eventually
+from wf_initiation.client import WfiClient
+from wf_initiation.core.sharding import lane_of, shard_of
+from wf_initiation.errors import ActivationRefused
+from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import ECHO_RUN_WORKFLOW, shard_workflow_id
+
+SHARDS = 4
+WORKFILE = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+  queue_by: "{{{{ hook.body.k }}}}"
+"""
+EVENTS = 5  # per key
+
+
+def spec_for(tmp_path: pathlib.Path, name: str, task_queue: str, shards: int = SHARDS):  # noqa: ANN201
+    return make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue, lifecycle_events=False,
+                     scale={"shards": shards})
+
+
+async def runs_of(client, name: str) -> dict[str, list[tuple[datetime, datetime | None]]]:  # noqa: ANN001
+    """(start, close) of every run of workflow ``name``, by delivery id (the run key ends with it)."""
+    found: dict[str, list[tuple[datetime, datetime | None]]] = {}
+    async for wf in client.list_workflows(f"WorkflowType = '{ECHO_RUN_WORKFLOW}'"):
+        if wf.id.startswith(f"{name}@"):
+            found.setdefault(wf.id.rsplit("/", 1)[-1], []).append((wf.start_time, wf.close_time))
+    return found
+
+
+def keys_on_every_lane() -> list[str]:
+    """One queue key per shard, so every shard is some key's lane."""
+    chosen: dict[int, str] = {}
+    for n in range(100):
+        chosen.setdefault(lane_of("hook", f'"k-{n}"', SHARDS), f"k-{n}")
+    return [chosen[k] for k in range(SHARDS)]
+
+
+async def test_each_key_runs_in_delivery_order_on_its_shard_through_every_path(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-11, EXT-3, EXT-4, EXT-8
+    client = dev_env.client
+    name = unique("lanes")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        assert (await wfi.activate(spec_for(tmp_path, name, task_queue))).outcome == "activated"
+        grouped = WfiClient(client, task_queue=task_queue, group_deliveries=True)
+        by_update, by_bulk, by_signal, by_group = keys_on_every_lane()
+        ids = {k: [f"{k}-e{n}" for n in range(EVENTS)] for k in (by_update, by_bulk, by_signal, by_group)}
+        homes = {shard_of("hook", i, SHARDS) for k, some in ids.items() for i in some if shard_of("hook", i, SHARDS)
+                 != lane_of("hook", f'"{k}"', SHARDS)}
+        assert homes, "some ids are judged on another shard than their key's"
+
+        def event(key: str, ident: str) -> dict:
+            return hook(ident, k=key, sleep_seconds=0.4)
+
+        async def one_by_one() -> list:
+            return [await wfi.deliver(name, event(by_update, i)) for i in ids[by_update]]
+
+        async def in_bulk() -> list:
+            return await wfi.deliver_many(name, [(None, event(by_bulk, i)) for i in ids[by_bulk]])
+
+        async def signalled() -> None:
+            for i in ids[by_signal]:
+                await wfi.signal_delivery(name, event(by_signal, i))
+
+        async def grouped_one_by_one() -> list:
+            return [await grouped.deliver(name, event(by_group, i)) for i in ids[by_group]]
+
+        updates, bulk, _, group = await asyncio.gather(one_by_one(), in_bulk(), signalled(), grouped_one_by_one())
+        for answers in (updates, bulk, group):
+            assert [r.disposition.value for r in answers][:1] == ["accepted"], answers
+            assert {r.disposition.value for r in answers[1:]} <= {"queued", "accepted"}, answers
+
+        async def signals_taken() -> None:
+            records = [await wfi.delivery(name, "hook", i) for i in ids[by_signal]]
+            assert all(r is not None and r["disposition"] in ("accepted", "queued") for r in records), records
+            # Signals reach the key's shard through their ids' shards: the key's order is the order the key's
+            # shard took them (its records' seq), which may differ from the order they were sent.
+            ids[by_signal] = [i for _, i in sorted(zip((r["seq"] for r in records), ids[by_signal]))]
+
+        await assert_eventually(signals_taken, timeout=30)
+
+        # A redelivery that moves an id to another key (another lane) is a conflict; the same one a duplicate.
+        first = updates[0]
+        moved = next(k for k in (f"m-{n}" for n in range(100))
+                     if lane_of("hook", f'"{k}"', SHARDS) != lane_of("hook", f'"{by_update}"', SHARDS))
+        conflict = await wfi.deliver(name, event(moved, ids[by_update][0]))
+        assert conflict.disposition.value == "conflict", conflict
+        again = await WfiClient(client, task_queue=task_queue).deliver(name, event(by_update, ids[by_update][0]),
+                                                                       update_id="again")
+        assert (again.disposition.value, again.run_key) == ("duplicate", first.run_key), again
+
+        async def every_key_ran_in_order() -> None:
+            runs = await runs_of(client, name)
+            for key, some in ids.items():
+                assert all(len(runs.get(i, [])) == 1 for i in some), (key, {i: runs.get(i) for i in some})
+                spans = [runs[i][0] for i in some]
+                assert all(close is not None for _, close in spans), (key, "not all ran yet")
+                starts = [start for start, _ in spans]
+                assert starts == sorted(starts), f"key {key}: runs started out of delivery order: {spans}"
+                for (_, close), (start, _) in zip(spans, spans[1:]):
+                    assert close is not None and start >= close, f"key {key}: runs overlapped: {spans}"
+            assert moved not in {i.split("-e")[0] for i in runs}
+
+        await assert_eventually(every_key_ran_in_order, timeout=90)
+        summary = await wfi.summary(name)
+        routed = sum(s["counters"].get("routed", 0) for s in summary["shards"])
+        assert routed >= 1, summary["shards"]
+        # A split would move keys while their events wait: refused by name.
+        with pytest.raises(ActivationRefused, match="order could not be kept"):
+            await wfi.activate(spec_for(tmp_path, name, task_queue, 2 * SHARDS))
+        await still_serves(wfi, client, name, k="after")
+    counted: Counter[str] = Counter()
+    for i, spans in (await runs_of(client, name)).items():
+        counted[i] += len(spans)
+    assert not {i: n for i, n in counted.items() if n > 1}, "no id ran twice"
+    for shard in range(SHARDS):
+        await assert_replays(client, shard_workflow_id(name, shard))
