@@ -308,31 +308,41 @@ class DeliveryHandlers:
             self._forwarding -= 1
 
     # ------------------------------------------------------------------ helpers
-    def _deliver_one(self, entry: str | None, payload: Any, now: datetime | None = None, *,
-                     defer_new: str | None = None, prior: EventRecord | None = None) -> DeliveryResult:
+    def _deliver_one(self, request: DeliveryRequest, now: datetime | None = None, *,
+                     defer_new: str | None = None) -> DeliveryResult:
         """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
-        return self._absorb(self._engine.deliver(entry, payload, now or self._now(), defer_new=defer_new, prior=prior))
+        return self._absorb(self._engine.deliver(request.entry, request.payload, now or self._now(), defer_new=defer_new,
+                                                 prior=self._prior_record(request), lane=self._laned(request)))
 
     def _slice(self, chunk: list[DeliveryRequest]) -> Callable[[], list[DeliveryResult]]:
         now = self._now()
-        return lambda: [self._deliver_one(r.entry, r.payload, now, prior=self._prior_record(r)) for r in chunk]
+        return lambda: [self._deliver_one(r, now) for r in chunk]
 
     def _bulk_item(self, r: DeliveryRequest, name: str) -> Callable[[Turn], DeliveryResult]:
         """An update's delivery, taken when the inbox gets to it (a new id deferred while signals wait ahead)."""
         return lambda turn: self._update_safely(name, lambda: self._deliver_one(
-            r.entry, r.payload, defer_new=SIGNALS_AHEAD if turn.signals_waiting else None, prior=self._prior_record(r)))
+            r, defer_new=SIGNALS_AHEAD if turn.signals_waiting else None))
+
+    def _laned(self, request: DeliveryRequest) -> bool:
+        """Whether its id's shard routed ``request`` here, its queue key's shard (core.sharding, lanes)."""
+        claim = request.lane
+        return claim is not None and claim.shards == self._spec.shards and claim.shard == self._shard
 
     def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None, turn: Turn) -> object | None:
         """A signalled delivery to the engine: TAKEN, or None to keep it waiting (no room yet)."""
         outcome = self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.take_signal(
-            decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait, prior=self._prior_record(decoded))) or WAIT)
+            decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait, prior=self._prior_record(decoded),
+            lane=self._laned(decoded))) or WAIT)
         if outcome is WAIT:
             return None
         if isinstance(outcome, DeliveryResult):
             self._telemetry.delivered(self._engine, [outcome], carrier)
             if outcome.disposition is Disposition.ROUTED and outcome.shard is not None:  # its key's shard takes it
-                claim = LaneClaim(shards=self._spec.shards, shard=outcome.shard)
-                self._pass_on(outcome.shard, decoded.model_copy(update={"lane": claim}), "pass on to its queue key's shard")
+                routed = decoded.model_copy(update={"lane": LaneClaim(shards=self._spec.shards, shard=outcome.shard)})
+                if outcome.shard != self._shard:
+                    self._pass_on(outcome.shard, routed, "pass on to its queue key's shard")
+                elif not self._laned(decoded):  # its key's queue is this shard's: taken now, with the routing
+                    return self._take_signalled(routed, carrier, turn)
         return TAKEN
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check
+from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
 from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
 SHARDS = 4
-# No queue_by: a key's FIFO order needs one workflow (a sharded activation refuses it).
 HOOK = """name: {name}
 on:
   http.request: {{path: /hooks/{name}}}
@@ -28,10 +27,21 @@ steps:
 """
 
 
-def _pair(target: Target, shards: int = SHARDS) -> WorkfilePair:
+# Each key's events are queued and run by the key's shard (core.sharding, lanes).
+KEYED = """name: {name}
+on:
+  http.request: {{path: /hooks/{name}}}
+  as: hook
+  queue_by: "{{{{ hook.body.key }}}}"
+steps:
+  - id: handle
+"""
+
+
+def _pair(target: Target, shards: int = SHARDS, workfile: str = HOOK) -> WorkfilePair:
     name = target.unique("sharded")
     run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
-    return target.write_pair(name, HOOK.format(name=name), {"run": run, "scale": {"shards": shards}})
+    return target.write_pair(name, workfile.format(name=name), {"run": run, "scale": {"shards": shards}})
 
 
 async def _deliver(target: Target, pair: WorkfilePair, ident: str, **body: Any) -> dict[str, Any]:
@@ -101,7 +111,46 @@ async def a_sharded_activation_is_activated_once_and_splits_into_more_shards_kee
     check(len((await target.state(grown))["summary"].get("shards") or []) == SHARDS * 2, "on its new shards")
 
 
+@case(capability=EXTERNAL, clauses=["EXT-11", "EXT-3", "EXT-4", "TRIG-12"])
+async def a_sharded_activation_runs_each_queue_key_in_order_whatever_shard_its_ids_are_on(target: Target) -> None:
+    pair = _pair(target, workfile=KEYED)
+    await target.activate(pair)
+    keys = ("alpha", "beta", "gamma")
+    answers = {k: [await _deliver(target, pair, f"{k}-{n}", key=k, sleep_seconds=0.5) for n in range(3)] for k in keys}
+    for key, some in answers.items():
+        check([a["disposition"] for a in some] == ["accepted", "queued", "queued"],
+              f"key {key}: the first event starts its run, the next wait behind it: {some}")
+    moved = await _deliver(target, pair, "alpha-0", key="delta", sleep_seconds=0.5)
+    check(moved["disposition"] == "conflict", f"the same id with another key is a conflict: {moved}")
+    again = await _deliver(target, pair, "alpha-0", key="alpha", sleep_seconds=0.5)
+    check(again["disposition"] == "duplicate" and again["run_key"] == answers["alpha"][0]["run_key"],
+          f"the same event again is a duplicate of its run: {again}")
+    client = await target.client()
+
+    async def spans() -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        for key, some in answers.items():
+            out[key] = []
+            for a in some:
+                try:
+                    desc = await client.get_workflow_handle(a["run_key"]).describe()
+                except Exception:  # not started yet  # noqa: BLE001
+                    out[key].append(None)
+                else:
+                    out[key].append((desc.start_time, desc.close_time))
+        return out
+
+    ran = await eventually(spans, lambda s: all(x is not None and x[1] is not None for v in s.values() for x in v),
+                           "every run of every key ended", timeout=60, describe=str)
+    for key, times in ran.items():
+        for (_, closed), (started, _) in zip(times, times[1:]):
+            check(started >= closed, f"key {key}: each run starts after the one before it ended: {times}")
+    routed = sum(p.get("counters", {}).get("routed", 0) for p in (await target.state(pair))["summary"].get("shards") or [])
+    check(routed >= 1, "some events were judged on their id's shard and run on their key's")
+
+
 CASES = (
     a_sharded_activation_deduplicates_and_records_conflicts_across_its_shards,
     a_sharded_activation_is_activated_once_and_splits_into_more_shards_keeping_its_ids,
+    a_sharded_activation_runs_each_queue_key_in_order_whatever_shard_its_ids_are_on,
 )

@@ -37,16 +37,16 @@ def deliver(shards: list[Driver], payload: dict[str, Any], now: datetime) -> Any
     first = shards[shard_of("hook", payload["delivery_id"], SHARDS)].deliver("hook", payload, now)
     if first.disposition is not Disposition.ROUTED:
         return first
-    return shards[first.shard].deliver("hook", payload, now)
+    return shards[first.shard].deliver("hook", payload, now, lane=True)
 
 
 def test_each_key_is_queued_in_order_on_its_lane_whatever_shard_its_ids_are_on(shards: list[Driver]) -> None:
     # proves: EXT-11 (events of one queue key ordered by acceptance across shards)
-    lane = lane_of("hook", '"k-2"', SHARDS)
+    lane = lane_of('"k-2"', SHARDS)
     first, second, third = ids_away_from(lane, 3)
     routed = shards[shard_of("hook", first, SHARDS)].deliver("hook", hook(first, k="k-2"), T0)
     assert (routed.disposition, routed.shard) == (Disposition.ROUTED, lane)
-    lane_answer = shards[lane].deliver("hook", hook(first, k="k-2"), T0)
+    lane_answer = shards[lane].deliver("hook", hook(first, k="k-2"), T0, lane=True)
     assert lane_answer.disposition is Disposition.ACCEPTED, "the lane starts the key's first event"
     later = [deliver(shards, hook(i, k="k-2"), T0 + timedelta(seconds=n)) for n, i in enumerate((second, third), 1)]
     assert [r.disposition for r in later] == [Disposition.QUEUED, Disposition.QUEUED], "behind the key's first, in order"
@@ -59,12 +59,12 @@ def test_each_key_is_queued_in_order_on_its_lane_whatever_shard_its_ids_are_on(s
 
 def test_a_redelivery_is_judged_by_the_id_s_shard_even_when_it_changes_the_key(shards: list[Driver]) -> None:
     # proves: EXT-3, EXT-4 (one id, one event across the shards: a payload moving its key is a conflict)
-    lane = lane_of("hook", '"k-2"', SHARDS)
+    lane = lane_of('"k-2"', SHARDS)
     [ident] = ids_away_from(lane, 1)
     home = shards[shard_of("hook", ident, SHARDS)]
     accepted = deliver(shards, hook(ident, k="k-2"), T0)
     assert accepted.disposition is Disposition.ACCEPTED
-    moved = next(k for k in (f"k-{n}" for n in range(10, 60)) if lane_of("hook", f'"{k}"', SHARDS) != lane)
+    moved = next(k for k in (f"k-{n}" for n in range(10, 60)) if lane_of(f'"{k}"', SHARDS) != lane)
     conflict = home.deliver("hook", hook(ident, k=moved), T0 + timedelta(seconds=1))
     assert conflict.disposition is Disposition.CONFLICT and "first payload stands" in (conflict.message or "")
     assert conflict.retained is Disposition.ROUTED
@@ -80,9 +80,33 @@ def test_what_needs_no_lane_stays_on_the_id_s_shard(shards: list[Driver]) -> Non
     home = shards[shard_of("hook", "d-7", SHARDS)]
     assert home.deliver("hook", {"delivery_id": "d-7"}, T0).disposition is Disposition.INVALID
     assert home.deliver("hook", hook("d-7"), T0).disposition is Disposition.KEY_FAULT, "no body.k: judged where the id is"
-    own = next(k for k in (f"k-{n}" for n in range(60)) if lane_of("hook", f'"{k}"', SHARDS) == home.spec.shard)
-    local = home.deliver("hook", hook("d-7", k=own), T0)
-    assert local.disposition is Disposition.CONFLICT, "d-7 was taken (key_fault) with another payload"
+    own = next(k for k in (f"k-{n}" for n in range(60)) if lane_of(f'"{k}"', SHARDS) == home.spec.shard)
+    assert home.deliver("hook", hook("d-7", k=own), T0).disposition is Disposition.CONFLICT, \
+        "d-7 was taken (key_fault) with another payload"
     [fresh] = [i for i in (f"e-{n}" for n in range(200)) if shard_of("hook", i, SHARDS) == home.spec.shard][:1]
-    assert home.deliver("hook", hook(fresh, k=own), T0).disposition is Disposition.ACCEPTED, \
-        "a key whose lane is the id's own shard is taken there"
+    routed = home.deliver("hook", hook(fresh, k=own), T0)
+    assert (routed.disposition, routed.shard) == (Disposition.ROUTED, home.spec.shard), \
+        "a key whose queue is on the id's own shard is routed there too (a deliver_many keeps its order)"
+    taken = home.deliver("hook", hook(fresh, k=own), T0, lane=True)
+    assert taken.disposition is Disposition.ACCEPTED
+    assert home.core.lookup(f"hook\x1f{fresh}").disposition is Disposition.ACCEPTED, "one entry: the event's"
+    again = home.deliver("hook", hook(fresh, k=own), T0)
+    assert (again.disposition, again.run_key) == (Disposition.DUPLICATE, taken.run_key), "a repeat is answered at once"
+    assert home.deliver("hook", hook(fresh, k=own), T0, lane=True).disposition is Disposition.DUPLICATE
+
+
+def test_equal_keys_of_two_entries_share_one_queue_on_one_shard(tmp_path: pathlib.Path) -> None:
+    # proves: TRIG-12 (one queue per key value across the entries of a sharded workflow)
+    two = ('name: two\non:\n  - http.request: {path: /a}\n    as: a\n    queue_by: "{{ a.body.k }}"\n'
+           '  - http.request: {path: /b}\n    as: b\n    queue_by: "{{ b.body.k }}"\n')
+    spec = make_spec(tmp_path, two, task_queue="q", scale={"shards": SHARDS})
+    parts = [drive(Engine(p, initial_state(p, T0))) for p in (spec.as_shard(k).shard_part() for k in range(SHARDS))]
+    lane = lane_of('"same"', SHARDS)
+    answers = []
+    for n, entry in enumerate(("a", "b", "a")):
+        ident = f"{entry}-{n}"
+        first = parts[shard_of(entry, ident, SHARDS)].deliver(entry, hook(ident, k="same"), T0)
+        answers.append(first if first.disposition is not Disposition.ROUTED
+                       else parts[first.shard].deliver(entry, hook(ident, k="same"), T0, lane=True))
+    assert [a.disposition for a in answers] == [Disposition.ACCEPTED, Disposition.QUEUED, Disposition.QUEUED]
+    assert parts[lane].core.state.queues['"same"'] == [a.run_key for a in answers]

@@ -56,7 +56,7 @@ def keys_on_every_lane() -> list[str]:
     """One queue key per shard, so every shard is some key's lane."""
     chosen: dict[int, str] = {}
     for n in range(100):
-        chosen.setdefault(lane_of("hook", f'"k-{n}"', SHARDS), f"k-{n}")
+        chosen.setdefault(lane_of(f'"k-{n}"', SHARDS), f"k-{n}")
     return [chosen[k] for k in range(SHARDS)]
 
 
@@ -73,7 +73,7 @@ async def test_each_key_runs_in_delivery_order_on_its_shard_through_every_path(
         by_update, by_bulk, by_signal, by_group = keys_on_every_lane()
         ids = {k: [f"{k}-e{n}" for n in range(EVENTS)] for k in (by_update, by_bulk, by_signal, by_group)}
         homes = {shard_of("hook", i, SHARDS) for k, some in ids.items() for i in some if shard_of("hook", i, SHARDS)
-                 != lane_of("hook", f'"{k}"', SHARDS)}
+                 != lane_of(f'"{k}"', SHARDS)}
         assert homes, "some ids are judged on another shard than their key's"
 
         def event(key: str, ident: str) -> dict:
@@ -109,7 +109,7 @@ async def test_each_key_runs_in_delivery_order_on_its_shard_through_every_path(
         # A redelivery that moves an id to another key (another lane) is a conflict; the same one a duplicate.
         first = updates[0]
         moved = next(k for k in (f"m-{n}" for n in range(100))
-                     if lane_of("hook", f'"{k}"', SHARDS) != lane_of("hook", f'"{by_update}"', SHARDS))
+                     if lane_of(f'"{k}"', SHARDS) != lane_of(f'"{by_update}"', SHARDS))
         conflict = await wfi.deliver(name, event(moved, ids[by_update][0]))
         assert conflict.disposition.value == "conflict", conflict
         again = await WfiClient(client, task_queue=task_queue).deliver(name, event(by_update, ids[by_update][0]),

@@ -47,14 +47,14 @@ def shard_of(entry: str, delivery_id: str | None, shards: int) -> int:
     return int.from_bytes(digest[:8], "big") % shards
 
 
-def lane_of(entry: str, queue_key: str, shards: int) -> int:
-    """The shard that queues and runs the events of ``queue_key`` (the canonical text of an entry's
-    ``queue_by`` value): SHA-256 of ``entry``, 0x1F, 0x1E, ``queue_key`` (UTF-8), first 8 bytes
-    big-endian, modulo ``shards``. Fixed like :func:`shard_of` (tests/core/test_sharding.py pins vectors);
-    the 0x1E keeps a key from routing like an equal delivery id."""
+def lane_of(queue_key: str, shards: int) -> int:
+    """The shard that queues and runs the events of ``queue_key`` (the canonical text of a ``queue_by``
+    value): SHA-256 of 0x1E, ``queue_key`` (UTF-8), first 8 bytes big-endian, modulo ``shards``. Not
+    by entry: equal keys of two entries share one queue (TRIG-12). Fixed like :func:`shard_of`
+    (tests/core/test_sharding.py pins vectors)."""
     if shards <= 1:
         return 0
-    digest = hashlib.sha256(f"{entry}\x1f\x1e{queue_key}".encode("utf-8", "surrogatepass")).digest()
+    digest = hashlib.sha256(f"\x1e{queue_key}".encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % shards
 
 
@@ -105,6 +105,12 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
             problems.append(f"entry {e.name!r} batches its events (batch): a sharded workflow's external entries take "
                             "each event on its own shard, so no shard sees them all; remove scale, or the batch "
                             "(queue_by keeps each key's order across shards)")
+    keyed_elsewhere = [e.name for e in spec.entries if e.kind != "external" and e.queue_by]
+    if keyed_elsewhere and laned_entries(spec):
+        problems.append(f"entries {', '.join(map(repr, keyed_elsewhere))} (schedule, poll or lifecycle) and external entries "
+                        "both use queue_by: equal keys must share one queue (TRIG-12), but a sharded workflow runs an "
+                        "external entry's keys on each key's shard and the others on shard 0; remove scale, or one "
+                        "of the queue_by")
     if external and spec.policies.overlap != "allow":
         problems.append(f"overlap: {spec.policies.overlap} spans every run of the activation; with external entries "
                         "spread over shards it cannot hold: use overlap: allow, or remove scale")

@@ -227,20 +227,21 @@ class Engine:
 
     # ------------------------------------------------------------------ deliveries
     def deliver(self, entry: str | None, payload: Any, now: datetime, *, defer_new: str | None = None,
-                prior: EventRecord | None = None) -> Decision[DeliveryResult]:
+                prior: EventRecord | None = None, lane: bool = False) -> Decision[DeliveryResult]:
         """One external delivery (EXT-1..13), or its refusal while deactivated. Durable once the task ends.
 
         ``defer_new``: signalled deliveries are waiting ahead of this one (:meth:`take_signal`): a new
         id is deferred with this reason, so it cannot pass them; a known id is answered as usual.
-        ``prior``: the dedup entry of its id in the shard that took it before a split (``Intake.prior``)."""
+        ``prior``: the dedup entry of its id in the shard that took it before a split (``Intake.prior``).
+        ``lane``: its id's shard routed it here, its queue key's shard (``Intake.lane``)."""
         core = self._core
-        result = _deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now,
-                                                                               intake=Intake(defer_new=defer_new, prior=prior))
+        intake = Intake(defer_new=defer_new, prior=prior, lane=lane)
+        result = _deactivate.refuse(core, entry, payload, now) or core.deliver(entry, payload, now, intake=intake)
         assert result is not None  # only a delivery that may wait is not taken
         return self._decide(result)
 
     def take_signal(self, entry: str | None, payload: Any, now: datetime, *, may_wait: bool,
-                    prior: EventRecord | None = None) -> Decision[DeliveryResult | None]:
+                    prior: EventRecord | None = None, lane: bool = False) -> Decision[DeliveryResult | None]:
         """A delivery by signal: like :meth:`deliver`, but nobody hears its disposition, so it is never
         dropped silently. ``may_wait``: when only the held-bytes budget would defer it, nothing is
         recorded and the value is None: the shell keeps it and offers it again, in arrival order.
@@ -252,7 +253,7 @@ class Engine:
             return self._decide(refused)
         kept = self.compat.signals_kept
         return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait,
-                                                                             prior=prior)))
+                                                                             prior=prior, lane=lane)))
 
     @property
     def last_seq(self) -> int:

@@ -126,7 +126,8 @@ class Pipeline(Runs):
         if too_large is not None:
             return self.invalid(entry, delivery_id, too_large, now)
         existing = self.lookup(key) or intake.prior
-        if existing is not None:
+        if existing is not None and not (intake.lane and existing.disposition is Disposition.ROUTED
+                                         and _same(existing, digest)):
             return self._repeat(entry, payload, existing, delivery_id, digest, now)
         full = intake.defer_new is None and _intake.capacity_reason(self, size, now)  # lasting: ids expire in hours
         deferred = intake.defer_new or full or None
@@ -138,7 +139,7 @@ class Pipeline(Runs):
             # At capacity every new id is deferred for hours: counted, not each recorded (one
             # capacity_reached error says so), so the error list keeps what else happened.
             return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full))
-        outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size)
+        outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size, laned=intake.lane)
         if outcome.disposition is Disposition.ROUTED:
             return self._routed(entry, payload, delivery_id)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
@@ -156,7 +157,7 @@ class Pipeline(Runs):
 
     def _repeat(self, entry: EntrySpec, payload: Any, existing: EventRecord, delivery_id: str, digest: str,
                 now: datetime) -> DeliveryResult:
-        if existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest)):
+        if _same(existing, digest):
             if existing.disposition is Disposition.ROUTED:  # the lane answers it (a retry after the first was lost)
                 return self._routed(entry, payload, delivery_id)
             self.count("duplicates")
@@ -172,12 +173,12 @@ class Pipeline(Runs):
                               activation_id=self.spec.activation_id)
 
     # ------------------------------------------------------------------ lanes (core.sharding)
-    def lane(self, entry: EntrySpec, queue_key: str | None) -> int:
-        """The shard that queues and runs an event of ``entry`` with ``queue_key``: this one unless the
-        activation is sharded and the entry orders external events by key."""
+    def lane(self, entry: EntrySpec, queue_key: str | None) -> int | None:
+        """The shard that queues and runs an event of ``entry`` with ``queue_key`` when the activation
+        is sharded and the entry orders external events by key (None otherwise: this shard takes it)."""
         if queue_key is None or self.spec.shards <= 1 or entry.kind != "external":
-            return self.spec.shard
-        return lane_of(entry.name, queue_key, self.spec.shards)
+            return None
+        return lane_of(queue_key, self.spec.shards)
 
     def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str) -> DeliveryResult:
         """The answer for an id this shard took and its key's lane takes: where to send it (the key is
@@ -186,8 +187,8 @@ class Pipeline(Runs):
         try:
             lane = self.lane(entry, self._eval.key(entry.queue_by, scope) if entry.queue_by else None)
         except ExpressionFault:
-            lane = self.spec.shard  # a re-activation changed queue_by: the first routing stands
-        if lane == self.spec.shard:  # nowhere else to send it: what this shard holds is the answer
+            lane = None  # a re-activation changed queue_by: the first routing stands
+        if lane is None:  # nowhere to send it: what this shard holds is the answer
             self.count("duplicates")
             return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
                                   retained=Disposition.ROUTED, activation_id=self.spec.activation_id)
@@ -199,11 +200,12 @@ class Pipeline(Runs):
     def accept(
         self, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
         delivery_id: str | None = None, scheduled_at: str | None = None, ident: str | None = None,
-        size: int = 0, offer: bool = True,
+        size: int = 0, offer: bool = True, laned: bool = False,
     ) -> Outcome:
         """Admit a validated, new event: guard, key, projection, overlap, batch/queue (INIT-6).
 
-        ``offer=False``: not to subscriptions (an event released after its subscriber was gone)."""
+        ``offer=False``: not to subscriptions (an event released after its subscriber was gone).
+        ``laned``: routed here by its id's shard (``Intake.lane``)."""
         retain = _Retain(self, entry, key, digest, delivery_id, now)
         causation, refused = self._causation(entry, payload)
         if refused:
@@ -224,7 +226,9 @@ class Pipeline(Runs):
         except ExpressionFault as exc:
             return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
         lane = self.lane(entry, queue_key)
-        if lane != self.spec.shard:  # its id is this shard's, its key another's
+        # Its key's shard takes it, with the routing (WfiClient sends it on, also when that is this
+        # shard: then every event of a deliver_many reaches its key's queue in the order given).
+        if lane is not None and not (laned and lane == self.spec.shard):
             self.count("routed")
             return retain(Disposition.ROUTED, f"{ROUTED_TO}{lane}")
         try:
@@ -257,6 +261,11 @@ class Pipeline(Runs):
                 f"cycle guard: causation depth {depth} exceeds the bound {bound} (COMP-6); chain: {' -> '.join(chain)}"
             )
         return Causation(depth=depth, chain=chain), None
+
+
+def _same(existing: EventRecord, digest: str) -> bool:
+    """Whether a payload of ``digest`` is the one a dedup entry holds (a retired entry keeps a prefix)."""
+    return existing.digest == digest or (existing.detail == "retired" and digest.startswith(existing.digest))
 
 
 class _Retain:

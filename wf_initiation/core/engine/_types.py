@@ -410,6 +410,10 @@ class Intake:
     prior: EventRecord | None = None
     """The dedup entry of its id in the shard that took it before a split (core.sharding,
     "splitting"): an id this shard does not know is then answered as a redelivery of that entry."""
+    lane: bool = False
+    """Its id's shard took the id and routed the event here, its queue key's shard (core.sharding,
+    lanes): taken, not routed again; the ``routed`` entry of the id's shard, when that is this one,
+    is replaced by the event's."""
 
 
 NO_INTAKE = Intake()
