@@ -10,11 +10,12 @@ runs, so they need no fan-out; a deactivation reaches every shard with one actio
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
-from wf_initiation.wire import ECHO_RUN_WORKFLOW
+from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
 
 SHARDS = 4
 HOOK = """name: {name}
@@ -116,16 +117,31 @@ async def a_sharded_activation_runs_each_queue_key_in_order_whatever_shard_its_i
     pair = _pair(target, workfile=KEYED)
     await target.activate(pair)
     keys = ("alpha", "beta", "gamma")
-    answers = {k: [await _deliver(target, pair, f"{k}-{n}", key=k, sleep_seconds=0.5) for n in range(3)] for k in keys}
+    # Each key's first run is held (until released below), so the next two wait behind it.
+    def event(n: int) -> dict[str, Any]:
+        return {"sleep_seconds": 0.3} if n else {"hold": True}
+
+    answers = {k: [await _deliver(target, pair, f"{k}-{n}", key=k, **event(n)) for n in range(3)] for k in keys}
     for key, some in answers.items():
         check([a["disposition"] for a in some] == ["accepted", "queued", "queued"],
               f"key {key}: the first event starts its run, the next wait behind it: {some}")
-    moved = await _deliver(target, pair, "alpha-0", key="delta", sleep_seconds=0.5)
+    moved = await _deliver(target, pair, "alpha-0", key="delta", hold=True)
     check(moved["disposition"] == "conflict", f"the same id with another key is a conflict: {moved}")
-    again = await _deliver(target, pair, "alpha-0", key="alpha", sleep_seconds=0.5)
+    again = await _deliver(target, pair, "alpha-0", key="alpha", hold=True)
     check(again["disposition"] == "duplicate" and again["run_key"] == answers["alpha"][0]["run_key"],
           f"the same event again is a duplicate of its run: {again}")
     client = await target.client()
+
+    async def release(run_key: str) -> bool:
+        try:
+            await client.get_workflow_handle(run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
+        except Exception:  # its run not started yet  # noqa: BLE001
+            return False
+        return True
+
+    for first in (some[0] for some in answers.values()):
+        await eventually(functools.partial(release, first["run_key"]), bool,
+                         f"the held run of {first['delivery_id']} released", timeout=60)
 
     async def spans() -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {}
