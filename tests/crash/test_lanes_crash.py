@@ -1,0 +1,108 @@
+"""Queue keys across shards (core.sharding, lanes) through a SIGKILLed worker and a restarted server.
+
+Deliveries by update and by signal go on while the worker is killed and the server restarted: an
+event taken by its id's shard and routed to its key's shard is taken there exactly once (an update
+sent on again by the retrying client, a signal passed on by the id's shard), each key's runs never
+overlap and start in the order the key's shard took them, and no id runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pathlib
+
+import pytest
+
+from tests.support.activation import make_spec, unique
+from tests.support.hostile import hook, still_serves
+from tests.support.restart import connect, listed, ride_out
+from tests.support.temporal import DEV_SERVER_ARGS, binary
+from tests.support.waits import assert_eventually
+from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
+from wf_initiation.client import WfiClient
+from wf_initiation.wire import ECHO_RUN_WORKFLOW
+
+WORKFILE = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+  queue_by: "{{{{ hook.body.k }}}}"
+"""
+KEYS = [f"k-{n}" for n in range(6)]
+
+
+@pytest.mark.crash
+async def test_keyed_events_across_shards_run_once_in_order_through_a_killed_worker_and_a_restarted_server(
+    tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-8, EXT-11, EXT-3
+    server = DevServerProcess(binary("temporal"), str(tmp_path / "temporal.db"), free_port(), DEV_SERVER_ARGS)
+    server.start()
+    task_queue = unique("lanes-crash")
+    worker = WorkerProcess(server.address, task_queue)
+    name = unique("lanes-crash")
+    try:
+        client = await connect(server.address)
+        wfi = WfiClient(client, task_queue=task_queue, max_attempts=400)
+        worker.start()
+        await wfi.activate(make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue,
+                                     lifecycle_events=False, scale={"shards": 4}))
+        answers: list = []
+        signalled: list[str] = []
+        stop = asyncio.Event()
+
+        async def by_update(key: str) -> None:
+            n = 0
+            while not stop.is_set():
+                answers.append(await wfi.deliver(name, hook(f"{key}-u{n}", k=key, sleep_seconds=0.1)))
+                n += 1
+
+        async def by_signal() -> None:
+            n = 0
+            while not stop.is_set():
+                ident = f"s{n}"
+                await wfi.signal_delivery(name, hook(ident, k=KEYS[n % len(KEYS)], sleep_seconds=0.1))
+                signalled.append(ident)
+                n += 1
+
+        senders = [asyncio.create_task(by_update(k)) for k in KEYS[:3]] + [asyncio.create_task(by_signal())]
+        await asyncio.sleep(1.0)
+        worker.kill()
+        await asyncio.sleep(1.0)
+        server.stop()
+        await asyncio.sleep(1.0)
+        server.start()
+        worker.start()
+        await asyncio.sleep(3.0)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*senders), timeout=240)
+        assert answers and {r.disposition.value for r in answers} <= {"accepted", "queued"}, \
+            {r.disposition.value for r in answers}
+        assert signalled
+
+        async def taken_once_in_order() -> None:
+            runs: dict[str, list] = {}
+            for wf in await ride_out(lambda: listed(client, f"WorkflowType = '{ECHO_RUN_WORKFLOW}'")):
+                if wf.id.startswith(f"{name}@"):
+                    runs.setdefault(wf.id.rsplit("/", 1)[-1], []).append(wf)
+            assert not {i: len(w) for i, w in runs.items() if len(w) > 1}, "an id ran twice"
+            expected = {r.delivery_id for r in answers} | set(signalled)
+            assert expected <= set(runs), f"not run (yet): {sorted(expected - set(runs))[:10]}"
+            for key in KEYS:
+                records = [await wfi.delivery(name, "hook", i) for i in expected if _key_of(i) == key]
+                spans = sorted((r["seq"], runs[r["delivery_id"]][0]) for r in records if r)
+                assert all(wf.close_time is not None for _, wf in spans), f"key {key}: not all ended yet"
+                for (_, a), (_, b) in zip(spans, spans[1:]):
+                    assert b.start_time >= a.close_time, f"key {key}: {a.id} and {b.id} overlapped or ran out of order"
+
+        def _key_of(ident: str) -> str:
+            if ident.startswith("s"):
+                return KEYS[int(ident[1:]) % len(KEYS)]
+            return ident.rsplit("-u", 1)[0]
+
+        await assert_eventually(taken_once_in_order, timeout=180)
+        await still_serves(wfi, client, name, k="after")
+    finally:
+        worker.stop()
+        server.stop()
