@@ -46,7 +46,7 @@ from wf_initiation.core.activation import ActivationSpec, Split
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import ROUTED_TO, DeliveryResult, Disposition
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.sharding import laned_entries, shard_of, split_problem
+from wf_initiation.core.sharding import moving_lanes, shard_of, split_problem
 from wf_initiation.errors import (
     ActivationNotFound,
     ActivationRefused,
@@ -274,7 +274,7 @@ class WfiClient:
         the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
         every parent already refusing the ids that moved. Idempotent: after an interruption, running
         it again completes it."""
-        problem = split_problem(current, spec.shards, laned_entries(spec))
+        problem = split_problem(current, spec.shards, moving_lanes(spec))
         if problem is None:
             parts = await asyncio.gather(*(self._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
             busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")
@@ -559,8 +559,20 @@ class WfiClient:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow).execute_update(
+        shard = await self._holder_of(workflow, getattr(action, "run_key", None))
+        return await self._retry(lambda: self.handle(workflow, shard).execute_update(
             OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
+
+    async def _holder_of(self, workflow: str, run_key: str | None) -> int:
+        """The shard that holds pending run ``run_key`` (an action on it goes there: a queue key's,
+        batch's or shard 0's, core.sharding); 0 for an action on no run or a run no shard holds
+        (shard 0 then answers that it knows no such run)."""
+        shards = (await self._routing.get(workflow)).shards if run_key else 1
+        for k in range(shards if shards > 1 else 0):
+            runs = (await self._query(workflow, STATE_QUERY, shard=k)).get("runs") or {}
+            if run_key in runs:
+                return k
+        return 0
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,

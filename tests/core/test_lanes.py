@@ -110,3 +110,46 @@ def test_equal_keys_of_two_entries_share_one_queue_on_one_shard(tmp_path: pathli
                        else parts[first.shard].deliver(entry, hook(ident, k="same"), T0, lane=True))
     assert [a.disposition for a in answers] == [Disposition.ACCEPTED, Disposition.QUEUED, Disposition.QUEUED]
     assert parts[lane].core.state.queues['"same"'] == [a.run_key for a in answers]
+
+
+def sharded(tmp_path: pathlib.Path, extra: str, **settings: Any) -> list[Driver]:
+    spec = make_spec(tmp_path, f"name: wide\non:\n  http.request: {{}}\n  as: hook\n{extra}", task_queue="q",
+                     scale={"shards": SHARDS}, **settings)
+    return [drive(Engine(p, initial_state(p, T0))) for p in (spec.as_shard(k).shard_part() for k in range(SHARDS))]
+
+
+def spread_ids(count: int) -> list[str]:
+    """Ids whose own shards cover every shard."""
+    by_shard: dict[int, list[str]] = {}
+    for n in range(400):
+        by_shard.setdefault(shard_of("hook", f"x-{n}", SHARDS), []).append(f"x-{n}")
+    return [by_shard[n % SHARDS][n // SHARDS] for n in range(count)]
+
+
+def test_a_batch_partition_collects_its_events_on_one_shard_whatever_their_ids(tmp_path: pathlib.Path) -> None:
+    # proves: EXT-6, BATCH-2, BATCH-4 (one batch per partition across the shards of an activation)
+    shards = sharded(tmp_path, '  batch: {size: 4, partition_by: "{{ hook.body.p }}"}\n')
+    ids = spread_ids(8)
+    answers = [deliver(shards, hook(i, p="north" if n % 2 else "south"), T0 + timedelta(seconds=n)) for n, i in enumerate(ids)]
+    assert {a.disposition for a in answers} == {Disposition.BATCHED}
+    by_partition = {p: {a.run_key for n, a in enumerate(answers) if (n % 2 == 1) == (p == "north")} for p in ("north", "south")}
+    assert all(len(keys) == 1 for keys in by_partition.values()), "each partition's events share one batch and run"
+    holders = [k for k, s in enumerate(shards) if s.core.state.runs]
+    assert len(holders) <= 2 and sum(len(s.core.state.runs) for s in shards) == 2, "two closed batches, two runs"
+    run = next(r for s in shards for r in s.core.state.runs.values())
+    assert len(run.event_keys) == 4, "size 4: each run carries its partition's four events"
+
+
+def test_an_activation_wide_overlap_or_limit_is_decided_on_shard_zero(tmp_path: pathlib.Path) -> None:
+    # proves: EXT-13, EXT-12 (overlap across every run of a sharded activation)
+    skip = sharded(tmp_path, '  when: "{{ hook.body.go }}"\n', overlap="skip")
+    first, second, quiet = spread_ids(3)
+    assert deliver(skip, hook(first, go=True), T0).disposition is Disposition.ACCEPTED
+    skipped = deliver(skip, hook(second, go=True), T0)
+    assert skipped.disposition is Disposition.SKIPPED, "a run of the activation is in flight, wherever its id was"
+    assert deliver(skip, hook(quiet, go=False), T0).disposition is Disposition.SUPPRESSED, "when before overlap"
+    assert all(not s.core.state.runs for s in skip[1:]), "every run is shard 0's"
+
+    limited = sharded(tmp_path, "", max_concurrent_runs=2)
+    answers = [deliver(limited, hook(i), T0).disposition for i in spread_ids(4)]
+    assert answers == [Disposition.ACCEPTED, Disposition.ACCEPTED, Disposition.QUEUED, Disposition.QUEUED]

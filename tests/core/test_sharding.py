@@ -11,7 +11,16 @@ import pytest
 from tests.support.activation import make_spec
 from wf_initiation._shards import Routing, RoutingCache, combined_summary
 from wf_initiation.core._diagnostics import DiagnosticError
-from wf_initiation.core.sharding import MAX_SHARDS, delivery_identity, delivery_shard, lane_of, shard_of, sharding_problems
+from wf_initiation.core.sharding import (
+    MAX_SHARDS,
+    delivery_identity,
+    delivery_shard,
+    lane_of,
+    laned_entries,
+    moving_lanes,
+    shard_of,
+    sharding_problems,
+)
 from wf_initiation.errors import CodecError, QueryFailed, TemporalUnavailable
 
 # (entry, delivery id, shards) -> shard. Computed once (and checked with `printf 'request\x1fd-2' |
@@ -74,21 +83,22 @@ def test_the_lane_of_a_queue_key_is_fixed(key: str, shards: int, expected: int) 
     assert lane_of(key, 1) == 0
 
 
-def test_a_sharded_workflow_refuses_what_no_one_shard_can_hold(tmp_path: pathlib.Path) -> None:
-    with pytest.raises(DiagnosticError, match="batch"):
-        make_spec(tmp_path, WORKFILE.format(name="q", extra="  batch: {size: 2, max_wait: 1m}\n"), task_queue="q",
-                  scale={"shards": 4})
+def test_a_sharded_workflow_refuses_only_what_no_shard_layout_can_hold(tmp_path: pathlib.Path) -> None:
     laned = make_spec(tmp_path, WORKFILE.format(name="k", extra='  queue_by: "{{ hook.body.k }}"\n'), task_queue="q",
                       scale={"shards": 4})
     assert sharding_problems(laned) == [], "queue_by: each key's events are taken by the key's lane"
+    batched = make_spec(tmp_path, WORKFILE.format(name="q", extra="  batch: {size: 2, max_wait: 1m}\n"), task_queue="q",
+                        scale={"shards": 4})
+    assert sharding_problems(batched) == [] and laned_entries(batched) == ["hook"], "each batch on its partition's lane"
+    for wide in ({"overlap": "skip"}, {"max_concurrent_runs": 3}):
+        spec = make_spec(tmp_path, WORKFILE.format(name="w", extra=""), task_queue="q", scale={"shards": 4}, **wide)
+        assert sharding_problems(spec) == [] and laned_entries(spec) == ["hook"], "every run admitted on shard 0"
+        assert moving_lanes(spec) == [], "shard 0 stays shard 0 in a split"
+    assert moving_lanes(batched) == ["hook"] and moving_lanes(laned) == ["hook"]
     mixed = ('name: mixed\non:\n  - http.request: {}\n    as: hook\n    queue_by: "{{ hook.body.k }}"\n'
              '  - time.schedule: {cron: "0 9 * * *", timezone: UTC}\n    as: tick\n    queue_by: "{{ \'k\' }}"\n')
     with pytest.raises(DiagnosticError, match="TRIG-12"):
         make_spec(tmp_path, mixed, task_queue="q", scale={"shards": 2})
-    with pytest.raises(DiagnosticError, match="overlap"):
-        make_spec(tmp_path, WORKFILE.format(name="o", extra=""), task_queue="q", scale={"shards": 4}, overlap="skip")
-    with pytest.raises(DiagnosticError, match="max_concurrent_runs"):
-        make_spec(tmp_path, WORKFILE.format(name="m", extra=""), task_queue="q", scale={"shards": 2}, max_concurrent_runs=3)
     with pytest.raises(DiagnosticError, match="power of two"):
         make_spec(tmp_path, WORKFILE.format(name="p", extra=""), task_queue="q", scale={"shards": 6})
     with pytest.raises(DiagnosticError):

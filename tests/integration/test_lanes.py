@@ -18,14 +18,15 @@ import pytest
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
-from tests.support.hostile import hook, still_serves
+from tests.support.hostile import hook, run_started, still_serves
 from tests.support.replay import assert_replays
+from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import lane_of, shard_of
 from wf_initiation.errors import ActivationRefused
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import ECHO_RUN_WORKFLOW, shard_workflow_id
+from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, AdmitPending, DropPending, shard_workflow_id
 
 SHARDS = 4
 WORKFILE = """
@@ -142,3 +143,75 @@ async def test_each_key_runs_in_delivery_order_on_its_shard_through_every_path(
     assert not {i: n for i, n in counted.items() if n > 1}, "no id ran twice"
     for shard in range(SHARDS):
         await assert_replays(client, shard_workflow_id(name, shard))
+
+
+BATCHED = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+  batch: {{size: 3, partition_by: "{{{{ hook.body.p }}}}"}}
+"""
+LIMITED = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+"""
+
+
+async def test_batches_an_activation_wide_limit_and_operator_actions_hold_across_shards(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-6, BATCH-4, BATCH-5
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+
+        # Each partition's events, whatever shard their ids are on, fill one batch: one run per batch.
+        batched = unique("batched")
+        await wfi.activate(make_spec(tmp_path, BATCHED.format(name=batched), task_queue=task_queue,
+                                     lifecycle_events=False, scale={"shards": SHARDS}))
+        ids = [f"b-{n}" for n in range(6)]
+        answers = await wfi.deliver_many(batched, [(None, hook(i, p="north" if n % 2 else "south")) for n, i in enumerate(ids)])
+        assert {a.disposition.value for a in answers} == {"batched"}, answers
+        runs = {p: {a.run_key for n, a in enumerate(answers) if (n % 2 == 1) == (p == "north")} for p in ("north", "south")}
+        assert all(len(keys) == 1 for keys in runs.values()), runs
+
+        async def batches_ran() -> None:
+            for keys in runs.values():
+                [key] = keys
+                result = await client.get_workflow_handle(key).result()
+                assert len(result["input"]["initiation"]["delivery_ids"]) == 3, result["input"]["initiation"]
+
+        await assert_eventually(batches_ran, timeout=60)
+
+        # max_concurrent_runs spans every run: shard 0 admits them all; a pending one is admitted by the operator.
+        limited = unique("limited")
+        await wfi.activate(make_spec(tmp_path, LIMITED.format(name=limited), task_queue=task_queue,
+                                     lifecycle_events=False, scale={"shards": SHARDS}, max_concurrent_runs=1))
+        held = [await wfi.deliver(limited, hook(f"h-{n}", hold=True)) for n in range(3)]
+        assert [h.disposition.value for h in held] == ["accepted", "queued", "queued"], held
+        admitted = await wfi.operate(limited, AdmitPending(run_key=held[2].run_key))
+        assert admitted.ok, admitted
+        await run_started(client, held[2].run_key)
+        assert await describe_or_none(client, held[1].run_key) is None, "the other pending run still waits"
+        for h in (held[0], held[2]):
+            await client.get_workflow_handle(h.run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
+        await run_started(client, held[1].run_key)
+
+        # A queue key's pending run is on the key's shard: the operator's action reaches it there.
+        keyed = unique("keyed")
+        await wfi.activate(spec_for(tmp_path, keyed, task_queue))
+        key = next(k for k in (f"k-{n}" for n in range(100)) if lane_of(f'"{k}"', SHARDS) != 0)
+        first = await wfi.deliver(keyed, hook("q-0", k=key, hold=True))
+        waiting = await wfi.deliver(keyed, hook("q-1", k=key))
+        assert (first.disposition.value, waiting.disposition.value) == ("accepted", "queued")
+        dropped = await wfi.operate(keyed, DropPending(run_key=waiting.run_key))
+        assert dropped.ok, dropped
+        record = await wfi.delivery(keyed, "hook", "q-1")
+        assert record is not None and record["disposition"] == "dropped", record
+        await still_serves(wfi, client, limited, "after-limit")
+    for name in (batched, limited, keyed):
+        for shard in range(SHARDS):
+            await assert_replays(client, shard_workflow_id(name, shard))

@@ -8,16 +8,17 @@ payload says; redelivering an id always reaches the shard that kept it. Everythi
 polls, lifecycle-event entries, subscriptions, operator actions) is shard 0's: their events have one
 source, so nothing is gained by spreading them.
 
-An entry with ``queue_by`` orders the events of one key, whatever their ids: each key has a lane,
-the shard :func:`lane_of` names. The id's shard (its *id-home*) still judges the id first: dedup,
-conflict, validation, ``when`` and the key are decided there; an event admitted with a key whose
-lane is another shard is recorded as ``routed`` (the id is taken) and taken by the lane, which
-queues and runs it in the key's order (``WfiClient`` sends it on; a signal is passed on by the
-id-home). A redelivery that changes the key is a ``conflict`` at the id-home, before any lane sees
-it. What still relates events across keys (``batch``, and the activation-wide ``overlap`` and
-``max_concurrent_runs``) is refused on external entries of a sharded workflow
-(:func:`sharding_problems`). Capacity (docs/limits.md) is each shard's: N shards carry N times the
-delivery ids (an event routed to another lane is kept by both).
+Entries that relate events to each other have each event *run* by one shard, its lane
+(:func:`lane_key`): an entry with ``queue_by`` orders the events of one key, so the key's shard
+(:func:`lane_of`) takes them; a ``batch`` collects the events of one partition, so the partition's
+shard does; ``overlap`` other than ``allow`` and ``max_concurrent_runs`` span every run, so shard 0
+takes every such event (where schedules and polls run too). The id's shard (its *id-home*) still
+judges the id first: dedup, conflict, validation, ``when`` and the keys are decided there; an event
+admitted with a lane is recorded there as ``routed`` (the id is taken) and taken by the lane, which
+queues, batches or admits it (``WfiClient`` sends it on; a signal is passed on by the id-home). A
+redelivery that changes the key is a ``conflict`` at the id-home, before any lane sees it.
+Capacity (docs/limits.md) is each shard's: N shards carry N times the delivery ids (an event routed
+to another lane is kept by both, and a lane keeps every event it runs).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ._expr import ExpressionFault, canonical_key
 
 if TYPE_CHECKING:
-    from .activation import ActivationSpec, Split
+    from .activation import ActivationSpec, EntrySpec, Split
 
 MAX_SHARDS = 256
 """Shards one activation may have (a power of two: a later split doubles them)."""
@@ -92,6 +93,41 @@ def delivery_identity(path: str | None, payload: Any) -> str | None:
         return None
 
 
+def activation_wide(spec: ActivationSpec) -> bool:
+    """Whether a policy spans every run of the activation (``overlap`` other than ``allow``,
+    ``max_concurrent_runs``): then shard 0 takes every external event that could start a run."""
+    return spec.policies.overlap != "allow" or spec.policies.max_concurrent_runs is not None
+
+
+def moving_lanes(spec: ActivationSpec) -> list[str]:
+    """The :func:`laned_entries` whose lanes change with the shard count (a queue key's or batch's;
+    shard 0, the lane of an activation-wide policy, stays shard 0): what a split cannot move yet."""
+    if activation_wide(spec):
+        return []
+    return [e.name for e in spec.entries if e.kind == "external" and (e.queue_by or e.batch)]
+
+
+def laned_entries(spec: ActivationSpec) -> list[str]:
+    """The external entries whose events a sharded activation routes to another shard than their
+    id's (their lane, :func:`lane_key`): with ``queue_by`` or ``batch``, or all with an
+    activation-wide policy."""
+    wide = activation_wide(spec)
+    return [e.name for e in spec.entries if e.kind == "external" and (wide or e.queue_by or e.batch)]
+
+
+def lane_key(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, partition: str | None) -> int | None:
+    """The shard that takes an admitted event of ``entry`` (None: its id's shard, as for an entry that
+    relates no events to others): shard 0 under an activation-wide policy (where the schedules and
+    polls run too), else the lane of its batch (entry and partition) or of its queue key."""
+    if spec.shards <= 1 or entry.kind != "external":
+        return None
+    if activation_wide(spec):
+        return 0
+    if entry.batch:
+        return lane_of(f"\x1d{entry.name}\x1f{partition or ''}", spec.shards)
+    return lane_of(queue_key, spec.shards) if queue_key is not None else None
+
+
 def sharding_problems(spec: ActivationSpec) -> list[str]:
     """Why this activation cannot be spread over ``spec.shards`` workflows (empty when it can)."""
     if spec.shards <= 1:
@@ -99,24 +135,13 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
     problems = []
     if spec.shards > MAX_SHARDS or spec.shards & (spec.shards - 1):
         problems.append(f"scale.shards is {spec.shards}: it must be a power of two up to {MAX_SHARDS}")
-    external = [e for e in spec.entries if e.kind == "external"]
-    for e in external:
-        if e.batch:
-            problems.append(f"entry {e.name!r} batches its events (batch): a sharded workflow's external entries take "
-                            "each event on its own shard, so no shard sees them all; remove scale, or the batch "
-                            "(queue_by keeps each key's order across shards)")
     keyed_elsewhere = [e.name for e in spec.entries if e.kind != "external" and e.queue_by]
-    if keyed_elsewhere and laned_entries(spec):
+    keyed_external = [e.name for e in spec.entries if e.kind == "external" and e.queue_by]
+    if keyed_elsewhere and keyed_external and not activation_wide(spec):
         problems.append(f"entries {', '.join(map(repr, keyed_elsewhere))} (schedule, poll or lifecycle) and external entries "
                         "both use queue_by: equal keys must share one queue (TRIG-12), but a sharded workflow runs an "
                         "external entry's keys on each key's shard and the others on shard 0; remove scale, or one "
                         "of the queue_by")
-    if external and spec.policies.overlap != "allow":
-        problems.append(f"overlap: {spec.policies.overlap} spans every run of the activation; with external entries "
-                        "spread over shards it cannot hold: use overlap: allow, or remove scale")
-    if external and spec.policies.max_concurrent_runs is not None:
-        problems.append("max_concurrent_runs spans every run of the activation; with external entries spread over "
-                        "shards it cannot hold: remove it, or remove scale")
     return problems
 
 
@@ -134,12 +159,11 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
 
 def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> str | None:
     """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can);
-    ``laned``: its external entries with ``queue_by``, whose keys would change lanes while their
-    events wait."""
+    ``laned``: its :func:`moving_lanes`, whose keys would change lanes while their events wait."""
     if laned and wanted != current:
-        return (f"entries {', '.join(map(repr, laned))} order events by queue_by key on the shard of each key; a split "
-                f"from {current} to {wanted} shards would move keys to other shards while their events wait or run, "
-                f"and their order could not be kept (not supported yet): keep scale.shards at {current}")
+        return (f"entries {', '.join(map(repr, laned))} run their events on the shard of each queue key or batch; a "
+                f"split from {current} to {wanted} shards would move keys to other shards while their events wait "
+                f"or run, and their order could not be kept (not supported yet): keep scale.shards at {current}")
     if wanted < current:
         return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
                 f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "
@@ -147,11 +171,6 @@ def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> 
     if wanted % current:
         return f"{wanted} shards are not a multiple of the {current} it runs on"
     return None
-
-
-def laned_entries(spec: ActivationSpec) -> list[str]:
-    """The external entries whose events a sharded activation routes to their queue key's lane."""
-    return [e.name for e in spec.entries if e.kind == "external" and e.queue_by]
 
 
 def parent_of(shard: int, split: Split) -> int:

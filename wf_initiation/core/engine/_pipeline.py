@@ -20,7 +20,7 @@ from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
-from ..sharding import lane_of
+from ..sharding import activation_wide, lane_key
 from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
@@ -173,19 +173,22 @@ class Pipeline(Runs):
                               activation_id=self.spec.activation_id)
 
     # ------------------------------------------------------------------ lanes (core.sharding)
-    def lane(self, entry: EntrySpec, queue_key: str | None) -> int | None:
-        """The shard that queues and runs an event of ``entry`` with ``queue_key`` when the activation
-        is sharded and the entry orders external events by key (None otherwise: this shard takes it)."""
-        if queue_key is None or self.spec.shards <= 1 or entry.kind != "external":
+    def lane(self, entry: EntrySpec, payload: Any) -> int | None:
+        """The shard that takes an admitted event of ``entry`` with ``payload`` (core.sharding.lane_key;
+        None: this one, the id's); computed again for a repeat (a routed entry keeps only the digest)."""
+        if self.spec.shards <= 1 or entry.kind != "external" or not (entry.queue_by or entry.batch
+                                                                     or activation_wide(self.spec)):
             return None
-        return lane_of(queue_key, self.spec.shards)
+        scope = {entry.name: payload, "inputs": self.spec.inputs}
+        queue_key = self._eval.key(entry.queue_by, scope) if entry.queue_by else None
+        partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
+        return lane_key(self.spec, entry, queue_key, partition)
 
     def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str) -> DeliveryResult:
         """The answer for an id this shard took and its key's lane takes: where to send it (the key is
         computed again from the payload: a routed record keeps only the digest)."""
-        scope = {entry.name: payload, "inputs": self.spec.inputs}
         try:
-            lane = self.lane(entry, self._eval.key(entry.queue_by, scope) if entry.queue_by else None)
+            lane = self.lane(entry, payload)
         except ExpressionFault:
             lane = None  # a re-activation changed queue_by: the first routing stands
         if lane is None:  # nowhere to send it: what this shard holds is the answer
@@ -225,7 +228,7 @@ class Pipeline(Runs):
             partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
         except ExpressionFault as exc:
             return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
-        lane = self.lane(entry, queue_key)
+        lane = lane_key(self.spec, entry, queue_key, partition)
         # Its key's shard takes it, with the routing (WfiClient sends it on, also when that is this
         # shard: then every event of a deliver_many reaches its key's queue in the order given).
         if lane is not None and not (laned and lane == self.spec.shard):
