@@ -28,7 +28,16 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
     from wf_initiation.core.activation import ActivationSpec, Split, spec_problems
-    from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
+    from wf_initiation.core.engine import (
+        LANES_SIGNAL,
+        Command,
+        Decision,
+        Dispatcher,
+        Engine,
+        LaneNotice,
+        decode_state,
+        initial_state,
+    )
     from wf_initiation.core.limits import (
         CARRY_RETRY_EVENTS,
         DELIVERIES_PER_TASK,
@@ -266,6 +275,16 @@ class ActivationWorkflow(DeliveryHandlers):
         self._signals += 1
         if is_child(self._shard, self._spec.split):
             self._set_split(None)
+
+    @workflow.signal(name=LANES_SIGNAL)
+    def lanes_noticed(self, notice: RawValue) -> None:
+        """The split's parent names the moved queue keys that still run there, or that no longer do
+        (core.engine._lanes): their first runs here may start."""
+        self._signals += 1
+        decoded = self._decode_signal(notice, LaneNotice, LANES_SIGNAL)
+        if decoded is not None:
+            self._signal_safely(LANES_SIGNAL, lambda: self._absorb(self._engine.lanes_noticed(decoded, self._now())))
+        self._poke()
 
     @workflow.query(name=SPLIT_LOOKUP_QUERY)
     def split_lookup(self, keys: list[list[str]]) -> dict[str, Any]:

@@ -153,3 +153,78 @@ def test_an_activation_wide_overlap_or_limit_is_decided_on_shard_zero(tmp_path: 
     limited = sharded(tmp_path, "", max_concurrent_runs=2)
     answers = [deliver(limited, hook(i), T0).disposition for i in spread_ids(4)]
     assert answers == [Disposition.ACCEPTED, Disposition.ACCEPTED, Disposition.QUEUED, Disposition.QUEUED]
+
+
+def starts(driver: Driver) -> list[str]:
+    """Run keys the engine decided to start since the last look."""
+    from wf_initiation.core.engine import StartRun
+
+    return [c.run_key for c in driver.take_commands() if isinstance(c, StartRun)]
+
+
+def notices(driver: Driver) -> list[tuple[str, dict[str, Any]]]:
+    from wf_initiation.core.engine import LANES_SIGNAL, SignalRun
+
+    return [(c.workflow_id, c.payload) for c in driver.outbox if isinstance(c, SignalRun) and c.signal == LANES_SIGNAL]
+
+
+def test_a_split_moves_a_queue_key_only_after_its_parent_ran_the_key_s_events(tmp_path: pathlib.Path) -> None:
+    # proves: EXT-11 (a key's order kept while a split moves it to another shard)
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.engine import LaneNotice
+
+    before = make_spec(tmp_path, WORKFILE, task_queue="q", scale={"shards": 2})
+    after = make_spec(tmp_path, WORKFILE, task_queue="q", scale={"shards": 4})
+    moved = [k for k in (f"m-{n}" for n in range(200)) if lane_of(f'"{k}"', 4) >= 2]
+    key, idle = moved[0], next(k for k in moved[1:] if lane_of(f'"{k}"', 4) == lane_of(f'"{moved[0]}"', 4))
+    child_no = lane_of(f'"{key}"', 4)
+    parent_no = child_no % 2
+    parent = drive(Engine(before.as_shard(parent_no).shard_part(), initial_state(before.as_shard(parent_no).shard_part(), T0)))
+    first = parent.deliver("hook", hook("e-0", k=key), T0, lane=True)
+    second = parent.deliver("hook", hook("e-1", k=key), T0, lane=True)
+    assert (first.disposition, second.disposition) == (Disposition.ACCEPTED, Disposition.QUEUED)
+    assert starts(parent) == [first.run_key]
+
+    split = Split(from_shards=2, seq=parent.last_seq)
+    parent.rebind(after.model_copy(update={"split": split}).as_shard(parent_no).shard_part(), T0)
+    [(target, handover)] = notices(parent)
+    assert target.endswith(f"#{child_no}") and handover == {"parent": parent_no, "kind": "handover", "keys": [f'"{key}"']}
+    late = parent.deliver("hook", hook("e-9", k=key), T0, lane=True)
+    assert (late.disposition, late.shard) == (Disposition.ROUTED, child_no), "the parent takes no new event of a moved key"
+
+    part = after.model_copy(update={"split": split}).as_shard(child_no).shard_part()
+    child = drive(Engine(part, initial_state(part, T0)))
+    third = child.deliver("hook", hook("e-2", k=key), T0, lane=True)
+    other = child.deliver("hook", hook("f-0", k=idle), T0, lane=True)
+    assert (third.disposition, other.disposition) == (Disposition.QUEUED, Disposition.QUEUED), "held until the handover"
+    assert starts(child) == []
+    child.lanes_noticed(LaneNotice.model_validate(handover), T0)
+    assert starts(child) == [other.run_key], "a key with nothing on the parent starts at the handover"
+
+    parent.outbox.clear()
+    parent.run_started(first.run_key, "r-0", T0)
+    parent.run_finished(first.run_key, "completed", T0 + timedelta(seconds=1))
+    assert starts(parent) == [second.run_key] and notices(parent) == []
+    parent.run_started(second.run_key, "r-1", T0)
+    parent.run_finished(second.run_key, "completed", T0 + timedelta(seconds=2))
+    [(_, free)] = notices(parent)
+    assert free == {"parent": parent_no, "kind": "free", "keys": [f'"{key}"']}
+    child.lanes_noticed(LaneNotice.model_validate(free), T0 + timedelta(seconds=2))
+    assert starts(child) == [third.run_key], "the moved key's next event starts once the parent's have ended"
+    child.lanes_noticed(LaneNotice.model_validate(handover), T0 + timedelta(seconds=3))
+    assert child.core.state.lanes_held == [], "a repeated handover (the parent restarted) holds nothing again"
+
+
+def test_a_free_before_the_handover_is_kept(tmp_path: pathlib.Path) -> None:
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.engine import LaneNotice
+
+    after = make_spec(tmp_path, WORKFILE, task_queue="q", scale={"shards": 4})
+    part = after.model_copy(update={"split": Split(from_shards=2)}).as_shard(3).shard_part()
+    child = drive(Engine(part, initial_state(part, T0)))
+    assert child.core.state.lanes_awaited == 1
+    child.lanes_noticed(LaneNotice(parent=1, kind="free", keys=['"a"']), T0)
+    child.lanes_noticed(LaneNotice(parent=0, kind="handover", keys=['"b"']), T0)
+    assert child.core.state.lanes_awaited == 1, "not this child's parent"
+    child.lanes_noticed(LaneNotice(parent=1, kind="handover", keys=['"a"', '"b"']), T0)
+    assert (child.core.state.lanes_awaited, child.core.state.lanes_held) == (None, ['"b"'])

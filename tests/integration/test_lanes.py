@@ -14,7 +14,6 @@ import pathlib
 from collections import Counter
 from datetime import datetime
 
-import pytest
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
@@ -24,7 +23,6 @@ from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import lane_of, shard_of
-from wf_initiation.errors import ActivationRefused
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, AdmitPending, DropPending, shard_workflow_id
 
@@ -133,9 +131,6 @@ async def test_each_key_runs_in_delivery_order_on_its_shard_through_every_path(
         summary = await wfi.summary(name)
         routed = sum(s["counters"].get("routed", 0) for s in summary["shards"])
         assert routed >= 1, summary["shards"]
-        # A split would move keys while their events wait: refused by name.
-        with pytest.raises(ActivationRefused, match="order could not be kept"):
-            await wfi.activate(spec_for(tmp_path, name, task_queue, 2 * SHARDS))
         await still_serves(wfi, client, name, k="after")
     counted: Counter[str] = Counter()
     for i, spans in (await runs_of(client, name)).items():
@@ -181,6 +176,7 @@ async def test_batches_an_activation_wide_limit_and_operator_actions_hold_across
         async def batches_ran() -> None:
             for keys in runs.values():
                 [key] = keys
+                assert await describe_or_none(client, key) is not None, f"batch run {key} not started yet"
                 result = await client.get_workflow_handle(key).result()
                 assert len(result["input"]["initiation"]["delivery_ids"]) == 3, result["input"]["initiation"]
 
@@ -199,6 +195,9 @@ async def test_batches_an_activation_wide_limit_and_operator_actions_hold_across
         for h in (held[0], held[2]):
             await client.get_workflow_handle(h.run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
         await run_started(client, held[1].run_key)
+        await client.get_workflow_handle(held[1].run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
+        for h in held:
+            await client.get_workflow_handle(h.run_key).result()
 
         # A queue key's pending run is on the key's shard: the operator's action reaches it there.
         keyed = unique("keyed")
@@ -215,3 +214,50 @@ async def test_batches_an_activation_wide_limit_and_operator_actions_hold_across
     for name in (batched, limited, keyed):
         for shard in range(SHARDS):
             await assert_replays(client, shard_workflow_id(name, shard))
+
+
+async def test_a_split_moves_queue_keys_only_after_their_earlier_events_ran(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-11, INIT-4 (each key's order across a split that moves it to another shard)
+    client = dev_env.client
+    name = unique("lanes-split")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec_for(tmp_path, name, task_queue, 2))
+        candidates = [f"k-{n}" for n in range(100)]
+        moving = [k for k in candidates if lane_of(f'"{k}"', 4) >= 2][:3]
+        staying = [k for k in candidates if lane_of(f'"{k}"', 4) < 2][:1]
+        keys = moving + staying
+        sent: dict[str, list] = {k: [] for k in keys}
+        for key in keys:  # the first run of each key is held: the next ones wait behind it on its shard
+            sent[key].append(await wfi.deliver(name, hook(f"{key}-e0", k=key, hold=True)))
+            for n in (1, 2):
+                sent[key].append(await wfi.deliver(name, hook(f"{key}-e{n}", k=key, sleep_seconds=0.2)))
+        assert all([r.disposition.value for r in rs] == ["accepted", "queued", "queued"] for rs in sent.values()), sent
+
+        split = await wfi.activate(spec_for(tmp_path, name, task_queue, 4))
+        assert "split from 2 into 4 shards" in (split.note or ""), split
+        for key in keys:  # after the split: a moved key's events are taken by its new shard, behind the old ones
+            for n in (3, 4):
+                sent[key].append(await WfiClient(client, task_queue=task_queue).deliver(
+                    name, hook(f"{key}-e{n}", k=key, sleep_seconds=0.2)))
+        assert all(r.disposition.value == "queued" for rs in sent.values() for r in rs[3:]), sent
+        for key in keys:
+            handle = client.get_workflow_handle(sent[key][0].run_key)
+            await assert_eventually(lambda h=handle: h.signal(ECHO_RUN_RELEASE_SIGNAL), timeout=30)
+
+        async def every_key_ran_in_order() -> None:
+            runs = await runs_of(client, name)
+            for key, results in sent.items():
+                spans = [runs.get(r.delivery_id, [None])[0] for r in results]
+                assert all(span is not None and span[1] is not None for span in spans), (key, "not all ended yet")
+                for n, ((_, closed), (started, _)) in enumerate(zip(spans, spans[1:])):
+                    assert started >= closed, f"key {key}: e{n + 1} started before e{n} ended: {spans}"
+
+        await assert_eventually(every_key_ran_in_order, timeout=90)
+        summary = await wfi.summary(name)
+        assert [s["shard"] for s in summary["shards"]] == [0, 1, 2, 3]
+        await still_serves(wfi, client, name, k=moving[0])
+    for shard in range(4):
+        await assert_replays(client, shard_workflow_id(name, shard))

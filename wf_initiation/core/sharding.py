@@ -100,11 +100,12 @@ def activation_wide(spec: ActivationSpec) -> bool:
 
 
 def moving_lanes(spec: ActivationSpec) -> list[str]:
-    """The :func:`laned_entries` whose lanes change with the shard count (a queue key's or batch's;
-    shard 0, the lane of an activation-wide policy, stays shard 0): what a split cannot move yet."""
+    """The :func:`laned_entries` whose lanes a split cannot move yet: batches (a queue key moves with
+    its parent's handover, core.engine._lanes; shard 0, the lane of an activation-wide policy, stays
+    shard 0)."""
     if activation_wide(spec):
         return []
-    return [e.name for e in spec.entries if e.kind == "external" and (e.queue_by or e.batch)]
+    return [e.name for e in spec.entries if e.kind == "external" and e.batch]
 
 
 def laned_entries(spec: ActivationSpec) -> list[str]:
@@ -161,9 +162,9 @@ def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> 
     """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can);
     ``laned``: its :func:`moving_lanes`, whose keys would change lanes while their events wait."""
     if laned and wanted != current:
-        return (f"entries {', '.join(map(repr, laned))} run their events on the shard of each queue key or batch; a "
-                f"split from {current} to {wanted} shards would move keys to other shards while their events wait "
-                f"or run, and their order could not be kept (not supported yet): keep scale.shards at {current}")
+        return (f"entries {', '.join(map(repr, laned))} collect their batches on the shard of each partition; a split "
+                f"from {current} to {wanted} shards would move partitions to other shards while their batches are "
+                f"open (not supported yet): keep scale.shards at {current}")
     if wanted < current:
         return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
                 f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..activation import ActivationSpec
-from . import _batch, _deactivate, _jobs, _poll, _schedule, _subscriptions
+from . import _batch, _deactivate, _jobs, _lanes, _poll, _schedule, _subscriptions
 from ._pipeline import Pipeline
 from ._types import CURRENT, Compat, EngineState, RunPoll
 
@@ -62,6 +62,7 @@ class Core(Pipeline):
         _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.rebound(spec)
         sync_sources(self, now, previous=old)
+        _lanes.hand_over(self)  # a split's parent: its moved queue keys (core.sharding, lanes)
 
     def reactivate(self, spec: ActivationSpec, now: datetime) -> bool:
         """This run was started with ``spec`` and a deactivated activation's state: activate it again
@@ -77,7 +78,7 @@ class Core(Pipeline):
 
 def initial_state(spec: ActivationSpec, now: datetime, *, compat: Compat = CURRENT) -> EngineState:
     """The state of a new activation: a schedule and a poll state per entry, nothing accepted."""
-    state = EngineState(activation_id=spec.activation_id)
+    state = EngineState(activation_id=spec.activation_id, lanes_awaited=_lanes.awaited_parent(spec))
     engine = Core(spec, state)
     if compat.legacy_evaluation:
         engine.use_legacy_evaluation()

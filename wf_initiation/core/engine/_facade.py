@@ -20,6 +20,7 @@ from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from . import _codec, _deactivate, _intake, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
+from ._lanes import LaneNotice
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
     CURRENT,
@@ -263,6 +264,12 @@ class Engine:
     def unreleased_through(self, seq: int) -> bool:
         """Whether a dedup entry accepted at or before ``seq`` still waits for its run to end."""
         return any(r.seq <= seq and r.released_at is None for r in self._core.state.events.values())
+
+    def lanes_noticed(self, notice: LaneNotice, now: datetime) -> Decision[None]:
+        """A split's parent said which moved queue keys still have events there (``handover``) or no
+        longer have (``free``): the keys it releases start their first runs (core.engine._lanes)."""
+        self._core.lanes_noticed(notice, now)
+        return self._decide(None)
 
     def note_forwarded(self) -> Decision[None]:
         """A delivery signalled to this shard was passed to the shard that takes it (core.sharding)."""

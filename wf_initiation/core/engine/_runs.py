@@ -14,7 +14,7 @@ from datetime import datetime
 
 from ..activation import ActivationSpec
 from ..limits import clip
-from . import _lifecycle, _overlap
+from . import _lanes, _lifecycle, _overlap
 from ._ledger import Ledger
 from ._types import TERMINAL, ControlRun, Disposition, EngineState, OperatorRefused, RunRecord, StartRun
 
@@ -49,6 +49,9 @@ class Runs(Ledger):
             queue.append(run.run_key)
             if len(queue) > 1:
                 run.waiting_for = "queue_by key held by an earlier run (TRIG-11)"
+                return Disposition.QUEUED
+            if _lanes.held(self, run.queue_key):
+                run.waiting_for = "queue_by key held by earlier events on the shard it moved from in a split"
                 return Disposition.QUEUED
         return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
 
@@ -147,10 +150,24 @@ class Runs(Ledger):
             queue.remove(run.run_key)
         if not queue:
             self.state.queues.pop(run.queue_key, None)
+            _lanes.queue_emptied(self, run.queue_key)
+            return
+        self._start_head(run.queue_key, now)
+
+    def _start_head(self, queue_key: str, now: datetime) -> None:
+        """Start the first run of a queue key when it waits for nothing but its turn."""
+        queue = self.state.queues.get(queue_key)
+        if not queue or _lanes.held(self, queue_key):
             return
         head = self.state.runs[queue[0]]
         if head.status == "pending" and head.run_key not in self.state.waiting:
             self._try_start(head, now)
+
+    def lanes_noticed(self, notice: _lanes.LaneNotice, now: datetime) -> None:
+        """A split's parent said which moved queue keys still run there (or no longer do): start the
+        heads of the keys it releases."""
+        for key in _lanes.noticed(self, notice, now):
+            self._start_head(key, now)
 
     def _drain_waiting(self, now: datetime) -> None:
         while self.state.waiting:

@@ -296,6 +296,16 @@ class EngineState(_M):
     shed_through: datetime | None = Field(
         default=None, description="Dedup entries released up to this instant were shed early (at_capacity: shed_oldest): "
         "a redelivery of one of them was taken as new.")
+    # Queue keys across a split (_lanes): a child's holds, a parent's moved keys still running here.
+    lanes_awaited: int | None = Field(default=None, description="A split's child: the parent whose handover of "
+                                      "queue keys it waits for; every key is held until then.")
+    lanes_held: list[str] = Field(default_factory=list, description="A split's child: keys whose earlier events "
+                                  "still run on its parent.")
+    lanes_freed: list[str] = Field(default_factory=list, description="A child: keys freed before the handover came.")
+    lanes_handed: int | None = Field(default=None, description="A split's parent: the shard count it handed its "
+                                     "moved keys over for.")
+    lanes_busy: dict[str, int] = Field(default_factory=dict, description="A split's parent: moved keys with events "
+                                       "here -> the child told when they end.")
 
 
 class StartRun(_M):

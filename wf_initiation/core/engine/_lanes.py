@@ -1,0 +1,124 @@
+"""Queue keys across a split (core.sharding, "lanes" and "splitting").
+
+A split from N to M shards moves a queue key from its lane under N (the *parent*) to its lane under
+M (a *child*) when the two differ. The key's events must still run one at a time, in order: the
+parent keeps running what it took of the key, and the child starts none of the key's events before
+the parent has finished them.
+
+- A child holds every queue key from the moment it is created (``lanes_awaited``), until its parent's
+  *handover* names the moved keys that still have events on the parent (``lanes_held``); every
+  other key is released at once.
+- A parent, once it runs with the split's count, never takes another event of a moved key (it routes
+  it to the child), sends each child its handover (:func:`hand_over`) and, as each moved key's queue
+  empties, a *free* naming it (:func:`queue_emptied`). Both are kept commands (``SignalRun`` in
+  ``unacked``): re-sent after a restart until delivered.
+- The child applies a handover once (a repeat is ignored) and a free at any time (one that arrives
+  before the handover is remembered, ``lanes_freed``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+from ..sharding import children_of, is_child, lane_of, parent_of
+from ._lifecycle import keep
+from ._types import SignalRun
+
+if TYPE_CHECKING:
+    from ..activation import ActivationSpec
+    from ._runs import Runs
+
+LANES_SIGNAL = "split_lanes"
+"""The signal a split's parent sends its children about moved queue keys (:class:`LaneNotice`)."""
+
+
+class LaneNotice(BaseModel):
+    """A parent's word to a child about the queue keys that moved to it."""
+
+    parent: int = Field(ge=0)
+    kind: Literal["handover", "free"]
+    keys: list[str] = Field(default_factory=list, description="handover: moved keys with events still on the parent; "
+                            "free: keys whose events on the parent have all ended.")
+
+
+def keyed(spec: ActivationSpec) -> bool:
+    """Whether the activation has external entries with ``queue_by`` (whose keys a split moves)."""
+    return any(e.kind == "external" and e.queue_by for e in spec.entries)
+
+
+def awaited_parent(spec: ActivationSpec) -> int | None:
+    """For a new child of a split with queue keys: the parent whose handover it waits for."""
+    split = spec.split
+    if split is None or not is_child(spec.shard, split) or not keyed(spec):
+        return None
+    return parent_of(spec.shard, split)
+
+
+def shard_workflow(workflow: str, shard: int) -> str:
+    """Shard ``shard``'s Temporal workflow id (as ``wire.shard_workflow_id``)."""
+    from ._subscriptions import activation_workflow_id  # imports the pipeline, which imports this module
+
+    base = activation_workflow_id(workflow)
+    return base if shard == 0 else f"{base}#{shard}"
+
+
+def held(runs: Runs, queue_key: str) -> bool:
+    """Whether a child must not start the events of ``queue_key`` yet (its parent may still run some)."""
+    state = runs.state
+    return state.lanes_awaited is not None or queue_key in state.lanes_held
+
+
+def hand_over(runs: Runs) -> None:
+    """A parent running with its split's count: tell each child which moved keys still have events
+    here (once per split)."""
+    spec, state = runs.spec, runs.state
+    split = spec.split
+    if split is None or is_child(spec.shard, split) or state.lanes_handed == spec.shards or not keyed(spec):
+        return
+    state.lanes_handed = spec.shards
+    moved: dict[int, list[str]] = {c: [] for c in children_of(spec.shard, split, spec.shards)}
+    for key, queue in state.queues.items():
+        head = state.runs.get(queue[0]) if queue else None
+        entry = runs.spec.entry(head.entry) if head is not None else None
+        if entry is None or entry.kind != "external":
+            continue
+        lane = lane_of(key, spec.shards)
+        if lane in moved:
+            moved[lane].append(key)
+            state.lanes_busy[key] = lane
+    for child, keys in moved.items():
+        _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=sorted(keys)), "handover")
+
+
+def queue_emptied(runs: Runs, queue_key: str) -> None:
+    """A parent's queue of ``queue_key`` has no event left: free the key on its child."""
+    child = runs.state.lanes_busy.pop(queue_key, None)
+    if child is not None:
+        _notice(runs, child, LaneNotice(parent=runs.spec.shard, kind="free", keys=[queue_key]), f"free\x1f{queue_key}")
+
+
+def noticed(runs: Runs, notice: LaneNotice, now: datetime) -> list[str]:
+    """A child applies its parent's notice; returns the keys it releases (their heads may start)."""
+    state = runs.state
+    before = set(state.queues) if state.lanes_awaited is not None else set(state.lanes_held)
+    if notice.kind == "handover":
+        if state.lanes_awaited is None or state.lanes_awaited != notice.parent:
+            return []  # applied already (a repeat after the parent restarted), or not this child's parent
+        freed = set(state.lanes_freed)
+        state.lanes_held = sorted(set(notice.keys) - freed)
+        state.lanes_awaited = None
+        state.lanes_freed = []
+    elif state.lanes_awaited is not None:
+        state.lanes_freed = sorted({*state.lanes_freed, *notice.keys})
+        return []
+    else:
+        state.lanes_held = sorted(set(state.lanes_held) - set(notice.keys))
+    return sorted(k for k in before if not held(runs, k))
+
+
+def _notice(runs: Runs, child: int, notice: LaneNotice, what: str) -> None:
+    keep(runs, SignalRun(workflow_id=shard_workflow(runs.spec.workflow, child), signal=LANES_SIGNAL,
+                         payload=notice.model_dump(mode="json"), key=f"lanes\x1f{child}\x1f{what}"))
