@@ -29,7 +29,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
@@ -435,30 +435,41 @@ class WfiClient:
     async def _follow_routes(self, workflow: str, requests: list[DeliveryRequest], results: list[DeliveryResult], *,
                              uid: str | None = None) -> list[DeliveryResult]:
         """``results`` with each ``routed`` one replaced by the answer of the shard it was routed to (its
-        queue key's lane, core.sharding), which gets the delivery with the routing as its ``lane``.
-        ``uid``: the update id (the first update's, so a repeat is answered as the first was), else
-        derived from the content."""
-        by_lane: dict[tuple[int, int], list[int]] = {}
-        for i, result in enumerate(results):
-            if result.disposition is Disposition.ROUTED and result.shard is not None:
-                shards = await self.shards(workflow)
-                by_lane.setdefault((shards, result.shard), []).append(i)
-        if not by_lane:
-            return results
+        queue key's, batch's or shard 0, core.sharding), which gets the delivery with the routing as
+        its ``lane``. ``uid``: the update id (the first update's, so a repeat is answered as the first
+        was), else derived from the content. A routing made with a shard count that changed since (a
+        split) is routed again by the shard that gets it, or refused (``Misrouted``): followed again,
+        with the routing asked anew, a few times."""
         out = list(results)
+        for attempt in range(ROUTE_ATTEMPTS):
+            pending = [i for i, r in enumerate(out) if r.disposition is Disposition.ROUTED and r.shard is not None]
+            if not pending:
+                break
+            shards = await self.shards(workflow)
+            by_lane: dict[int, list[int]] = {}
+            for i in pending:
+                by_lane.setdefault(cast(int, out[i].shard), []).append(i)
+            first = uid if attempt == 0 else f"route-{uuid.uuid4().hex}"
 
-        async def send(shards: int, lane: int, indexes: list[int]) -> None:
-            claim = LaneClaim(shards=shards, shard=lane)
-            chunk = [requests[i].model_copy(update={"lane": claim}) for i in indexes]
-            done = 0
-            for part in bulk_chunks([(r.entry, r.payload) for r in chunk]):
-                answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)],
-                                                 uid=uid and f"{uid}-{done}")
-                for i, answer in zip(indexes[done:], answers):
-                    out[i] = answer
-                done += len(part)
+            async def send(lane: int, indexes: list[int], shards: int = shards, first: str | None = first) -> None:
+                claim = LaneClaim(shards=shards, shard=lane)
+                chunk = [requests[i].model_copy(update={"lane": claim}) for i in indexes]
+                done = 0
+                for part in bulk_chunks([(r.entry, r.payload) for r in chunk]):
+                    try:
+                        answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)],
+                                                         uid=first and f"{first}-{done}")
+                    except ActivationRefused as exc:
+                        if exc.cause_type != MISROUTED:
+                            raise
+                        return  # routed with a count that changed: the next attempt asks the routing again
+                    for i, answer in zip(indexes[done:], answers):
+                        out[i] = answer
+                    done += len(part)
 
-        await asyncio.gather(*(send(shards, lane, indexes) for (shards, lane), indexes in by_lane.items()))
+            await asyncio.gather(*(send(lane, indexes) for lane, indexes in by_lane.items()))
+            if any(out[i].disposition is Disposition.ROUTED for i in pending):
+                self._routing.forget(workflow)  # followed again with the routing asked anew
         return out
 
     async def _send_group(self, lane: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
@@ -796,6 +807,11 @@ class WfiClient:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")
+
+
+ROUTE_ATTEMPTS = 4
+"""How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
+kept changing; the ingress answers it 503, retry later)."""
 
 
 def _lane(workflow: str, shard: int) -> str:

@@ -106,3 +106,69 @@ async def test_keyed_events_across_shards_run_once_in_order_through_a_killed_wor
     finally:
         worker.stop()
         server.stop()
+
+
+@pytest.mark.crash
+async def test_a_split_moving_queue_keys_keeps_their_order_through_a_killed_worker_and_a_restarted_server(
+    tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-11, EXT-8, INIT-4
+    server = DevServerProcess(binary("temporal"), str(tmp_path / "temporal.db"), free_port(), DEV_SERVER_ARGS)
+    server.start()
+    task_queue = unique("lanes-split-crash")
+    worker = WorkerProcess(server.address, task_queue)
+    name = unique("lanes-split-crash")
+
+    def spec(shards: int):  # noqa: ANN202
+        return make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue, lifecycle_events=False,
+                         scale={"shards": shards})
+
+    try:
+        client = await connect(server.address)
+        wfi = WfiClient(client, task_queue=task_queue, max_attempts=400)
+        worker.start()
+        await wfi.activate(spec(2))
+        sent: dict[str, list] = {k: [] for k in KEYS}
+        stop = asyncio.Event()
+
+        async def by_update(key: str) -> None:  # one sender per key: the key's order is the sending order
+            sender = WfiClient(client, task_queue=task_queue, max_attempts=400)
+            n = 0
+            while not stop.is_set():
+                sent[key].append(await sender.deliver(name, hook(f"{key}-u{n}", k=key, sleep_seconds=0.3)))
+                n += 1
+
+        senders = [asyncio.create_task(by_update(k)) for k in KEYS]
+        await asyncio.sleep(1.5)
+        worker.kill()
+        split = asyncio.create_task(wfi.activate(spec(4)))
+        await asyncio.sleep(1.0)
+        server.stop()
+        await asyncio.sleep(1.0)
+        server.start()
+        worker.start()
+        done = await asyncio.wait_for(split, timeout=180)
+        assert "split from 2 into 4 shards" in (done.note or ""), done
+        await asyncio.sleep(2.0)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*senders), timeout=240)
+        odd = [r for rs in sent.values() for r in rs if r.disposition.value not in ("accepted", "queued")]
+        assert not odd, odd
+
+        async def each_key_ran_once_in_order() -> None:
+            runs: dict[str, list] = {}
+            for wf in await ride_out(lambda: listed(client, f"WorkflowType = '{ECHO_RUN_WORKFLOW}'")):
+                if wf.id.startswith(f"{name}@"):
+                    runs.setdefault(wf.id.rsplit("/", 1)[-1], []).append(wf)
+            assert not {i: len(w) for i, w in runs.items() if len(w) > 1}, "an id ran twice"
+            for key, results in sent.items():
+                ran = [runs.get(r.delivery_id, [None])[0] for r in results]
+                assert all(wf is not None and wf.close_time is not None for wf in ran), f"key {key}: not all ended yet"
+                for a, b in zip(ran, ran[1:]):
+                    assert b.start_time >= a.close_time, f"key {key}: {b.id} started before {a.id} ended"
+
+        await assert_eventually(each_key_ran_once_in_order, timeout=240)
+        await still_serves(wfi, client, name, k="after-split")
+    finally:
+        worker.stop()
+        server.stop()

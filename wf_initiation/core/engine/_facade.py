@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
-from . import _codec, _deactivate, _intake, _lifecycle, _poll, _subscriptions, operator
+from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
 from ._lanes import LaneNotice
@@ -170,7 +170,9 @@ class Engine:
         _poll.abandon_in_flight(core.state)  # a poll of the previous run never reports here (POLL-10)
         core.outbox.extend(core.pending_starts())
         core.outbox.extend(_lifecycle.unacked_commands(core))
-        return self._decide(core.reactivate(core.spec, now))
+        reactivated = core.reactivate(core.spec, now)
+        _lanes.hand_over(core)  # a split's parent started again from its state: once per split
+        return self._decide(reactivated)
 
     def begin_task(self) -> Decision[None]:
         """A new workflow task: its budget of work starts afresh (limits.ADMIT_PER_TASK)."""
