@@ -279,7 +279,7 @@ class ActivationWorkflow(DeliveryHandlers):
     @workflow.signal(name=LANES_SIGNAL)
     def lanes_noticed(self, notice: RawValue) -> None:
         """The split's parent names the moved queue keys that still run there, or that no longer do
-        (core.engine._lanes): their first runs here may start."""
+        (core/engine/_lanes.py): their first runs here may start."""
         self._signals += 1
         decoded = self._decode_signal(notice, LaneNotice, LANES_SIGNAL)
         if decoded is not None:

@@ -228,3 +228,60 @@ def test_a_free_before_the_handover_is_kept(tmp_path: pathlib.Path) -> None:
     assert child.core.state.lanes_awaited == 1, "not this child's parent"
     child.lanes_noticed(LaneNotice(parent=1, kind="handover", keys=['"a"', '"b"']), T0)
     assert (child.core.state.lanes_awaited, child.core.state.lanes_held) == (None, ['"b"'])
+
+
+def test_a_run_waiting_on_a_sharded_entry_gets_its_event_whatever_shard_its_id_is_on(tmp_path: pathlib.Path) -> None:
+    # proves: INIT-8, INIT-10 (subscriptions of a sharded activation: copies on every shard, selection on shard 0)
+    from tests.support.replies import REPLIES, reply
+    from wf_initiation.core.engine import SignalRun, SubscribeRequest, UnsubscribeRequest
+    from wf_initiation.core.engine._offer import EVENT_SIGNAL
+
+    spec = make_spec(tmp_path, REPLIES.format(name="replies"), task_queue="q", scale={"shards": SHARDS})
+    shards = [drive(Engine(p, initial_state(p, T0))) for p in (spec.as_shard(k).shard_part() for k in range(SHARDS))]
+    request = SubscribeRequest(sub_id="s-1", entry="reply", run_workflow_id="waiter-1", match={"body.thread": "t1"})
+    shards[0].subscribe(request, T0)
+    copies = [c for c in shards[0].take_commands() if isinstance(c, SignalRun)]
+    assert sorted(c.workflow_id for c in copies) == [f"wfi-activation:replies#{k}" for k in range(1, SHARDS)]
+    for copy in copies:  # the shell signals each shard; each registers a copy
+        shards[int(copy.workflow_id.rsplit("#", 1)[1])].subscribe(SubscribeRequest.model_validate(copy.payload), T0)
+
+    def send(ident: str, thread: str) -> Any:
+        home = shards[shard_of("reply", ident, SHARDS)]
+        first = home.deliver("reply", reply(ident, thread), T0)
+        if first.disposition is not Disposition.ROUTED:
+            return first
+        return shards[first.shard].deliver("reply", reply(ident, thread), T0, lane=True)
+
+    away = next(i for i in (f"r-{n}" for n in range(100)) if shard_of("reply", i, SHARDS) != 0)
+    other = send(next(i for i in (f"o-{n}" for n in range(100)) if shard_of("reply", i, SHARDS) != 0), "t2")
+    assert other.disposition is Disposition.SUPPRESSED, "no copy matches another thread: judged where its id is"
+    got = send(away, "t1")
+    assert got.disposition is Disposition.DELIVERED, got
+    delivered = [c for c in shards[0].take_commands() if isinstance(c, SignalRun)]
+    assert [c.workflow_id for c in delivered if c.signal == EVENT_SIGNAL] == ["waiter-1"]
+    dropped = [c for c in delivered if c.signal == "unsubscribe"]
+    assert len(dropped) == SHARDS - 1, "shard 0 drops the copies of a subscription it consumed"
+    for c in dropped:
+        shards[int(c.workflow_id.rsplit("#", 1)[1])].unsubscribe(UnsubscribeRequest.model_validate(c.payload), T0)
+    assert all(not s.core.state.subscriptions for s in shards)
+    again = send(next(i for i in (f"z-{n}" for n in range(100)) if shard_of("reply", i, SHARDS) != 0), "t1")
+    assert again.disposition is Disposition.SUPPRESSED, "one event per wait: the next is no longer delivered"
+    assert [c for c in shards[1].take_commands() if isinstance(c, SignalRun) and c.signal == EVENT_SIGNAL] == [], \
+        "only shard 0 signals waiting runs"
+
+
+def test_a_split_gives_the_new_shards_copies_of_the_subscriptions(tmp_path: pathlib.Path) -> None:
+    # proves: INIT-8 (a split's new shards offer their events to the subscriptions active then)
+    from tests.support.replies import REPLIES
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.engine import SignalRun, SubscribeRequest
+
+    before = make_spec(tmp_path, REPLIES.format(name="replies"), task_queue="q", scale={"shards": 2})
+    after = make_spec(tmp_path, REPLIES.format(name="replies"), task_queue="q", scale={"shards": 4})
+    zero = drive(Engine(before.shard_part(), initial_state(before.shard_part(), T0)))
+    zero.subscribe(SubscribeRequest(sub_id="s-1", entry="reply", run_workflow_id="waiter-1"), T0)
+    assert [c.workflow_id for c in zero.take_commands() if isinstance(c, SignalRun)] == ["wfi-activation:replies#1"]
+    zero.rebind(after.model_copy(update={"split": Split(from_shards=2, seq=zero.last_seq)}).shard_part(), T0)
+    copies = [c for c in zero.take_commands() if isinstance(c, SignalRun) and c.signal == "subscribe"]
+    assert sorted(c.workflow_id for c in copies) == ["wfi-activation:replies#2", "wfi-activation:replies#3"]
+    assert all(SubscribeRequest.model_validate(c.payload).replica for c in copies)

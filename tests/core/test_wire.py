@@ -86,9 +86,9 @@ def _distinctive() -> dict[str, str]:
 # The pure core imports nothing above it, yet emits the signals of subscriptions and names the
 # activation's workflow id: those few are defined there and wire re-exports them (wire/names.py).
 DEFINED_IN_CORE = {
-    "wf_initiation/core/engine/_subscriptions.py": {
-        wire.SUBSCRIBE_SIGNAL, wire.UNSUBSCRIBE_SIGNAL, wire.LIFECYCLE_SIGNAL, wire.ACTIVATION_ID_PREFIX},
-    "wf_initiation/core/engine/_offer.py": {wire.SUBSCRIPTION_EVENT_SIGNAL},
+    "wf_initiation/core/engine/_subscriptions.py": {wire.SUBSCRIBE_SIGNAL, wire.LIFECYCLE_SIGNAL},
+    "wf_initiation/core/engine/_offer.py": {wire.SUBSCRIPTION_EVENT_SIGNAL, wire.UNSUBSCRIBE_SIGNAL},
+    "wf_initiation/core/engine/_lanes.py": {wire.ACTIVATION_ID_PREFIX, wire.LANES_SIGNAL},
 }
 
 

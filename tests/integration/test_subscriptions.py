@@ -149,3 +149,42 @@ async def test_waiting_runs_get_their_events_across_a_worker_sigkill_after_accep
         for handle, t in zip(waiters, ("ta", "tb")):
             assert (await handle.result())["received"] == [reply(f"{t}-1", t), reply(f"{t}-2", t)]
         assert (await wfi.state(name))["unacked"] == {}
+
+
+async def test_runs_waiting_on_a_sharded_entry_get_events_whatever_shard_their_ids_are_on(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path
+) -> None:
+    # proves: INIT-8, INIT-10 (a sharded activation: shard 0 selects among its subscriptions, every shard offers)
+    from tests.support.replay import assert_replays
+    from wf_initiation.core.sharding import shard_of
+    from wf_initiation.wire import STATE_QUERY, shard_workflow_id
+
+    shards = 4
+    name = unique("replies-sharded")
+    await wfi.activate(make_spec(tmp_path, REPLIES.format(name=name), task_queue=task_queue, scale={"shards": shards}))
+    first = await start_waiter(dev_env.client, task_queue, name, "t1")
+    await subscribed(wfi, name, [first])
+    second = await start_waiter(dev_env.client, task_queue, name, "t1")
+    await subscribed(wfi, name, [first, second])
+
+    async def copied() -> None:
+        parts = (await wfi.summary(name))["shards"]
+        assert all(p["counters"].get("subscription_copies", 0) >= 2 for p in parts[1:]), parts
+
+    await assert_eventually(copied)
+    away = [i for i in (f"r-{n}" for n in range(100)) if shard_of("reply", i, shards) != 0][:3]
+    results = [await wfi.deliver(name, reply(i, "t1"), entry="reply") for i in away]
+    assert [r.disposition for r in results] == [Disposition.DELIVERED, Disposition.DELIVERED, Disposition.SUPPRESSED]
+    assert (await first.result())["received"] == [reply(away[0], "t1")], "the earlier subscription gets the first event"
+    assert (await second.result())["received"] == [reply(away[1], "t1")]
+    record = await wfi.delivery(name, "reply", away[0])
+    assert record is not None and record["disposition"] == "delivered" and first.id in record["detail"], record
+
+    async def copies_dropped() -> None:
+        for k in range(shards):
+            state = await wfi._query(name, STATE_QUERY, shard=k)
+            assert state["subscriptions"] == {}, (k, state["subscriptions"])
+
+    await assert_eventually(copies_dropped)
+    for k in range(shards):
+        await assert_replays(dev_env.client, shard_workflow_id(name, k))

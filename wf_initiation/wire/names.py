@@ -11,9 +11,9 @@ here.
 from __future__ import annotations
 
 from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
-from wf_initiation.core.engine import LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
+from wf_initiation.core.engine import LANES_SIGNAL, LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
 from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
-from wf_initiation.core.engine._subscriptions import ACTIVATION_ID_PREFIX
+from wf_initiation.core.engine._lanes import ACTIVATION_ID_PREFIX
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"
@@ -76,7 +76,7 @@ def poll_activity_name(connector: str) -> str:
     return POLL_ACTIVITY_PREFIX + connector
 
 __all__ = [
-    "ACTIVATE_UPDATE", "ACTIVATION_ID_PREFIX", "ACTIVATION_WORKFLOW", "CONTROL_RUN_ACTIVITY", "DEACTIVATE_UPDATE",
+    "ACTIVATE_UPDATE", "ACTIVATION_ID_PREFIX", "LANES_SIGNAL", "ACTIVATION_WORKFLOW", "CONTROL_RUN_ACTIVITY", "DEACTIVATE_UPDATE",
     "DELIVERY_QUERY", "DELIVER_MANY_UPDATE", "DELIVER_SIGNAL", "DELIVER_UPDATE",
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",

@@ -25,7 +25,6 @@ from ._keys import event_key, payload_digest
 from ._lanes import LANES_SIGNAL, LaneNotice
 from ._lifecycle import lifecycle_event_id
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
-from ._pipeline import ROUTED_TO
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
     LIFECYCLE_SIGNAL,
@@ -38,6 +37,7 @@ from ._subscriptions import (
 )
 from ._types import (
     NOT_RETAINED,
+    ROUTED_TO,
     Command,
     Compat,
     ControlRun,

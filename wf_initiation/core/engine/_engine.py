@@ -63,6 +63,8 @@ class Core(Pipeline):
         self.rebound(spec)
         sync_sources(self, now, previous=old)
         _lanes.hand_over(self)  # a split's parent: its moved queue keys (core.sharding, lanes)
+        if spec.shard == 0 and spec.shards > old.shards:  # a split: the new shards offer events to copies too
+            _subscriptions.copy_to_new_shards(self, old.shards)
 
     def reactivate(self, spec: ActivationSpec, now: datetime) -> bool:
         """This run was started with ``spec`` and a deactivated activation's state: activate it again

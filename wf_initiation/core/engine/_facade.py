@@ -269,7 +269,7 @@ class Engine:
 
     def lanes_noticed(self, notice: LaneNotice, now: datetime) -> Decision[None]:
         """A split's parent said which moved queue keys still have events there (``handover``) or no
-        longer have (``free``): the keys it releases start their first runs (core.engine._lanes)."""
+        longer have (``free``): the keys it releases start their first runs (core/engine/_lanes.py)."""
         self._core.lanes_noticed(notice, now)
         return self._decide(None)
 

@@ -29,7 +29,7 @@ from ._types import SignalRun
 
 if TYPE_CHECKING:
     from ..activation import ActivationSpec
-    from ._runs import Runs
+    from ._ledger import Ledger
 
 LANES_SIGNAL = "split_lanes"
 """The signal a split's parent sends its children about moved queue keys (:class:`LaneNotice`)."""
@@ -57,21 +57,23 @@ def awaited_parent(spec: ActivationSpec) -> int | None:
     return parent_of(spec.shard, split)
 
 
+ACTIVATION_ID_PREFIX = "wfi-activation:"
+"""Temporal workflow ids of activations: this prefix and the workflow identity (shard 0)."""
+
+
 def shard_workflow(workflow: str, shard: int) -> str:
     """Shard ``shard``'s Temporal workflow id (as ``wire.shard_workflow_id``)."""
-    from ._subscriptions import activation_workflow_id  # imports the pipeline, which imports this module
-
-    base = activation_workflow_id(workflow)
+    base = f"{ACTIVATION_ID_PREFIX}{workflow}"
     return base if shard == 0 else f"{base}#{shard}"
 
 
-def held(runs: Runs, queue_key: str) -> bool:
+def held(runs: Ledger, queue_key: str) -> bool:
     """Whether a child must not start the events of ``queue_key`` yet (its parent may still run some)."""
     state = runs.state
     return state.lanes_awaited is not None or queue_key in state.lanes_held
 
 
-def hand_over(runs: Runs) -> None:
+def hand_over(runs: Ledger) -> None:
     """A parent running with its split's count: tell each child which moved keys still have events
     here (once per split)."""
     spec, state = runs.spec, runs.state
@@ -93,14 +95,14 @@ def hand_over(runs: Runs) -> None:
         _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=sorted(keys)), "handover")
 
 
-def queue_emptied(runs: Runs, queue_key: str) -> None:
+def queue_emptied(runs: Ledger, queue_key: str) -> None:
     """A parent's queue of ``queue_key`` has no event left: free the key on its child."""
     child = runs.state.lanes_busy.pop(queue_key, None)
     if child is not None:
         _notice(runs, child, LaneNotice(parent=runs.spec.shard, kind="free", keys=[queue_key]), f"free\x1f{queue_key}")
 
 
-def noticed(runs: Runs, notice: LaneNotice, now: datetime) -> list[str]:
+def noticed(runs: Ledger, notice: LaneNotice, now: datetime) -> list[str]:
     """A child applies its parent's notice; returns the keys it releases (their heads may start)."""
     state = runs.state
     before = set(state.queues) if state.lanes_awaited is not None else set(state.lanes_held)
@@ -119,6 +121,6 @@ def noticed(runs: Runs, notice: LaneNotice, now: datetime) -> list[str]:
     return sorted(k for k in before if not held(runs, k))
 
 
-def _notice(runs: Runs, child: int, notice: LaneNotice, what: str) -> None:
+def _notice(runs: Ledger, child: int, notice: LaneNotice, what: str) -> None:
     keep(runs, SignalRun(workflow_id=shard_workflow(runs.spec.workflow, child), signal=LANES_SIGNAL,
                          payload=notice.model_dump(mode="json"), key=f"lanes\x1f{child}\x1f{what}"))

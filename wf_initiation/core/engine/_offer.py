@@ -13,6 +13,13 @@ the event is offered to the subscriptions active *at that moment* only:
   established later (INIT-9).
 
 Delivery is a kept :class:`SignalRun` (``_lifecycle.keep``), re-issued until the shell confirms it.
+
+A sharded activation (core.sharding) judges an external event on its id's shard, but runs subscribe
+to shard 0. Shard 0 keeps the subscriptions and sends each other shard a *copy* (``replica``, a kept
+signal; dropped the same way when the subscription ends). An event a copy matches is recorded there
+as ``routed`` to shard 0, which selects among its own subscriptions active then (an event that no
+longer matches one there goes on through shard 0's pipeline, or to its queue key's shard). A
+subscription is active on a shard from the moment its copy is registered there.
 """
 
 from __future__ import annotations
@@ -25,14 +32,16 @@ from pydantic import BaseModel, ConfigDict
 
 from .._expr import canonical_key
 from ..activation import EntrySpec
+from ._lanes import shard_workflow
 from ._ledger import Ledger
 from ._lifecycle import keep
-from ._types import Disposition, Outcome, SignalRun, Subscription
+from ._types import ROUTED_TO, Disposition, Outcome, SignalRun, Subscription
 
 EVENT_SIGNAL = "wfi.subscription_event"
 UNCONFIRMED = ("should that run not exist or have ended, the event is disposed as if no subscription had matched "
                "(the activation's record of the delivery, `wfi state --events`, then says what it became)")
 SUBSCRIBABLE_KINDS = ("external", "poll")
+UNSUBSCRIBE = "unsubscribe"  # the signal (_subscriptions.UNSUBSCRIBE_SIGNAL), to drop a copy
 _ABSENT = object()
 
 
@@ -91,7 +100,10 @@ def offer(
     sub = select(ledger.state.subscriptions.values(), entry.name, payload, now)
     if sub is None:
         return None
+    if sub.replica:  # a copy of shard 0's subscription: shard 0 selects, among all of them (sharded)
+        return Outcome(Disposition.ROUTED, None, f"{ROUTED_TO}0")
     del ledger.state.subscriptions[sub.sub_id]
+    end_copies(ledger, sub)
     event = SubscriptionEvent(sub_id=sub.sub_id, kind="event", entry=entry.name, delivery_id=delivery_id, payload=payload)
     keep(ledger, SignalRun(workflow_id=sub.run_workflow_id, signal=EVENT_SIGNAL, payload=event.model_dump(mode="json"),
                            key=delivery_key(sub.sub_id)))
@@ -102,6 +114,24 @@ def offer(
               f"{UNCONFIRMED}")
     ledger.retain(entry, key, digest, delivery_id, Disposition.DELIVERED, now, detail)
     return Outcome(Disposition.DELIVERED, None, detail)
+
+
+def replicated(ledger: Ledger, entry: EntrySpec | None) -> bool:
+    """Whether shard 0 of a sharded activation copies a subscription of ``entry`` to its other shards
+    (an external entry's events are judged on every shard, a poll entry's on shard 0 alone): an event
+    a copy matches is routed to shard 0, which selects among its subscriptions (INIT-10)."""
+    spec = ledger.spec
+    return spec.shards > 1 and spec.shard == 0 and entry is not None and entry.kind == "external"
+
+
+def end_copies(ledger: Ledger, sub: Subscription) -> None:
+    """A subscription of shard 0 ended (delivered, expired, cancelled): drop its copies elsewhere."""
+    if sub.replica or not replicated(ledger, ledger.spec.entry(sub.entry)):
+        return
+    payload = {"sub_id": sub.sub_id, "run_workflow_id": sub.run_workflow_id, "replica": True}
+    for shard in range(1, ledger.spec.shards):
+        keep(ledger, SignalRun(workflow_id=shard_workflow(ledger.spec.workflow, shard), signal=UNSUBSCRIBE,
+                               payload=payload, key=f"uncopy\x1f{shard}\x1f{sub.sub_id}"))
 
 
 def delivery_key(sub_id: str) -> str:

@@ -25,10 +25,17 @@ from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
-from ._types import NO_INTAKE, DeliveryResult, Disposition, EngineState, EventRecord, Intake, Outcome, RunRecord
-
-ROUTED_TO = "taken by shard "
-"""How a ``routed`` record's detail names its lane (``WfiClient.delivery`` reads it)."""
+from ._types import (
+    NO_INTAKE,
+    ROUTED_TO,
+    DeliveryResult,
+    Disposition,
+    EngineState,
+    EventRecord,
+    Intake,
+    Outcome,
+    RunRecord,
+)
 
 
 class Pipeline(Runs):
@@ -141,7 +148,7 @@ class Pipeline(Runs):
             return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full))
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size, laned=intake.lane)
         if outcome.disposition is Disposition.ROUTED:
-            return self._routed(entry, payload, delivery_id)
+            return self._routed(entry, payload, delivery_id, outcome.detail)
         return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=outcome.disposition,
                               run_key=outcome.run_key, message=outcome.detail, activation_id=self.spec.activation_id)
 
@@ -159,7 +166,7 @@ class Pipeline(Runs):
                 now: datetime) -> DeliveryResult:
         if _same(existing, digest):
             if existing.disposition is Disposition.ROUTED:  # the lane answers it (a retry after the first was lost)
-                return self._routed(entry, payload, delivery_id)
+                return self._routed(entry, payload, delivery_id, existing.detail)
             self.count("duplicates")
             return DeliveryResult(entry=entry.name, delivery_id=delivery_id, disposition=Disposition.DUPLICATE,
                                   run_key=existing.run_key, retained=existing.disposition,
@@ -184,11 +191,13 @@ class Pipeline(Runs):
         partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
         return lane_key(self.spec, entry, queue_key, partition)
 
-    def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str) -> DeliveryResult:
-        """The answer for an id this shard took and its key's lane takes: where to send it (the key is
-        computed again from the payload: a routed record keeps only the digest)."""
+    def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str, detail: str | None) -> DeliveryResult:
+        """The answer for an id this shard took and another shard takes: where to send it (named by
+        the routed record's detail, else computed again from the payload: a retired record keeps only
+        the digest)."""
+        named = (detail or "").removeprefix(ROUTED_TO)
         try:
-            lane = self.lane(entry, payload)
+            lane = int(named) if named.isdigit() else self.lane(entry, payload)
         except ExpressionFault:
             lane = None  # a re-activation changed queue_by: the first routing stands
         if lane is None:  # nowhere to send it: what this shard holds is the answer
@@ -213,8 +222,13 @@ class Pipeline(Runs):
         causation, refused = self._causation(entry, payload)
         if refused:
             return retain(Disposition.REFUSED, refused, kind="refused")
-        delivered = _offer.offer(self, entry, payload, key, digest, delivery_id, now) if offer else None
+        # A lane's event was offered to the subscriptions where its id was judged (core.engine._offer).
+        offered = offer and not (laned and self.spec.shard != 0)
+        delivered = _offer.offer(self, entry, payload, key, digest, delivery_id, now) if offered else None
         if delivered is not None:
+            if delivered.disposition is Disposition.ROUTED:  # a replica matched: shard 0 selects (_offer)
+                self.count("routed")
+                return retain(Disposition.ROUTED, delivered.detail)
             return delivered
         scope = {entry.name: payload, "inputs": self.spec.inputs}
         try:

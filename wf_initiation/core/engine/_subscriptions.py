@@ -35,14 +35,14 @@ from ..activation import EntrySpec
 from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, clip, json_problem, json_size
 from . import _lifecycle
 from ._keys import digest_and_size, event_key
-from ._offer import SUBSCRIBABLE_KINDS, SubscriptionEvent, delivery_key, is_active, notify
+from ._lanes import ACTIVATION_ID_PREFIX, shard_workflow
+from ._offer import SUBSCRIBABLE_KINDS, UNSUBSCRIBE, SubscriptionEvent, delivery_key, end_copies, is_active, notify, replicated
 from ._pipeline import Pipeline
 from ._types import DeliveryResult, Disposition, Intake, SignalRun, Subscription
 
 SUBSCRIBE_SIGNAL = "subscribe"
-UNSUBSCRIBE_SIGNAL = "unsubscribe"
+UNSUBSCRIBE_SIGNAL = UNSUBSCRIBE
 LIFECYCLE_SIGNAL = "lifecycle_event"
-ACTIVATION_ID_PREFIX = "wfi-activation:"
 
 
 class _Wire(BaseModel):
@@ -57,6 +57,8 @@ class SubscribeRequest(_Wire):
     run_workflow_id: str = Field(description="Workflow id of the waiting run: where the event is signalled.")
     match: dict[str, Any] = Field(default_factory=dict, description="Dotted payload path -> expected value.")
     expires_at: datetime | None = Field(default=None, description="The run's wait deadline; no match after it.")
+    replica: bool = Field(default=False, description="Sent by shard 0 of a sharded activation to its other shards: "
+                          "a copy whose matches are routed to shard 0 (core.engine._offer).")
 
 
 class UnsubscribeRequest(_Wire):
@@ -64,6 +66,7 @@ class UnsubscribeRequest(_Wire):
 
     sub_id: str
     run_workflow_id: str
+    replica: bool = Field(default=False, description="Sent by shard 0: drop the copy, nothing to answer.")
 
 
 class LifecycleEvent(_Wire):
@@ -87,13 +90,32 @@ def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime) -> Non
     problem = _subscribe_problem(engine, entry, request, now)
     if problem is not None:
         engine.record_error(now, "subscription_refused", problem, request.entry)
-        notify(engine, request.sub_id, request.run_workflow_id, request.entry, "refused", problem)
+        if not request.replica:  # shard 0 answers the run
+            notify(engine, request.sub_id, request.run_workflow_id, request.entry, "refused", problem)
         return
     engine.state.subscriptions[request.sub_id] = Subscription(
         sub_id=request.sub_id, entry=request.entry, run_workflow_id=request.run_workflow_id, match=dict(request.match),
-        created_at=now, expires_at=request.expires_at, seq=engine.next_seq(),
+        created_at=now, expires_at=request.expires_at, seq=engine.next_seq(), replica=request.replica,
     )
-    engine.count("subscriptions")
+    engine.count("subscription_copies" if request.replica else "subscriptions")
+    if not request.replica and replicated(engine, entry):
+        _copy(engine, request, range(1, engine.spec.shards))  # each shard offers its events to a copy (_offer)
+
+
+def copy_to_new_shards(engine: Pipeline, before: int) -> None:
+    """Shard 0 split from ``before`` shards: the new shards get copies of its active subscriptions."""
+    for sub in list(engine.state.subscriptions.values()):
+        if not sub.replica and replicated(engine, engine.spec.entry(sub.entry)):
+            request = SubscribeRequest(sub_id=sub.sub_id, entry=sub.entry, run_workflow_id=sub.run_workflow_id,
+                                       match=sub.match, expires_at=sub.expires_at)
+            _copy(engine, request, range(before, engine.spec.shards))
+
+
+def _copy(engine: Pipeline, request: SubscribeRequest, shards: range) -> None:
+    payload = request.model_copy(update={"replica": True}).model_dump(mode="json")
+    for shard in shards:
+        _lifecycle.keep(engine, SignalRun(workflow_id=shard_workflow(engine.spec.workflow, shard), signal=SUBSCRIBE_SIGNAL,
+                                          payload=payload, key=f"copy\x1f{shard}\x1f{request.sub_id}"))
 
 
 def _subscribe_problem(engine: Pipeline, entry: EntrySpec | None, request: SubscribeRequest, now: datetime) -> str | None:
@@ -107,10 +129,6 @@ def _subscribe_problem(engine: Pipeline, entry: EntrySpec | None, request: Subsc
                 f"its external and poll entries are: {names}")
     if request.expires_at is not None and request.expires_at <= now:
         return f"the wait for {request.entry!r} had already timed out when the activation received it"
-    if entry.kind == "external" and engine.spec.shards > 1:
-        return (f"entry {entry.name!r} of workflow {engine.spec.workflow!r} takes its events on {engine.spec.shards} "
-                "shards (scale.shards), so no one of them sees every event to wait for; wait for a poll entry, or "
-                "deploy the workflow without scale")
     return None
 
 
@@ -143,7 +161,12 @@ def unsubscribe(engine: Pipeline, request: UnsubscribeRequest, now: datetime) ->
     if engine.bounded and _oversized(request):
         engine.count("unsubscribe_refused")  # no waiting run has such ids: nothing to answer
         return
+    if request.replica:  # shard 0 dropped its subscription: drop the copy, answer nobody
+        engine.state.subscriptions.pop(request.sub_id, None)
+        return
     sub = engine.state.subscriptions.pop(request.sub_id, None)
+    if sub is not None:
+        end_copies(engine, sub)
     if delivery_key(request.sub_id) in engine.state.unacked:
         return
     entry = sub.entry if sub is not None else ""
@@ -155,9 +178,11 @@ def expire(engine: Pipeline, now: datetime) -> int:
     due = [s for s in engine.state.subscriptions.values() if not is_active(s, now)]
     for sub in due:
         del engine.state.subscriptions[sub.sub_id]
-        notify(engine, sub.sub_id, sub.run_workflow_id, sub.entry, "expired", None)
+        if not sub.replica:  # a copy ends with shard 0's, which tells the run
+            end_copies(engine, sub)
+            notify(engine, sub.sub_id, sub.run_workflow_id, sub.entry, "expired", None)
     if due:
-        engine.count("subscriptions_expired", len(due))
+        engine.count("subscriptions_expired", len([s for s in due if not s.replica]))
     return len(due)
 
 

@@ -41,6 +41,9 @@ class Disposition(str, Enum):
     ROUTED = "routed"  # a sharded activation's id-home took the id; its queue key's lane shard takes the event (core.sharding)
 
 
+ROUTED_TO = "taken by shard "
+"""How a ``routed`` record's detail names the shard that takes the event (``WfiClient.delivery`` reads it)."""
+
 # Dispositions that consume the delivery identity with no run to wait for: retention starts now.
 RELEASED_AT_ACCEPTANCE = frozenset({
     Disposition.SUPPRESSED, Disposition.GUARD_FAULT, Disposition.KEY_FAULT, Disposition.PROJECTION_FAULT,
@@ -236,6 +239,8 @@ class Subscription(_M):
     created_at: datetime
     expires_at: datetime | None = None
     seq: int
+    replica: bool = Field(default=False, description="A copy shard 0 gave this shard (sharded): a match here routes "
+                          "the event to shard 0, which selects (core.engine._offer).")
 
 
 class OperatorAction(_M):
