@@ -14,8 +14,10 @@ import functools
 import json
 from typing import Any
 
+from wf_initiation.conformance.cases.composition import REPLIES
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
-from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW
+from wf_initiation.core.sharding import shard_of
+from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest
 
 SHARDS = 4
 HOOK = """name: {name}
@@ -165,8 +167,37 @@ async def a_sharded_activation_runs_each_queue_key_in_order_whatever_shard_its_i
     check(routed >= 1, "some events were judged on their id's shard and run on their key's")
 
 
+@case(capability=EXTERNAL, clauses=["INIT-8", "INIT-10"])
+async def a_run_waiting_on_a_sharded_entry_gets_its_event_whatever_shard_its_id_is_on(target: Target) -> None:
+    name = target.unique("sharded-replies")
+    queue = target.deployment.temporal.task_queue
+    pair = target.write_pair(name, REPLIES.format(name=name),
+                             {"run": {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": queue}, "scale": {"shards": SHARDS}})
+    await target.activate(pair)
+    client = await target.client()
+    waiter = await client.start_workflow(WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest(workflow=name, trigger="reply",
+                                         match={"body.thread": "t1"}), id=target.unique("waiter"), task_queue=queue,
+                                         result_type=dict)
+
+    async def copies() -> list[dict[str, Any]]:
+        return (await target.state(pair))["summary"].get("shards") or []
+
+    await eventually(copies, lambda parts: len(parts) == SHARDS and all(
+        p.get("counters", {}).get("subscription_copies", 0) >= 1 for p in parts[1:]),
+        "every shard holds a copy of the waiting run's subscription", timeout=60, describe=str)
+    away = next(i for i in (f"r-{n}" for n in range(100)) if shard_of("reply", i, SHARDS) != 0)
+    payload = {"delivery_id": away, "method": "POST", "body": {"thread": "t1"}}
+    result = await target.wfi("deliver", "--payload", json.dumps(payload), "--entry", "reply", "--workflow", name,
+                              "--deployment", str(pair.deployment), "--json")
+    check(result.code in (0, 1) and result.stdout.strip(), f"`wfi deliver` failed:\n{result.describe()}")
+    check(result.json()["disposition"] == "delivered", f"the event of another shard reaches the waiting run: {result.json()}")
+    outcome = await waiter.result()
+    check(outcome["received"] == [payload], f"the run received {outcome['received']}")
+
+
 CASES = (
     a_sharded_activation_deduplicates_and_records_conflicts_across_its_shards,
     a_sharded_activation_is_activated_once_and_splits_into_more_shards_keeping_its_ids,
     a_sharded_activation_runs_each_queue_key_in_order_whatever_shard_its_ids_are_on,
+    a_run_waiting_on_a_sharded_entry_gets_its_event_whatever_shard_its_id_is_on,
 )
