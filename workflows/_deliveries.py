@@ -214,7 +214,7 @@ class DeliveryHandlers:
         spec = self._routing_spec()
         if spec.shards <= 1:
             return 0
-        if request.lane is not None and request.lane.shards == spec.shards:
+        if request.lane is not None and request.lane.shards == spec.shards and request.lane.shard < spec.shards:
             return request.lane.shard  # its id's shard took the id and routed it to its key's (core.sharding)
         paths = {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"}
         return delivery_shard(paths, request.entry, request.payload, spec.shards)

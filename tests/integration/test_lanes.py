@@ -22,6 +22,7 @@ from tests.support.replay import assert_replays
 from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
+from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.sharding import lane_of, shard_of
 from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, AdmitPending, DropPending, shard_workflow_id
@@ -261,3 +262,46 @@ async def test_a_split_moves_queue_keys_only_after_their_earlier_events_ran(
         await still_serves(wfi, client, name, k=moving[0])
     for shard in range(4):
         await assert_replays(client, shard_workflow_id(name, shard))
+
+
+async def test_forged_routings_copies_and_notices_change_nothing_they_should_not(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # A raw Temporal client can send what only shards send each other: each is judged, none wedges.
+    from tests.support.hostile import errors_of
+    from wf_initiation.core.engine import SubscribeRequest
+    from wf_initiation.wire import DELIVER_SIGNAL, DELIVER_UPDATE, LANES_SIGNAL, SUBSCRIBE_SIGNAL, DeliveryRequest, LaneClaim
+
+    client = dev_env.client
+    name = unique("lanes-forged")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec_for(tmp_path, name, task_queue))
+        zero = client.get_workflow_handle(shard_workflow_id(name, 0))
+        # A routing that names a shard the activation does not have: the delivery is judged as if it had none.
+        far = hook("far-1", k="k-far")
+        await zero.signal(DELIVER_SIGNAL, DeliveryRequest(payload=far, lane=LaneClaim(shards=SHARDS, shard=999)))
+
+        async def far_taken() -> None:
+            record = await wfi.delivery(name, "hook", "far-1")
+            assert record is not None and record["disposition"] in ("accepted", "queued"), record
+
+        await assert_eventually(far_taken, timeout=30)
+        # A routing that names the wrong lane: that shard routes it on (a raw caller is told where).
+        key = next(k for k in (f"w-{n}" for n in range(100)) if lane_of(f'"{k}"', SHARDS) != 2)
+        wrong = await client.get_workflow_handle(shard_workflow_id(name, 2)).execute_update(
+            DELIVER_UPDATE, DeliveryRequest(payload=hook("wrong-1", k=key), lane=LaneClaim(shards=SHARDS, shard=2)),
+            result_type=DeliveryResult)
+        assert (wrong.disposition.value, wrong.shard) == ("routed", lane_of(f'"{key}"', SHARDS)), wrong
+        # A subscription copy sent to shard 0 (which keeps the originals) and a junk notice are recorded, not kept.
+        await zero.signal(SUBSCRIBE_SIGNAL, SubscribeRequest(sub_id="forged", entry="hook", run_workflow_id="nobody",
+                                                             replica=True))
+        await zero.signal(LANES_SIGNAL, "junk")
+
+        async def recorded() -> None:
+            assert await errors_of(wfi, name, "subscription_refused"), "the copy is refused"
+            assert await errors_of(wfi, name, "signal_refused"), "the junk notice is refused"
+
+        await assert_eventually(recorded, timeout=30)
+        assert (await wfi.state(name))["subscriptions"] == {}
+        await still_serves(wfi, client, name, k="after-forged")

@@ -86,6 +86,10 @@ def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime) -> Non
     """Register a subscription; a target that cannot serve it ends it at once with a reason."""
     if request.sub_id in engine.state.subscriptions:
         return  # a repeated signal (the run's history replays it) changes nothing
+    if request.replica and (engine.spec.shards <= 1 or engine.spec.shard == 0):  # only shard 0 makes copies
+        engine.record_error(now, "subscription_refused", f"a copy of subscription {request.sub_id!r} was sent to "
+                            f"shard {engine.spec.shard}, which keeps the originals: ignored", request.entry)
+        return
     entry = engine.spec.entry(request.entry)
     problem = _subscribe_problem(engine, entry, request, now)
     if problem is not None:
