@@ -46,7 +46,7 @@ from wf_initiation.core.activation import ActivationSpec, Split
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import ROUTED_TO, DeliveryResult, Disposition
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.sharding import moving_lanes, shard_of, split_problem
+from wf_initiation.core.sharding import shard_of, split_problem
 from wf_initiation.errors import (
     ActivationNotFound,
     ActivationRefused,
@@ -274,7 +274,7 @@ class WfiClient:
         the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
         every parent already refusing the ids that moved. Idempotent: after an interruption, running
         it again completes it."""
-        problem = split_problem(current, spec.shards, moving_lanes(spec))
+        problem = split_problem(current, spec.shards)
         if problem is None:
             parts = await asyncio.gather(*(self._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
             busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")

@@ -45,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_SIGNALS_PER_RUN,
         fit_to_bytes,
     )
-    from wf_initiation.core.sharding import children_of, drain_step, is_child, moving_lanes, split_problem
+    from wf_initiation.core.sharding import children_of, drain_step, is_child, split_problem
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
@@ -293,7 +293,7 @@ class ActivationWorkflow(DeliveryHandlers):
     def _split_refusal(self, spec: ActivationSpec) -> str | None:
         """Why this shard cannot take ``spec`` (a split) now; None when it can."""
         current = self._spec
-        problem = split_problem(current.shards, spec.shards, sorted({*moving_lanes(current), *moving_lanes(spec)}))
+        problem = split_problem(current.shards, spec.shards)
         if problem is None and (spec.split is None or spec.split.from_shards != current.shards):
             problem = (f"a split from {current.shards} shards must say so (`split.from_shards`); "
                        "`wfi activate` and WfiClient.activate do")

@@ -204,7 +204,7 @@ def test_a_split_moves_a_queue_key_only_after_its_parent_ran_the_key_s_events(tm
     parent.outbox.clear()
     parent.run_started(first.run_key, "r-0", T0)
     parent.run_finished(first.run_key, "completed", T0 + timedelta(seconds=1))
-    assert starts(parent) == [second.run_key] and notices(parent) == []
+    assert notices(parent) == [] and starts(parent) == [second.run_key], "the key still has an event on the parent"
     parent.run_started(second.run_key, "r-1", T0)
     parent.run_finished(second.run_key, "completed", T0 + timedelta(seconds=2))
     [(_, free)] = notices(parent)
@@ -285,3 +285,41 @@ def test_a_split_gives_the_new_shards_copies_of_the_subscriptions(tmp_path: path
     copies = [c for c in zero.take_commands() if isinstance(c, SignalRun) and c.signal == "subscribe"]
     assert sorted(c.workflow_id for c in copies) == ["wfi-activation:replies#2", "wfi-activation:replies#3"]
     assert all(SubscribeRequest.model_validate(c.payload).replica for c in copies)
+
+
+def test_a_split_moves_a_batch_partition_only_after_its_parent_s_open_batch_closed(tmp_path: pathlib.Path) -> None:
+    # proves: BATCH-4, EXT-11 (a partition's batches start in order across a split that moves it)
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.engine import LaneNotice
+    from wf_initiation.core.sharding import batch_lane_text
+
+    workfile = 'name: wide\non:\n  http.request: {}\n  as: hook\n  batch: {size: 2, max_wait: 1m, partition_by: "{{ hook.body.p }}"}\n'
+    before = make_spec(tmp_path, workfile, task_queue="q", scale={"shards": 2})
+    after = make_spec(tmp_path, workfile, task_queue="q", scale={"shards": 4})
+    part = next(p for p in (f"p-{n}" for n in range(200)) if lane_of(batch_lane_text("hook", f'"{p}"'), 4) >= 2)
+    text = batch_lane_text("hook", f'"{part}"')  # the partition's canonical JSON, as partition_by gives it
+    child_no = lane_of(text, 4)
+    parent_no = child_no % 2
+    parent = drive(Engine(before.as_shard(parent_no).shard_part(), initial_state(before.as_shard(parent_no).shard_part(), T0)))
+    opened = parent.deliver("hook", hook("a-0", p=part), T0, lane=True)
+    assert opened.disposition is Disposition.BATCHED and starts(parent) == []
+
+    split = Split(from_shards=2, seq=parent.last_seq)
+    parent.rebind(after.model_copy(update={"split": split}).as_shard(parent_no).shard_part(), T0)
+    [(_, handover)] = notices(parent)
+    assert handover["keys"] == [text], "the parent's open batch holds the partition"
+
+    spec = after.model_copy(update={"split": split}).as_shard(child_no).shard_part()
+    child = drive(Engine(spec, initial_state(spec, T0)))
+    child.lanes_noticed(LaneNotice.model_validate(handover), T0)
+    later = [child.deliver("hook", hook(f"b-{n}", p=part), T0 + timedelta(seconds=n), lane=True) for n in range(2)]
+    assert {r.disposition for r in later} == {Disposition.BATCHED} and later[0].run_key == later[1].run_key
+    assert starts(child) == [] and child.core.state.lanes_waiting == [later[0].run_key], "full, but held behind the parent's"
+
+    parent.outbox.clear()
+    parent.tick(T0 + timedelta(minutes=1))  # the parent's batch closes at max_wait: its run starts, the partition is free
+    [(_, free)] = notices(parent)
+    assert starts(parent) == [opened.run_key]
+    assert free["kind"] == "free" and free["keys"] == [text]
+    child.lanes_noticed(LaneNotice.model_validate(free), T0 + timedelta(minutes=1))
+    assert starts(child) == [later[0].run_key] and child.core.state.lanes_waiting == []

@@ -305,3 +305,49 @@ async def test_forged_routings_copies_and_notices_change_nothing_they_should_not
         await assert_eventually(recorded, timeout=30)
         assert (await wfi.state(name))["subscriptions"] == {}
         await still_serves(wfi, client, name, k="after-forged")
+
+
+async def test_a_split_moves_batch_partitions_only_after_their_open_batches_closed(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: BATCH-3, BATCH-4 (a partition's batches start in order across a split that moves it)
+    from wf_initiation.core.sharding import batch_lane_text
+
+    workfile = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+  batch: {{size: 2, max_wait: 4s, partition_by: "{{{{ hook.body.p }}}}"}}
+"""
+    client = dev_env.client
+    name = unique("batch-split")
+
+    def spec(shards: int):  # noqa: ANN202
+        return make_spec(tmp_path, workfile.format(name=name), task_queue=task_queue, lifecycle_events=False,
+                         scale={"shards": shards})
+
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec(2))
+        parts = [p for p in (f"p-{n}" for n in range(200)) if lane_of(batch_lane_text("hook", f'"{p}"'), 4) >= 2][:2]
+        opened = {p: await wfi.deliver(name, hook(f"{p}-a", p=p)) for p in parts}  # open on the parent, 4 s to close
+        assert {r.disposition.value for r in opened.values()} == {"batched"}
+        split = await wfi.activate(spec(4))
+        assert "split from 2 into 4 shards" in (split.note or ""), split
+        later = {p: [await wfi.deliver(name, hook(f"{p}-b{n}", p=p)) for n in range(2)] for p in parts}
+        assert all(r.disposition.value == "batched" for rs in later.values() for r in rs)
+
+        async def ran_in_order() -> None:
+            for p in parts:
+                first = await describe_or_none(client, opened[p].run_key)
+                second = await describe_or_none(client, later[p][0].run_key)
+                assert first is not None and second is not None, (p, "not started yet")
+                assert later[p][0].run_key != opened[p].run_key, "a new batch on the new shard"
+                assert second.start_time >= first.start_time, f"partition {p}: the later batch started first"
+
+        await assert_eventually(ran_in_order, timeout=60)
+        # And the activation still takes new events: a full batch of a new partition starts its run.
+        after = [await wfi.deliver(name, hook(f"after-{n}", p="other")) for n in range(2)]
+        assert [r.disposition.value for r in after] == ["batched", "batched"] and after[0].run_key == after[1].run_key
+        await run_started(client, after[0].run_key)

@@ -99,21 +99,18 @@ def activation_wide(spec: ActivationSpec) -> bool:
     return spec.policies.overlap != "allow" or spec.policies.max_concurrent_runs is not None
 
 
-def moving_lanes(spec: ActivationSpec) -> list[str]:
-    """The :func:`laned_entries` whose lanes a split cannot move yet: batches (a queue key moves with
-    its parent's handover, core.engine._lanes; shard 0, the lane of an activation-wide policy, stays
-    shard 0)."""
-    if activation_wide(spec):
-        return []
-    return [e.name for e in spec.entries if e.kind == "external" and e.batch]
-
-
 def laned_entries(spec: ActivationSpec) -> list[str]:
     """The external entries whose events a sharded activation routes to another shard than their
     id's (their lane, :func:`lane_key`): with ``queue_by`` or ``batch``, or all with an
     activation-wide policy."""
     wide = activation_wide(spec)
     return [e.name for e in spec.entries if e.kind == "external" and (wide or e.queue_by or e.batch)]
+
+
+def batch_lane_text(entry: str, partition: str | None) -> str:
+    """What a batch partition's lane is the hash of (:func:`lane_of`): never equal to a queue key's
+    canonical JSON text (0x1D first)."""
+    return f"\x1d{entry}\x1f{partition or ''}"
 
 
 def lane_key(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, partition: str | None) -> int | None:
@@ -125,7 +122,7 @@ def lane_key(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, part
     if activation_wide(spec):
         return 0
     if entry.batch:
-        return lane_of(f"\x1d{entry.name}\x1f{partition or ''}", spec.shards)
+        return lane_of(batch_lane_text(entry.name, partition), spec.shards)
     return lane_of(queue_key, spec.shards) if queue_key is not None else None
 
 
@@ -158,13 +155,8 @@ def sharding_problems(spec: ActivationSpec) -> list[str]:
 # held at the split has expired; it tells its children, which then judge new ids alone.
 
 
-def split_problem(current: int, wanted: int, laned: list[str] | None = None) -> str | None:
-    """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can);
-    ``laned``: its :func:`moving_lanes`, whose keys would change lanes while their events wait."""
-    if laned and wanted != current:
-        return (f"entries {', '.join(map(repr, laned))} collect their batches on the shard of each partition; a split "
-                f"from {current} to {wanted} shards would move partitions to other shards while their batches are "
-                f"open (not supported yet): keep scale.shards at {current}")
+def split_problem(current: int, wanted: int) -> str | None:
+    """Why an activation running on ``current`` shards cannot be split into ``wanted`` (None: it can)."""
     if wanted < current:
         return (f"it has {current} shards and scale.shards is {wanted}: an activation is split into more shards, never "
                 f"merged into fewer (the ids that shards {wanted}-{current - 1} hold would be forgotten, and a "

@@ -36,6 +36,8 @@ from typing import Any
 from ..activation import EntrySpec
 from ..limits import MAX_BATCH_BYTES
 from ..runinput import Causation
+from ..sharding import batch_lane_text
+from . import _lanes
 from ._inputs import run_input
 from ._runs import Runs
 from ._types import BatchEvent, Disposition, OpenBatch, Outcome, RunRecord
@@ -98,11 +100,14 @@ def close(engine: Runs, bkey: str, now: datetime) -> None:
         [e.delivery_id for e in batch.events if e.delivery_id], batch.events[0].scheduled_at, batch.opened_at,
         Causation(), batched=True,
     )
+    lane = batch_lane_text(entry.name, batch.partition) if engine.spec.shards > 1 and entry.kind == "external" else None
     run = RunRecord(run_key=run_key, entry=entry.name, input=made, event_keys=[e.event_key for e in batch.events],
                     accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
-                    scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes)
+                    scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes, lane=lane)
     engine.count("batches_closed")
     engine.admit(run, now)
+    if lane is not None:
+        _lanes.lane_done(engine, lane)  # a split's parent: the partition's next batch may start on its new shard
 
 
 def batch_into(entry: EntrySpec, events: list[BatchEvent]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ the parent has finished them.
   other key is released at once.
 - A parent, once it runs with the split's count, never takes another event of a moved key (it routes
   it to the child), sends each child its handover (:func:`hand_over`) and, as each moved key's queue
-  empties, a *free* naming it (:func:`queue_emptied`). Both are kept commands (``SignalRun`` in
+  empties, a *free* naming it (:func:`lane_done`). A batch partition moves the same way: its lane
+  text (``core.sharding.batch_lane_text``) is held on the child, whose closed batches of it wait
+  (``lanes_waiting``) until the parent's open batch of it has closed and its run was admitted. Both are kept commands (``SignalRun`` in
   ``unacked``): re-sent after a restart until delivered.
 - The child applies a handover once (a repeat is ignored) and a free at any time (one that arrives
   before the handover is remembered, ``lanes_freed``).
@@ -23,9 +25,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from ..sharding import children_of, is_child, lane_of, parent_of
+from ..sharding import activation_wide, batch_lane_text, children_of, is_child, lane_of, parent_of
 from ._lifecycle import keep
-from ._types import SignalRun
+from ._types import RunRecord, SignalRun
 
 if TYPE_CHECKING:
     from ..activation import ActivationSpec
@@ -45,8 +47,9 @@ class LaneNotice(BaseModel):
 
 
 def keyed(spec: ActivationSpec) -> bool:
-    """Whether the activation has external entries with ``queue_by`` (whose keys a split moves)."""
-    return any(e.kind == "external" and e.queue_by for e in spec.entries)
+    """Whether the activation has external entries with ``queue_by`` or ``batch`` (whose keys and
+    partitions a split moves; under an activation-wide policy every lane is shard 0, which stays)."""
+    return not activation_wide(spec) and any(e.kind == "external" and (e.queue_by or e.batch) for e in spec.entries)
 
 
 def awaited_parent(spec: ActivationSpec) -> int | None:
@@ -82,11 +85,10 @@ def hand_over(runs: Ledger) -> None:
         return
     state.lanes_handed = spec.shards
     moved: dict[int, list[str]] = {c: [] for c in children_of(spec.shard, split, spec.shards)}
-    for key, queue in state.queues.items():
-        head = state.runs.get(queue[0]) if queue else None
-        entry = runs.spec.entry(head.entry) if head is not None else None
-        if entry is None or entry.kind != "external":
-            continue
+    busy = [key for key, queue in state.queues.items() if _external(runs, state.runs.get(queue[0]) if queue else None)]
+    busy += [batch_lane_text(b.entry, b.partition) for b in state.batches.values()
+             if (entry := spec.entry(b.entry)) is not None and entry.kind == "external"]
+    for key in busy:
         lane = lane_of(key, spec.shards)
         if lane in moved:
             moved[lane].append(key)
@@ -95,8 +97,14 @@ def hand_over(runs: Ledger) -> None:
         _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=sorted(keys)), "handover")
 
 
-def queue_emptied(runs: Ledger, queue_key: str) -> None:
-    """A parent's queue of ``queue_key`` has no event left: free the key on its child."""
+def _external(runs: Ledger, run: RunRecord | None) -> bool:
+    entry = runs.spec.entry(run.entry) if run is not None else None
+    return entry is not None and entry.kind == "external"
+
+
+def lane_done(runs: Ledger, queue_key: str) -> None:
+    """A parent has nothing left of ``queue_key``, a queue key (its queue emptied) or a batch
+    partition (its open batch closed, its run admitted): free it on its child."""
     child = runs.state.lanes_busy.pop(queue_key, None)
     if child is not None:
         _notice(runs, child, LaneNotice(parent=runs.spec.shard, kind="free", keys=[queue_key]), f"free\x1f{queue_key}")

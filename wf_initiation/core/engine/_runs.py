@@ -53,6 +53,10 @@ class Runs(Ledger):
             if _lanes.held(self, run.queue_key):
                 run.waiting_for = "queue_by key held by earlier events on the shard it moved from in a split"
                 return Disposition.QUEUED
+        if run.lane is not None and _lanes.held(self, run.lane):  # a batch whose partition's earlier one is elsewhere
+            run.waiting_for = "its batch partition's earlier batch, on the shard it moved from in a split"
+            self.state.lanes_waiting.append(run.run_key)
+            return Disposition.QUEUED
         return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
 
     def _try_start(self, run: RunRecord, now: datetime) -> bool:
@@ -139,6 +143,8 @@ class Runs(Ledger):
         self.recent_runs.append(run)
         if run_key in self.state.waiting:
             self.state.waiting.remove(run_key)
+        if run_key in self.state.lanes_waiting:  # a held batch dropped by the operator
+            self.state.lanes_waiting.remove(run_key)
         self._advance_queue(run, now)
         self._drain_waiting(now)
 
@@ -150,7 +156,7 @@ class Runs(Ledger):
             queue.remove(run.run_key)
         if not queue:
             self.state.queues.pop(run.queue_key, None)
-            _lanes.queue_emptied(self, run.queue_key)
+            _lanes.lane_done(self, run.queue_key)
             return
         self._start_head(run.queue_key, now)
 
@@ -168,6 +174,13 @@ class Runs(Ledger):
         heads of the keys it releases."""
         for key in _lanes.noticed(self, notice, now):
             self._start_head(key, now)
+        for run_key in list(self.state.lanes_waiting):  # batches, in the order they closed
+            run = self.state.runs.get(run_key)
+            if run is None or run.status != "pending":
+                self.state.lanes_waiting.remove(run_key)
+            elif run.lane is None or not _lanes.held(self, run.lane):
+                self.state.lanes_waiting.remove(run_key)
+                self._try_start(run, now)
 
     def _drain_waiting(self, now: datetime) -> None:
         while self.state.waiting:
@@ -196,5 +209,7 @@ class Runs(Ledger):
             raise OperatorRefused(f"run {run_key!r} waits behind its queue key; admitting it would break TRIG-11")
         if run_key in self.state.waiting:
             self.state.waiting.remove(run_key)
+        if run_key in self.state.lanes_waiting:
+            self.state.lanes_waiting.remove(run_key)
         self._start(run, now)
         return "admitted"

@@ -98,6 +98,8 @@ class RunRecord(_M):
     cancel_requested: bool = False
     causation: Causation | None = Field(default=None, description="Kept from the input for lifecycle events (COMP-6).")
     input_bytes: int = Field(default=0, description="Payload bytes the input holds while the run is not started.")
+    lane: str | None = Field(default=None, description="A sharded batch's partition (core.sharding.batch_lane_text): "
+                             "its run waits while a split's parent still has that partition's earlier batch.")
 
 
 class ErrorRecord(_M):
@@ -311,6 +313,8 @@ class EngineState(_M):
                                      "moved keys over for.")
     lanes_busy: dict[str, int] = Field(default_factory=dict, description="A split's parent: moved keys with events "
                                        "here -> the child told when they end.")
+    lanes_waiting: list[str] = Field(default_factory=list, description="A split's child: batch runs waiting for "
+                                     "their partition's earlier batch on the parent, in order.")
 
 
 class StartRun(_M):
