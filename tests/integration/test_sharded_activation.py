@@ -14,7 +14,7 @@ import pathlib
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
@@ -24,7 +24,7 @@ from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import MISROUTED, SUBSCRIPTION_REFUSED, DeactivateRequest, shard_workflow_id
+from wf_initiation.wire import MISROUTED, DeactivateRequest, shard_workflow_id
 
 SHARDS = 4
 WORKFILE = """
@@ -130,15 +130,22 @@ async def test_deactivation_covers_every_shard_and_reactivation_keeps_what_each_
     assert {r.disposition.value for r in again} == {"duplicate"}, "each shard resumed from its own final state"
 
 
-async def test_waiting_for_a_sharded_entry_is_refused_with_the_reason(sharded, dev_env, task_queue: str) -> None:
-    # proves: INIT-8
+async def test_a_wait_on_a_sharded_entry_takes_an_event_of_any_shard(sharded, dev_env, task_queue: str) -> None:
+    # proves: INIT-8 (waits on a sharded entry: copies on every shard, selection on shard 0)
     wfi, name, _ = sharded
+    from wf_initiation.core.sharding import shard_of
     from wf_initiation.wire import WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest
 
     handle = await dev_env.client.start_workflow(
-        WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest(workflow=name, trigger="hook", timeout_seconds=30),
-        id=unique("waiter"), task_queue=task_queue, execution_timeout=timedelta(seconds=60))
-    with pytest.raises(WorkflowFailureError) as failed:
-        await handle.result()
-    cause = failed.value.cause
-    assert getattr(cause, "type", None) == SUBSCRIPTION_REFUSED and "shards" in str(cause), cause
+        WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest(workflow=name, trigger="hook", timeout_seconds=60),
+        id=unique("waiter"), task_queue=task_queue, execution_timeout=timedelta(seconds=90))
+    away = next(i for i in (f"w-{n}" for n in range(100)) if shard_of("hook", i, SHARDS) != 0)
+
+    async def copied() -> None:
+        parts = (await wfi.summary(name))["shards"]
+        assert all(p["counters"].get("subscription_copies", 0) >= 1 for p in parts[1:]), parts
+
+    await assert_eventually(copied)
+    delivered = await wfi.deliver(name, hook(away, go=True))
+    assert delivered.disposition.value == "delivered", delivered
+    assert (await handle.result())["received"] == [hook(away, go=True)]
