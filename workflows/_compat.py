@@ -12,6 +12,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``engine.capacity`` | patch ``wfi-capacity`` | 2 Dec 2026 | no capacity: the state grew until continue-as-new failed; no signal count |
 | ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
+| ``sharded_waits()`` | patch ``wfi-sharded-waits`` | 2 Dec 2026 | a wait (``subscribe``) for an external entry of a sharded activation was refused |
 | ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
@@ -20,7 +21,7 @@ runs are past the namespace's retention (``legacy_evaluation``: once every such 
 re-activated, since the spec travels across continue-as-new).
 
 The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last three are asked lazily, where the behaviour first differs, and then kept:
+the history). The last four are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -39,6 +40,7 @@ CAPACITY_PATCH = "wfi-capacity"
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 FORWARDS_LAND_PATCH = "wfi-forwards-land"
+SHARDED_WAITS_PATCH = "wfi-sharded-waits"
 
 
 class RunCompat:
@@ -53,6 +55,7 @@ class RunCompat:
         self._wake_ahead: bool | None = None
         self._poll_now: bool | None = None
         self._forwards_land: bool | None = None
+        self._sharded_waits: bool | None = None
 
     def wake_ahead(self) -> bool:
         """Whether anticipated occurrences are held by a wait activity (asked only for a schedule
@@ -73,3 +76,10 @@ class RunCompat:
         if self._forwards_land is None:
             self._forwards_land = workflow.patched(FORWARDS_LAND_PATCH)
         return self._forwards_land
+
+    def sharded_waits(self) -> bool:
+        """Whether shard 0 of a sharded activation serves waits for its external entries (copies on
+        every shard) instead of refusing them (asked only for such a wait)."""
+        if self._sharded_waits is None:
+            self._sharded_waits = workflow.patched(SHARDED_WAITS_PATCH)
+        return self._sharded_waits

@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
     from ._admission import TicketAdmission
+    from ._compat import RunCompat
     from ._inbox import Inbox, Turn
     from ._intake import Undecodable, decode
     from ._telemetry import ActivationTelemetry
@@ -79,6 +80,7 @@ class DeliveryHandlers:
     _pending_spec: Any
     _signals: int
     _forwarding: int
+    _compat: RunCompat
     _spec: ActivationSpec  # the whole binding (the engine has this shard's part)
     _shard: int
     _absorb: Callable[[Decision[Any]], Any]
@@ -178,7 +180,11 @@ class DeliveryHandlers:
         self._signals += 1
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
         if decoded is not None:
-            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now())))
+            entry = self._spec.entry(decoded.entry)
+            refuse = (self._spec.shards > 1 and self._shard == 0 and entry is not None and entry.kind == "external"
+                      and not decoded.replica and not self._compat.sharded_waits())  # a run begun before they were served
+            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now(),
+                                                                                         refuse_sharded=refuse)))
         self._poke()
 
     @workflow.signal(name=UNSUBSCRIBE_SIGNAL)

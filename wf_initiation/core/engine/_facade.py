@@ -282,10 +282,11 @@ class Engine:
         """A delivery whose argument could not be decoded: ``invalid``, recorded without identity."""
         return self._decide(_intake.undecodable(self._core, problem, now))
 
-    def subscribe(self, request: SubscribeRequest, now: datetime) -> Decision[None]:
-        """A run waits for an event of one of this activation's entries (INIT-8)."""
+    def subscribe(self, request: SubscribeRequest, now: datetime, *, refuse_sharded: bool = False) -> Decision[None]:
+        """A run waits for an event of one of this activation's entries (INIT-8). ``refuse_sharded``:
+        as runs begun before sharded waits were served, refuse one for a sharded external entry."""
         if not _deactivate.refuse_subscription(self._core, request, now):
-            _subscriptions.subscribe(self._core, request, now)
+            _subscriptions.subscribe(self._core, request, now, refuse_sharded=refuse_sharded)
         return self._decide(None)
 
     def unsubscribe(self, request: UnsubscribeRequest, now: datetime) -> Decision[None]:

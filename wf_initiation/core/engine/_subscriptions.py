@@ -82,7 +82,7 @@ def activation_workflow_id(workflow: str) -> str:
 
 
 # ---------------------------------------------------------------------- subscription lifecycle
-def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime) -> None:
+def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime, *, refuse_sharded: bool = False) -> None:
     """Register a subscription; a target that cannot serve it ends it at once with a reason."""
     if request.sub_id in engine.state.subscriptions:
         return  # a repeated signal (the run's history replays it) changes nothing
@@ -92,6 +92,10 @@ def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime) -> Non
         return
     entry = engine.spec.entry(request.entry)
     problem = _subscribe_problem(engine, entry, request, now)
+    if problem is None and refuse_sharded and entry is not None and entry.kind == "external":
+        problem = (f"entry {entry.name!r} of workflow {engine.spec.workflow!r} takes its events on {engine.spec.shards} "
+                   "shards (scale.shards), so no one of them sees every event to wait for; wait for a poll entry, or "
+                   "deploy the workflow without scale")
     if problem is not None:
         engine.record_error(now, "subscription_refused", problem, request.entry)
         if not request.replica:  # shard 0 answers the run
