@@ -118,7 +118,8 @@ def combined_summary(parts: list[dict[str, Any]]) -> dict[str, Any]:
         whole["capacity"] = max(capacities, key=lambda c: c.get("fill", 0))
     whole["shards"] = [{"shard": part.get("shard", k), "status": part.get("status"), "counters": part.get("counters", {}),
                         "dedup_entries": part.get("dedup_entries", 0), "capacity": part.get("capacity", {}).get("fill"),
-                        **({"split": part["split"]} if part.get("split") else {})}
+                        **({"split": part["split"]} if part.get("split") else {}),
+                        **({"lanes": part["lanes"]} if part.get("lanes") else {})}
                        for k, part in enumerate(parts)]
     whole.pop("shard", None)
     return whole

@@ -448,6 +448,9 @@ class ActivationWorkflow(DeliveryHandlers):
             summary["shard"], summary["shards"] = self._shard, self._spec.shards
         if self._spec.split is not None:
             summary["split"] = self._spec.split.model_dump(mode="json")
+        lanes = self._engine.lanes_summary()
+        if lanes is not None:
+            summary["lanes"] = lanes
         if self._inbox is not None:  # deliveries the workflow holds in memory, not yet taken
             summary["inbox"] = {"queued": len(self._inbox), "waiting_signals": self._inbox.waiting_signals}
         return fit_to_bytes(summary)

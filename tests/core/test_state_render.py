@@ -24,3 +24,20 @@ def test_the_summary_shows_the_shards_and_a_split_going_on() -> None:
     done = render_state({**summary, "shards": [{"shard": 0, "split": {"from_shards": 1, "drained": True}}, {"shard": 1}]}, None)
     assert "shard 0: split from 1 shards, drained" in done
     assert "shards" not in render_state({k: v for k, v in summary.items() if k != "shards"}, None)
+
+
+def test_the_summary_shows_each_shard_s_part_in_moving_keys_and_partitions() -> None:
+    summary = {
+        "workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {},
+        "shards": [
+            {"shard": 0, "lanes": {"awaiting_parent": None, "held": 0, "handed_over": 3, "batches_waiting": 0}},
+            {"shard": 1},
+            {"shard": 2, "lanes": {"awaiting_parent": None, "held": 2, "handed_over": 0, "batches_waiting": 1}},
+            {"shard": 3, "lanes": {"awaiting_parent": 1, "held": 0, "handed_over": 0, "batches_waiting": 0}},
+        ],
+    }
+    text = render_state(summary, None)
+    assert "shard 0: 3 moved key(s)/partition(s) still busy here" in text
+    assert "shard 2: 2 moved key(s)/partition(s) wait for their earlier events" in text and "1 closed batch(es)" in text
+    assert "shard 3: holds every queue key and batch partition until shard 1 hands over" in text
+    assert "  shard 1:" not in text, "a shard with no part in it: nothing to say"

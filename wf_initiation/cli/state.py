@@ -80,6 +80,7 @@ def _shard_lines(shards: Any) -> list[str]:
         return []
     lines = [f"  shards: {len(shards)}"]
     for part in shards:
+        lines += _lane_lines(part)
         split = part.get("split")
         if not split:
             continue
@@ -92,6 +93,24 @@ def _shard_lines(shards: Any) -> list[str]:
             lines.append(f"  shard {k}: split from {n} shards; the ids it held then expire by {split['drain_after']}")
         else:
             lines.append(f"  shard {k}: split from {n} shards; runs of ids it held then are still going")
+    return lines
+
+
+def _lane_lines(part: dict[str, Any]) -> list[str]:
+    """A shard's part in moving queue keys and batch partitions at a split (docs/deployment.md)."""
+    lanes, k = part.get("lanes"), part.get("shard")
+    if not isinstance(lanes, dict):
+        return []
+    if lanes.get("awaiting_parent") is not None:
+        return [f"  shard {k}: holds every queue key and batch partition until shard {lanes['awaiting_parent']} hands "
+                "over the ones still busy there"]
+    lines = []
+    if lanes.get("held") or lanes.get("batches_waiting"):
+        lines.append(f"  shard {k}: {lanes.get('held', 0)} moved key(s)/partition(s) wait for their earlier events on "
+                     f"the shard they moved from ({lanes.get('batches_waiting', 0)} closed batch(es) waiting)")
+    if lanes.get("handed_over"):
+        lines.append(f"  shard {k}: {lanes['handed_over']} moved key(s)/partition(s) still busy here; their new shard "
+                     "is told as each ends")
     return lines
 
 

@@ -267,6 +267,14 @@ class Engine:
         """Whether a dedup entry accepted at or before ``seq`` still waits for its run to end."""
         return any(r.seq <= seq and r.released_at is None for r in self._core.state.events.values())
 
+    def lanes_summary(self) -> dict[str, int | None] | None:
+        """This shard's part in moving queue keys and batch partitions at a split (None: none now)."""
+        state = self._core.state
+        if state.lanes_awaited is None and not (state.lanes_held or state.lanes_busy or state.lanes_waiting):
+            return None
+        return {"awaiting_parent": state.lanes_awaited, "held": len(state.lanes_held),
+                "handed_over": len(state.lanes_busy), "batches_waiting": len(state.lanes_waiting)}
+
     def lanes_noticed(self, notice: LaneNotice, now: datetime) -> Decision[None]:
         """A split's parent said which moved queue keys still have events there (``handover``) or no
         longer have (``free``): the keys it releases start their first runs (core/engine/_lanes.py)."""
