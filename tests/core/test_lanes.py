@@ -188,7 +188,8 @@ def test_a_split_moves_a_queue_key_only_after_its_parent_ran_the_key_s_events(tm
     split = Split(from_shards=2, seq=parent.last_seq)
     parent.rebind(after.model_copy(update={"split": split}).as_shard(parent_no).shard_part(), T0)
     [(target, handover)] = notices(parent)
-    assert target.endswith(f"#{child_no}") and handover == {"parent": parent_no, "kind": "handover", "keys": [f'"{key}"']}
+    assert target.endswith(f"#{child_no}") and handover == {"parent": parent_no, "kind": "handover", "keys": [f'"{key}"'],
+                                                            "part": 0, "parts": 1}
     late = parent.deliver("hook", hook("e-9", k=key), T0, lane=True)
     assert (late.disposition, late.shard) == (Disposition.ROUTED, child_no), "the parent takes no new event of a moved key"
 
@@ -208,7 +209,7 @@ def test_a_split_moves_a_queue_key_only_after_its_parent_ran_the_key_s_events(tm
     parent.run_started(second.run_key, "r-1", T0)
     parent.run_finished(second.run_key, "completed", T0 + timedelta(seconds=2))
     [(_, free)] = notices(parent)
-    assert free == {"parent": parent_no, "kind": "free", "keys": [f'"{key}"']}
+    assert free == {"parent": parent_no, "kind": "free", "keys": [f'"{key}"'], "part": 0, "parts": 1}
     child.lanes_noticed(LaneNotice.model_validate(free), T0 + timedelta(seconds=2))
     assert starts(child) == [third.run_key], "the moved key's next event starts once the parent's have ended"
     child.lanes_noticed(LaneNotice.model_validate(handover), T0 + timedelta(seconds=3))
@@ -323,3 +324,25 @@ def test_a_split_moves_a_batch_partition_only_after_its_parent_s_open_batch_clos
     assert free["kind"] == "free" and free["keys"] == [text]
     child.lanes_noticed(LaneNotice.model_validate(free), T0 + timedelta(minutes=1))
     assert starts(child) == [later[0].run_key] and child.core.state.lanes_waiting == []
+
+
+def test_a_handover_too_large_for_one_signal_comes_in_parts(tmp_path: pathlib.Path) -> None:
+    # A parent with many busy moved keys: every part is within the signal budget; the child holds
+    # every key until the last part came, then releases what no part named (and what was freed).
+    from wf_initiation.core.activation import Split
+    from wf_initiation.core.engine import LaneNotice
+    from wf_initiation.core.engine._lanes import NOTICE_BYTES, _chunks
+
+    keys = [f'"{"k" * 200}-{n}"' for n in range(2000)]
+    chunks = _chunks(keys)
+    assert len(chunks) > 1 and sum(chunks, []) == keys
+    assert all(sum(len(k) + 8 for k in c) <= NOTICE_BYTES for c in chunks)
+    assert _chunks([]) == [[]], "a handover with nothing busy is one empty part"
+    spec = make_spec(tmp_path, WORKFILE, task_queue="q", scale={"shards": 4})
+    part = spec.model_copy(update={"split": Split(from_shards=2)}).as_shard(3).shard_part()
+    child = drive(Engine(part, initial_state(part, T0)))
+    child.lanes_noticed(LaneNotice(parent=1, kind="handover", keys=['"a"', '"b"'], part=1, parts=2), T0)
+    child.lanes_noticed(LaneNotice(parent=1, kind="free", keys=['"b"']), T0)
+    assert child.core.state.lanes_awaited == 1, "one part of two: still every key held"
+    child.lanes_noticed(LaneNotice(parent=1, kind="handover", keys=['"c"'], part=0, parts=2), T0)
+    assert (child.core.state.lanes_awaited, child.core.state.lanes_held) == (None, ['"a"', '"c"'])

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ..activation import ActivationSpec
     from ._ledger import Ledger
 
+NOTICE_BYTES = 128 * 1024
+"""At most this many bytes of keys in one handover signal (a larger handover comes in parts)."""
 LANES_SIGNAL = "split_lanes"
 """The signal a split's parent sends its children about moved queue keys (:class:`LaneNotice`)."""
 
@@ -44,6 +46,8 @@ class LaneNotice(BaseModel):
     kind: Literal["handover", "free"]
     keys: list[str] = Field(default_factory=list, description="handover: moved keys with events still on the parent; "
                             "free: keys whose events on the parent have all ended.")
+    part: int = Field(default=0, ge=0, description="A handover too large for one signal comes in parts: this one's.")
+    parts: int = Field(default=1, ge=1, le=10_000, description="How many parts the handover has.")
 
 
 def keyed(spec: ActivationSpec) -> bool:
@@ -94,7 +98,23 @@ def hand_over(runs: Ledger) -> None:
             moved[lane].append(key)
             state.lanes_busy[key] = lane
     for child, keys in moved.items():
-        _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=sorted(keys)), "handover")
+        chunks = _chunks(sorted(keys))
+        for n, chunk in enumerate(chunks):
+            _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=chunk, part=n, parts=len(chunks)),
+                    f"handover\x1f{n}")
+
+
+def _chunks(keys: list[str]) -> list[list[str]]:
+    """``keys`` in parts of at most ``NOTICE_BYTES`` each (at least one part, maybe empty)."""
+    chunks: list[list[str]] = [[]]
+    size = 0
+    for key in keys:
+        if chunks[-1] and size + len(key) + 8 > NOTICE_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(key)
+        size += len(key) + 8
+    return chunks
 
 
 def _external(runs: Ledger, run: RunRecord | None) -> bool:
@@ -117,10 +137,14 @@ def noticed(runs: Ledger, notice: LaneNotice, now: datetime) -> list[str]:
     if notice.kind == "handover":
         if state.lanes_awaited is None or state.lanes_awaited != notice.parent:
             return []  # applied already (a repeat after the parent restarted), or not this child's parent
-        freed = set(state.lanes_freed)
-        state.lanes_held = sorted(set(notice.keys) - freed)
+        state.lanes_held = sorted({*state.lanes_held, *notice.keys})
+        state.lanes_parts = sorted({*state.lanes_parts, notice.part})
+        if len(state.lanes_parts) < notice.parts:
+            return []  # every key stays held until the last part came
+        state.lanes_held = sorted(set(state.lanes_held) - set(state.lanes_freed))
         state.lanes_awaited = None
         state.lanes_freed = []
+        state.lanes_parts = []
     elif state.lanes_awaited is not None:
         state.lanes_freed = sorted({*state.lanes_freed, *notice.keys})
         return []

@@ -309,6 +309,7 @@ class EngineState(_M):
     lanes_held: list[str] = Field(default_factory=list, description="A split's child: keys whose earlier events "
                                   "still run on its parent.")
     lanes_freed: list[str] = Field(default_factory=list, description="A child: keys freed before the handover came.")
+    lanes_parts: list[int] = Field(default_factory=list, description="A child: the parts of its handover come so far.")
     lanes_handed: int | None = Field(default=None, description="A split's parent: the shard count it handed its "
                                      "moved keys over for.")
     lanes_busy: dict[str, int] = Field(default_factory=dict, description="A split's parent: moved keys with events "
