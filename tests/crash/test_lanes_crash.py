@@ -13,7 +13,7 @@ import pathlib
 
 import pytest
 
-from tests.support.activation import make_spec, unique
+from tests.support.activation import KEYED_HOOKS, make_spec, unique
 from tests.support.hostile import hook, still_serves
 from tests.support.restart import connect, listed, ride_out
 from tests.support.temporal import DEV_SERVER_ARGS, binary
@@ -22,13 +22,7 @@ from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import ECHO_RUN_WORKFLOW
 
-WORKFILE = """
-name: {name}
-on:
-  http.request: {{}}
-  as: hook
-  queue_by: "{{{{ hook.body.k }}}}"
-"""
+WORKFILE = KEYED_HOOKS
 KEYS = [f"k-{n}" for n in range(6)]
 
 

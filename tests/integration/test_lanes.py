@@ -16,7 +16,7 @@ from datetime import datetime
 
 from temporalio.worker import Worker
 
-from tests.support.activation import make_spec, unique
+from tests.support.activation import KEYED_HOOKS, make_spec, unique
 from tests.support.hostile import hook, run_started, still_serves
 from tests.support.replay import assert_replays
 from tests.support.runs import describe_or_none
@@ -28,13 +28,7 @@ from wf_initiation.plugin import WfiPlugin
 from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, AdmitPending, DropPending, shard_workflow_id
 
 SHARDS = 4
-WORKFILE = """
-name: {name}
-on:
-  http.request: {{}}
-  as: hook
-  queue_by: "{{{{ hook.body.k }}}}"
-"""
+WORKFILE = KEYED_HOOKS
 EVENTS = 5  # per key
 
 

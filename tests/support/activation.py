@@ -34,3 +34,13 @@ def make_spec(
                              **json.loads(json.dumps(workflow_settings))}},
     }, base_dir=str(tmp_path))
     return build_spec(path, deployment)
+
+
+KEYED_HOOKS = """
+name: {name}
+on:
+  http.request: {{}}
+  as: hook
+  queue_by: "{{{{ hook.body.k }}}}"
+"""
+"""A webhook entry whose events run one at a time per ``body.k`` (the lanes tests of a sharded activation)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
 from wf_initiation.core.engine import LANES_SIGNAL, LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
 from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
-from wf_initiation.core.engine._lanes import ACTIVATION_ID_PREFIX
+from wf_initiation.core.engine._lanes import ACTIVATION_ID_PREFIX, shard_workflow
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"
@@ -63,8 +63,9 @@ POLL_ACTIVITY_PREFIX = "wfi.poll."
 
 def shard_workflow_id(workflow: str, shard: int) -> str:
     """The Temporal workflow id of shard ``shard`` of an activation: shard 0 is ``workflow_id_for``
-    (the id every sender knows), shard k its id followed by ``#k`` (core.sharding)."""
-    return workflow_id_for(workflow) if shard == 0 else f"{workflow_id_for(workflow)}#{shard}"
+    (the id every sender knows), shard k its id followed by ``#k`` (core.sharding; the engine
+    names its shards with the same function)."""
+    return shard_workflow(workflow, shard)
 
 
 def poll_activity_name(connector: str) -> str:

@@ -35,7 +35,7 @@ from ..activation import EntrySpec
 from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, clip, json_problem, json_size
 from . import _lifecycle
 from ._keys import digest_and_size, event_key
-from ._lanes import ACTIVATION_ID_PREFIX, shard_workflow
+from ._lanes import shard_workflow
 from ._offer import SUBSCRIBABLE_KINDS, UNSUBSCRIBE, SubscriptionEvent, delivery_key, end_copies, is_active, notify, replicated
 from ._pipeline import Pipeline
 from ._types import DeliveryResult, Disposition, Intake, SignalRun, Subscription
@@ -77,8 +77,8 @@ class LifecycleEvent(_Wire):
 
 
 def activation_workflow_id(workflow: str) -> str:
-    """Temporal workflow id of the activation of a workflow identity."""
-    return f"{ACTIVATION_ID_PREFIX}{workflow}"
+    """Temporal workflow id of the activation of a workflow identity (its shard 0)."""
+    return shard_workflow(workflow, 0)
 
 
 # ---------------------------------------------------------------------- subscription lifecycle
