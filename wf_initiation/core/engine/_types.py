@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
@@ -362,7 +362,11 @@ class RunPoll(_M):
     limit: int
 
 
-class WatchTarget(_M):
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """One running run to watch. A plain dataclass, not a model: every workflow task's tick lists
+    every running run (thousands of long runs), and only the engine builds these."""
+
     run_key: str
     run_id: str | None
 
@@ -371,7 +375,7 @@ class WatchRuns(_M):
     """These runs are running and their outcomes are awaited: the shell watches those it is not watching yet."""
 
     kind: Literal["watch_runs"] = "watch_runs"
-    runs: list[WatchTarget]
+    runs: Annotated[list[WatchTarget], SkipValidation]  # built by the engine alone (see WatchTarget)
 
 
 Command = StartRun | ControlRun | SignalRun | PublishEvent | RunPoll | WatchRuns
