@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
@@ -362,11 +362,7 @@ class RunPoll(_M):
     limit: int
 
 
-@dataclass(frozen=True, slots=True)
-class WatchTarget:
-    """One running run to watch. A plain dataclass, not a model: every workflow task's tick lists
-    every running run (thousands of long runs), and only the engine builds these."""
-
+class WatchTarget(_M):
     run_key: str
     run_id: str | None
 
@@ -375,7 +371,7 @@ class WatchRuns(_M):
     """These runs are running and their outcomes are awaited: the shell watches those it is not watching yet."""
 
     kind: Literal["watch_runs"] = "watch_runs"
-    runs: Annotated[list[WatchTarget], SkipValidation]  # built by the engine alone (see WatchTarget)
+    runs: list[WatchTarget]
 
 
 Command = StartRun | ControlRun | SignalRun | PublishEvent | RunPoll | WatchRuns
