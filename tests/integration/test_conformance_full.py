@@ -35,8 +35,13 @@ EXAMPLES = ROOT / "examples" / "deployment.yaml"
 
 # The kit runs once for the module (the fixture below); its tests read that one report, so they run
 # in one xdist worker together.
-# The kit's run counts towards the first test's timeout: ~4 min alone, up to 8 under a parallel run.
-pytestmark = [pytest.mark.xdist_group("conformance_full"), pytest.mark.timeout(900)]
+# The kit's run counts towards the first test's timeout: ~12 min alone (45 cases; a case's `wfi`
+# commands are processes of their own, ~2.5 s each), up to three times that on a loaded 2-core machine.
+pytestmark = [pytest.mark.xdist_group("conformance_full"), pytest.mark.timeout(2700)]
+# Each case within this many seconds: the kit's default (120) is a user's limit on a machine of their
+# own; this run shares two cores with the rest of the suite, where its slowest case (74 s alone:
+# 28 `wfi deliver` processes) took more. What it proves is behaviour; each case's time is reported.
+CASE_TIMEOUT = 360
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,9 @@ async def kit(tmp_path_factory: pytest.TempPathFactory) -> KitRun:
         # The example deployment's queue, served as `wfi up` would: activations, sample runs.
         async with Worker(client, task_queue="wfi-activations", plugins=[WfiPlugin(sample_runs=True)]):
             proc = await asyncio.to_thread(
-                subprocess.run, [*WFI, "conformance", "run", "--deployment", str(EXAMPLES), "--out", str(out), "--json"],
-                capture_output=True, text=True, timeout=1500, env={**os.environ, "TEMPORAL_ADDRESS": address},
+                subprocess.run, [*WFI, "conformance", "run", "--deployment", str(EXAMPLES), "--out", str(out), "--json",
+                 "--timeout", str(CASE_TIMEOUT)],
+                capture_output=True, text=True, timeout=2400, env={**os.environ, "TEMPORAL_ADDRESS": address},
             )
         try:
             report = Report.model_validate_json(proc.stdout)
@@ -85,7 +91,6 @@ def family(run: KitRun, name: str) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # the whole kit: ~5 min alone, 12 min on a 2-core machine shared with other test runs
 def test_the_kit_passes_against_the_example_deployment_and_leaves_nothing_running(kit: KitRun) -> None:
     # proves: CAP-9
     failures = [(c.id, c.message) for c in kit.report.failures()]

@@ -21,8 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import connections
-from .. import schedule as seq
-from . import _batch
+from . import _batch, _schedule
 from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
@@ -104,13 +103,14 @@ def utc(moment: datetime | None) -> str:
     return moment.astimezone(UTC).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
 
 
-def local(moment: datetime | str | None, zone: str) -> str:
-    """``2026-12-01 09:00:00+01:00``: the instant in ``zone``, to the second."""
+def local(engine: Any, moment: datetime | str | None, zone: str) -> str:
+    """``2026-12-01 09:00:00+01:00``: the instant in ``zone``, to the second (the zone loaded once per
+    engine: the page is rendered every workflow task, with a line per recent occurrence)."""
     if moment is None:
         return "—"
     when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
-    text = seq.to_local_iso(when.replace(microsecond=0), zone)
-    return text.replace("T", " ")
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)  # never the host's zone
+    return _schedule.local_iso(engine, when.replace(microsecond=0), zone).replace("T", " ")
 
 
 def operate(workflow: str, action: str, *args: str) -> str:
@@ -194,7 +194,7 @@ class _View:
             for r in s.overflow:
                 if r.status == "awaiting_operator":
                     items.append(
-                        f"- schedule `{name}`: {r.count} missed occurrence(s) {local(r.first, zone)} → {local(r.last, zone)} "
+                        f"- schedule `{name}`: {r.count} missed occurrence(s) {local(self.engine, r.first, zone)} → {local(self.engine, r.last, zone)} "
                         f"beyond the catch-up bound  \n  resolve: {operate(wf, 'decide_overflow', '--range-id', r.range_id, '--choice', 'admit_all')} "
                         f"(or `--choice skip`, or `--choice admit_first --count N`)")
         for batch in _pending_batches(self.engine):
@@ -248,17 +248,17 @@ class _View:
         elif not s.active:
             lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets, prose=True)}")
         else:
-            lines.append(f"next **{local(s.next_instant, zone)}** ({utc(s.next_instant)})")
+            lines.append(f"next **{local(self.engine, s.next_instant, zone)}** ({utc(s.next_instant)})")
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
         if counts:
             lines.append(f"occurrences: {counts}")
         for i, o in enumerate(reversed(s.occurrences[-max(min(detail, MAX_OCCURRENCES), 1):])):
             fired = ""
             if o.fired_at:
-                at, due = local(o.fired_at, zone), local(o.scheduled_at, zone)
+                at, due = local(self.engine, o.fired_at, zone), local(self.engine, o.scheduled_at, zone)
                 fired = f", fired {at[11:] if at[:10] == due[:10] else at}"
             run = f" ({self._run_state(o.run_key)})" if o.run_key else ""
-            lines.append(f"{'last' if i == 0 else 'before'} {local(o.scheduled_at, zone)} → **{o.disposition}**{fired}{run}")
+            lines.append(f"{'last' if i == 0 else 'before'} {local(self.engine, o.scheduled_at, zone)} → **{o.disposition}**{fired}{run}")
         return lines
 
     def _poll(self, name: str) -> list[str]:
