@@ -36,7 +36,7 @@ EXAMPLES = ROOT / "examples" / "deployment.yaml"
 # The kit runs once for the module (the fixture below); its tests read that one report, so they run
 # in one xdist worker together.
 # The kit's run counts towards the first test's timeout: ~12 min alone (45 cases; a case's `wfi`
-# commands are processes of their own, ~2.5 s each), up to three times that on a loaded 2-core machine.
+# commands are processes of their own), up to three times that on a loaded 2-core machine (31 min).
 pytestmark = [pytest.mark.xdist_group("conformance_full"), pytest.mark.timeout(2700)]
 # Each case within this many seconds: the kit's default (120) is a user's limit on a machine of their
 # own; this run shares two cores with the rest of the suite, where its slowest case (74 s alone:
