@@ -16,7 +16,7 @@ import sqlite3
 from typing import Any
 
 from tests.support.activation import make_spec, unique
-from tests.support.replay import assert_replays, keep
+from tests.support.replay import assert_replays, diagnose
 from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.client import WfiClient
@@ -120,7 +120,7 @@ async def test_killing_the_worker_while_polling_starts_each_valid_item_once_in_s
             try:
                 await _until_cursor_passes(sampler, samples, b * burst + burst // 3)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{await _diagnose(client, name)}") from None
+                raise AssertionError(f"{exc}\n{await diagnose(client, name, 'polls')}") from None
             if b == 2:
                 result = await wfi.operate(name, OperatorRequest(action="set_cursor", entry="row",
                                                                  cursor=str(b * burst // 2), note="re-read a stretch"))
@@ -199,22 +199,3 @@ async def _drained(wfi: WfiClient, name: str) -> dict[str, Any]:
     assert summary["runs_pending"] == summary["runs_starting"] == 0, (
         f"{summary['runs_starting']} runs starting, {summary['runs_pending']} pending")
     return state
-
-
-async def _diagnose(client, name: str) -> str:
-    """Pending activities and the last failed workflow task of the activation, for a stuck test."""
-    handle = client.get_workflow_handle(f"wfi-activation:{name}")
-    desc = await handle.describe()
-    pending = [(a.activity_type.name, a.attempt, str(a.last_failure.message)[:200]) for a in desc.raw_description.pending_activities]
-    failures = []
-    async for event in handle.fetch_history_events():
-        if event.HasField("workflow_task_failed_event_attributes"):
-            failures.append(event.workflow_task_failed_event_attributes.failure.message[:300])
-    kept = keep(await handle.fetch_history(), f"{name}-{desc.run_id}")
-    try:
-        stack = await handle.query("__stack_trace")
-        polls = (await handle.query("summary"))["polls"]
-    except Exception as exc:  # noqa: BLE001 - diagnostics only
-        stack, polls = f"no stack: {exc}", None
-    return (f"run {desc.run_id}, status {desc.status}, history {desc.history_length} (kept at {kept}), pending {pending}, "
-            f"task failures {failures[-3:]}, polls {polls}\n{stack}")

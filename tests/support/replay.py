@@ -34,3 +34,25 @@ async def assert_replays(client: Client, workflow_id: str) -> None:
             path = keep(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
             raise AssertionError(f"run {execution.run_id} of {workflow_id} does not replay "
                                  f"({failure}); history kept at {path}")
+
+
+async def diagnose(client: Client, name: str, *summary_keys: str) -> str:
+    """What a stuck crash test needs to know of the activation ``name``: its pending activities (type,
+    attempt, last failure), its last failed workflow tasks, the summary's ``summary_keys`` and its
+    stack; the history is kept as a file. For an assertion's message only."""
+    handle = client.get_workflow_handle(f"wfi-activation:{name}")
+    desc = await ride_out(handle.describe)
+    pending = [(a.activity_type.name, a.attempt, a.state, str(a.last_failure.message)[:200])
+               for a in desc.raw_description.pending_activities]
+    history = await ride_out(handle.fetch_history)
+    failures = [e.workflow_task_failed_event_attributes.failure.message[:300] for e in history.events
+                if e.HasField("workflow_task_failed_event_attributes")]
+    kept = keep(history, f"{name}-{desc.run_id}")
+    try:
+        stack = await handle.query("__stack_trace")
+        summary = await handle.query("summary")
+        shown = {k: summary.get(k) for k in summary_keys}
+    except Exception as exc:  # noqa: BLE001 - diagnostics only
+        stack, shown = f"no stack: {exc}", {}
+    return (f"run {desc.run_id}, status {desc.status}, history {desc.history_length} (kept at {kept}), pending {pending}, "
+            f"task failures {failures[-3:]}, {shown}\n{stack}")

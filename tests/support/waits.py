@@ -32,3 +32,28 @@ async def until_passed(instant: datetime) -> None:
     after the worker stopped), never a number of seconds picked to be enough."""
     while (left := (instant - datetime.now(UTC)).total_seconds()) > 0:
         await asyncio.sleep(left + 0.01)
+
+
+async def assert_settles(
+    check: Callable[[], Awaitable[T]], progress: Callable[[], object], *, stall: float, timeout: float,
+    interval: float = 1.0,
+) -> T:
+    """Retry ``check`` until it stops raising AssertionError, for as long as it makes progress.
+
+    ``progress()`` (read after each failed check) names how far the system under test has come; the
+    wait fails when it stays the same for ``stall`` seconds (stuck: a wedge, not a slow machine) or
+    after ``timeout`` seconds in all. For a wait whose length depends on how loaded the machine is
+    (a backlog of runs draining), where a fixed timeout would fail a slow but healthy run."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last, since = progress(), loop.time()
+    while True:
+        try:
+            return await check()
+        except AssertionError:
+            now, seen = loop.time(), progress()
+            if seen != last:
+                last, since = seen, now
+            if now > deadline or now - since > stall:
+                raise
+        await asyncio.sleep(interval)
