@@ -27,6 +27,7 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation.core import limits  # the carry limits are read at each carry (tests lower them)
     from wf_initiation.core.activation import ActivationSpec, Split, spec_problems
     from wf_initiation.core.engine import (
         LANES_SIGNAL,
@@ -38,13 +39,7 @@ with workflow.unsafe.imports_passed_through():
         decode_state,
         initial_state,
     )
-    from wf_initiation.core.limits import (
-        CARRY_RETRY_EVENTS,
-        DELIVERIES_PER_TASK,
-        MAX_CARRIED_STATE_BYTES,
-        MAX_SIGNALS_PER_RUN,
-        fit_to_bytes,
-    )
+    from wf_initiation.core.limits import DELIVERIES_PER_TASK, MAX_SIGNALS_PER_RUN, fit_to_bytes
     from wf_initiation.core.sharding import children_of, drain_step, is_child, split_problem
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
@@ -328,13 +323,13 @@ class ActivationWorkflow(DeliveryHandlers):
         spec = self._pending_spec or self._spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
-        if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
+        if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
             # Capacity keeps the state within what fits; should the estimate fall short, the oldest
             # released ids go rather than the activation growing one history until the server stops it.
-            while size > MAX_CARRIED_STATE_BYTES and self._absorb(self._engine.shed_to_carry(size - MAX_CARRIED_STATE_BYTES, self._now())):
+            while size > limits.MAX_CARRIED_STATE_BYTES and self._absorb(self._engine.shed_to_carry(size - limits.MAX_CARRIED_STATE_BYTES, self._now())):
                 state = encode_state(self._engine)
                 size = len(state) + len(spec.model_dump_json())
-        if self._engine.bounded and size > MAX_CARRIED_STATE_BYTES:
+        if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES:
             self._carry_over_limit(size)
             return
         workflow.continue_as_new(args=[spec.as_shard(self._shard), state])
@@ -342,10 +337,10 @@ class ActivationWorkflow(DeliveryHandlers):
     def _carry_over_limit(self, size: int) -> None:
         """The state does not fit the continue-as-new payload: keep running on this history (it has
         room: the server's hard limit is 51,200 events) with new deliveries deferred, so runs start,
-        queues drain and the state shrinks; try again every CARRY_RETRY_EVENTS events."""
-        self._carry_retry_at = workflow.info().get_current_history_length() + CARRY_RETRY_EVENTS
+        queues drain and the state shrinks; try again every limits.CARRY_RETRY_EVENTS events."""
+        self._carry_retry_at = workflow.info().get_current_history_length() + limits.CARRY_RETRY_EVENTS
         self._absorb(self._engine.block_deliveries(
-            f"the activation's state is {size} bytes, over the {MAX_CARRIED_STATE_BYTES} it can carry across "
+            f"the activation's state is {size} bytes, over the {limits.MAX_CARRIED_STATE_BYTES} it can carry across "
             "continue-as-new: deliveries are deferred until its queued runs start; deliver again later", self._now()))
 
     async def _settle_deliveries(self) -> None:

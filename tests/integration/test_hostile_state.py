@@ -52,7 +52,7 @@ async def test_a_state_over_the_carry_limit_defers_deliveries_until_it_fits_and_
     dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # proves: EXT-8, INIT-7, TRIG-11
-    # A lower limit, read by the activation when its workflow code is loaded in the sandbox: the
+    # A lower limit, read by the activation at each carry attempt (core.limits, looked up then): the
     # state of a handful of queued 10 KB events is then over it, as 100k ids and queued payloads
     # would be at the real limit.
     monkeypatch.setattr(limits, "MAX_CARRIED_STATE_BYTES", 24 * 1024)
