@@ -316,3 +316,22 @@ def test_wfi_up_in_a_project_directory_uses_its_deployment_yaml(tmp_path: pathli
     assert result.code == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stdout.startswith("deployment: deployment.yaml (--deployment FILE to use another)"), result.stdout
     assert "wf.telepathic-initiation" in result.stderr and "the deployment file deployment.yaml is not valid" in result.stderr
+
+
+def test_a_command_line_parses_the_same_with_only_its_group_registered() -> None:
+    # `wfi COMMAND ...` registers only COMMAND's group (GROUPS): the names GROUPS gives each module
+    # are the ones it registers, and each command's parser is the one the full parser has.
+    import importlib
+
+    from wf_initiation.cli import GROUPS
+
+    full = dict(_commands(build_parser()))
+    for module, names in GROUPS.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        assert tuple(sub.choices) == names, module
+        for name in names:
+            alone = dict(_commands(build_parser(name)))
+            assert set(alone) == {words for words in full if words[0] in names}
+            for words, parser in alone.items():
+                assert parser.format_help() == full[words].format_help(), words

@@ -3,7 +3,9 @@
 
 One module per group of verbs, each with a ``register(subparsers)`` function that adds its
 sub-parsers; the chosen sub-parser's ``handler(args) -> int`` runs. To add a group, write the module
-and add its import path to :data:`GROUPS` (one line). Exit codes: 0 ok, 1 failed, 2 usage error or
+and add its import path and command names to :data:`GROUPS` (one line). A command line that starts
+with a command registers only that command's group (a process per command, as scripts and the
+conformance kit run ``wfi``, imports only what that command uses). Exit codes: 0 ok, 1 failed, 2 usage error or
 input refused before sending, 3 unsupported (validate, activate), 130 interrupted, 141 output pipe
 closed. A problem the user can fix prints one line, never a traceback (``WFI_DEBUG=1`` shows the
 traceback of an unexpected error).
@@ -23,19 +25,19 @@ from typing import NoReturn
 
 from wf_initiation.errors import WfiError
 
-GROUPS = (
-    "wf_initiation.cli.validate",
-    "wf_initiation.cli.schedule",
-    "wf_initiation.cli.server",
-    "wf_initiation.cli.activation",
-    "wf_initiation.cli.deliver",
-    "wf_initiation.cli.state",
-    "wf_initiation.cli.operate",
-    "wf_initiation.cli.deactivate",
-    "wf_initiation.cli.serve",
-    "wf_initiation.cli.conformance",
-    "wf_initiation.cli.help",
-)
+GROUPS: dict[str, tuple[str, ...]] = {  # module -> the commands it registers (checked by a test)
+    "wf_initiation.cli.validate": ("validate",),
+    "wf_initiation.cli.schedule": ("schedule",),
+    "wf_initiation.cli.server": ("up", "worker"),
+    "wf_initiation.cli.activation": ("activate",),
+    "wf_initiation.cli.deliver": ("deliver",),
+    "wf_initiation.cli.state": ("state",),
+    "wf_initiation.cli.operate": ("operate",),
+    "wf_initiation.cli.deactivate": ("deactivate",),
+    "wf_initiation.cli.serve": ("serve",),
+    "wf_initiation.cli.conformance": ("conformance",),
+    "wf_initiation.cli.help": ("help",),
+}
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141  # 128 + SIGINT / SIGPIPE, as a shell reports them
@@ -70,8 +72,9 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, *args, **kwargs)  # type: ignore[arg-type]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``wfi`` argument parser, with every group of :data:`GROUPS` registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``wfi`` argument parser, with every group of :data:`GROUPS` registered (only the group of
+    ``command`` when given: the parser of a command line that starts with it)."""
     parser = argparse.ArgumentParser(
         prog="wfi", description="Start Temporal workflow runs from schedules, external events and polled sources.",
         epilog="`wfi COMMAND --help` describes a command; `wfi help cli` prints every flag and exit status, "
@@ -79,18 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version, help="Show the installed version and exit.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in GROUPS:
-        importlib.import_module(name).register(sub)
+    for name, commands in GROUPS.items():
+        if command is None or command in commands:
+            importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` (default: the process's), run the command, return (or exit with) its status."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_leading_command(argv)).parse_args(argv)
     code = _flush_stdout(_dispatch(args))
     if getattr(args, "exit_hard", False):
         exit_process(code)
     return code
+
+
+def _leading_command(argv: list[str]) -> str | None:
+    """The command ``argv`` starts with, when it is one (anything else parses with every group)."""
+    first = argv[0] if argv else None
+    return first if any(first in commands for commands in GROUPS.values()) else None
 
 
 def _dispatch(args: argparse.Namespace) -> int:
