@@ -15,6 +15,8 @@ all runs on a server without visibility listing (the time-skipping test server).
 At its first sweep a watch also lists its runs whatever their status: a run the store does not
 know is described, and one the server does not know at all (deleted: deleting a running workflow
 terminates it; or removed by the namespace's retention after it ended) is reported ``terminated``.
+A long-polled watch (:data:`LONG_POLLS`) learns both from its long polls and sweeps only after
+:data:`MAX_INTERVAL`, as their backup.
 Nothing about one run fails the watch of the others: a call that fails is logged and asked again
 at the next sweep, and its runs stay watched.
 """
@@ -126,7 +128,13 @@ class RunWatcher:
                 status = await self._describe(key)
             except (RPCError, RPCTimeoutOrCancelledError):
                 return  # the sweeps learn it instead
-        except (RPCError, RPCTimeoutOrCancelledError) as exc:  # the sweeps learn it instead
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:  # the sweeps learn it instead
+                _log.debug("long poll of watched run %s: %s", key, _text(exc))
+                await asyncio.sleep(MAX_INTERVAL)
+                return
+            status = GONE  # deleted, or removed by retention after it ended
+        except RPCTimeoutOrCancelledError as exc:  # the sweeps learn it instead
             _log.debug("long poll of watched run %s: %s", key, _text(exc))
             await asyncio.sleep(MAX_INTERVAL)
             return
@@ -136,6 +144,11 @@ class RunWatcher:
 
     async def _sweeps(self) -> None:
         interval, first = MIN_INTERVAL, True
+        if len(self.outcomes) <= LONG_POLLS:
+            # Long-polled: the long polls learn an ending (or a run the server does not know) at once;
+            # the sweeps only back them up. Sweeping at once would cost two visibility queries per
+            # lone run, most of it wasted on runs that end within moments.
+            await asyncio.sleep(MAX_INTERVAL)
         while self.watching:
             try:
                 ended = await self.sweep(check_existence=first)

@@ -7,6 +7,10 @@ signals each ``lifecycle_event``; the receiving activation routes it by ``config
 runs it through its ordinary pipeline. The new run is its own execution; the originating run is
 never signalled or re-entered (COMP-5).
 
+The start and watch activities publish the events of the transitions they learn themselves
+(:meth:`Publisher.publish_or_leave`); this activity publishes the rest (one they could not publish,
+and those of a run begun before they did).
+
 Visibility is eventually consistent: an activation started moments before the event may not be
 listed yet and then does not receive it. A republish (retry, restart) is a duplicate at the
 receiver, because the delivery id is the run's workflow id plus the transition.
@@ -15,6 +19,7 @@ receiver, because the delivery id is the run's workflow id plus the transition.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,20 +36,34 @@ from wf_initiation.wire import (
     subscribers_query,
 )
 
+_log = logging.getLogger("wf_initiation.lifecycle")
 
-class LifecycleActivities:
-    """The publish activity, bound to the worker's client (the plugin constructs it)."""
+
+class Publisher:
+    """Signals lifecycle events to the activations subscribed to their connectors."""
 
     def __init__(self, client: Client):
         self._client = client
 
-    @activity.defn(name=PUBLISH_LIFECYCLE_ACTIVITY)
-    async def publish(self, request: PublishRequest) -> PublishResult:
+    async def publish(self, events: Sequence[LifecycleEvent]) -> PublishResult:
         """Signal every event to every subscribing activation; a closed activation is skipped."""
-        subscribers = {c: await self._subscribers(c) for c in {e.connector for e in request.events}}
-        sends = [self._signal(wid, event) for event in request.events for wid in subscribers[event.connector]]
+        subscribers = {c: await self._subscribers(c) for c in {e.connector for e in events}}
+        sends = [self._signal(wid, event) for event in events for wid in subscribers[event.connector]]
         await asyncio.gather(*sends)
         return PublishResult(signals=len(sends), activations=sorted({w for ws in subscribers.values() for w in ws}))
+
+    async def publish_or_leave(self, events: Sequence[LifecycleEvent]) -> bool:
+        """For an activity whose own work must not fail with the publishing (a start, a watch): True
+        once every event was published; False (logged) when it failed, and the activation then keeps
+        the events and publishes them with ``wfi.publish_lifecycle`` as before."""
+        if not events:
+            return True
+        try:
+            await self.publish(events)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the activation publishes them itself
+            _log.warning("%d lifecycle event(s) left to the activation to publish: %s", len(events), exc)
+            return False
+        return True
 
     async def _subscribers(self, connector: str) -> list[str]:
         try:
@@ -54,7 +73,7 @@ class LifecycleActivities:
                 raise
             # A server without visibility (the time-skipping test server) cannot route lifecycle
             # events: nobody can subscribe there, so there is nobody to deliver to.
-            activity.logger.warning("lifecycle events not published: the server has no workflow visibility")
+            _log.warning("lifecycle events not published: the server has no workflow visibility")
             return []
 
     async def _signal(self, workflow_id: str, event: LifecycleEvent) -> None:
@@ -63,6 +82,18 @@ class LifecycleActivities:
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:  # closed since the query: nobody left to trigger
                 raise
+
+
+class LifecycleActivities:
+    """The publish activity, bound to the worker's client (the plugin constructs it)."""
+
+    def __init__(self, client: Client):
+        self._publisher = Publisher(client)
+
+    @activity.defn(name=PUBLISH_LIFECYCLE_ACTIVITY)
+    async def publish(self, request: PublishRequest) -> PublishResult:
+        """Signal every event to every subscribing activation; a closed activation is skipped."""
+        return await self._publisher.publish(request.events)
 
     def all(self) -> Sequence[Any]:
         return [self.publish]

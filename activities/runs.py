@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -27,6 +27,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from wf_initiation._sdk import refused_for_good, started_new_run
 from wf_initiation.activities._watch import LONG_POLLS, MIN_INTERVAL, TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
+from wf_initiation.activities.lifecycle import Publisher
+from wf_initiation.core.engine import transition_event
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY,
     START_RUNS_ACTIVITY,
@@ -52,17 +54,31 @@ MAX_LINGER = 1.0
 class RunActivities:
     """Activities bound to a client (the plugin constructs this with the worker's client)."""
 
-    def __init__(self, client: Client, telemetry: WfiTelemetry | None = None):
+    def __init__(self, client: Client, telemetry: WfiTelemetry | None = None, *, publish_client: Client | None = None):
+        """``publish_client``: the client lifecycle events are signalled with (default ``client``)."""
         from wf_initiation.telemetry import NO_TELEMETRY  # OpenTelemetry only where runs are started
 
         self._client = client
         self._telemetry = telemetry or NO_TELEMETRY
+        self._publisher = Publisher(publish_client or client)
 
     @activity.defn(name=START_RUNS_ACTIVITY)
     async def start_runs(self, req: StartRunsRequest) -> list[StartedRun]:
-        """Start each run at most once; already-started or closed ids are reported, not errors."""
+        """Start each run at most once; already-started or closed ids are reported, not errors.
+        With ``publish_started``, also publish the ``workflow.started`` event of each run reported
+        started (best effort: one it could not publish is left to the activation)."""
         await sleep_at_least(req.not_before_seconds)
-        return list(await asyncio.gather(*(self._start_one(req, r) for r in req.runs)))
+        started = list(await asyncio.gather(*(self._start_one(req, r) for r in req.runs)))
+        if req.publish_started:
+            inputs = {r.run_key: r.input for r in req.runs}
+            now = datetime.now(UTC)
+            ran = [r for r in started if r.error is None and r.run_id is not None]
+            events = [transition_event(inputs[r.run_key].initiation.workflow, r.run_key, r.run_id, None,
+                                       inputs[r.run_key].initiation.causation, now) for r in ran]
+            if await self._publisher.publish_or_leave(events):
+                for r in ran:
+                    r.published = True
+        return started
 
     async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:
         timeout = timedelta(seconds=req.execution_timeout_seconds) if req.execution_timeout_seconds else None
@@ -122,10 +138,19 @@ class RunActivities:
             await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds, linger=linger)
             if sweeping.done():
                 sweeping.result()  # raises what stopped the sweeps (a bug of ours): the activity retries
-            return [RunOutcome(run_key=key, status=f.result()) for key, f in watcher.outcomes.items() if f.done()]
+            outcomes = [RunOutcome(run_key=key, status=f.result()) for key, f in watcher.outcomes.items() if f.done()]
         finally:
             heartbeat.cancel()
             sweeping.cancel()
+        if req.publish_for is not None and outcomes:
+            runs = {r.run_key: r for r in req.runs}
+            now = datetime.now(UTC)
+            events = [transition_event(req.publish_for, o.run_key, runs[o.run_key].run_id, o.status,
+                                       runs[o.run_key].causation, now) for o in outcomes]
+            if await self._publisher.publish_or_leave(events):
+                for o in outcomes:
+                    o.published = True
+        return outcomes
 
     @activity.defn(name=CONTROL_RUN_ACTIVITY)
     async def control_run(self, req: ControlRequest) -> str:

@@ -220,7 +220,7 @@ class WfiPlugin(SimplePlugin):
         worker_side = [i for i in self._missing_interceptors([*on_client, *config.get("interceptors", [])])
                        if isinstance(i, temporalio.worker.Interceptor)]
         config["interceptors"] = [*config.get("interceptors", []), *worker_side, self._connections]
-        config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry).all(),
+        config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry, publish_client=client).all(),
                                 *LifecycleActivities(client).all()]
         return config
 

@@ -111,6 +111,8 @@ class Executor:
                     runs=[RunToStart(run_key=c.run_key, input=c.input, trace=self._telemetry.carrier(c.run_key))
                           for c in call.runs],
                     not_before_seconds=hold.total_seconds() if hold is not None else 0.0,
+                    # A held start keeps the workflow task open: it leaves the publishing to the activation.
+                    publish_started=hold is None and self._engine.spec.policies.lifecycle_events,
                 ),
                 start_to_close_timeout=timedelta(seconds=15),
                 retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
@@ -133,7 +135,7 @@ class Executor:
             if r.error is not None and bounded:
                 self._absorb(self._engine.run_start_failed(r.run_key, r.error, now))
                 continue
-            self._absorb(self._engine.run_started(r.run_key, r.run_id, now))
+            self._absorb(self._engine.run_started(r.run_key, r.run_id, now, published=r.published))
             if r.terminal_status:
                 self._absorb(self._engine.run_finished(r.run_key, r.terminal_status, now))
         self._poke()
@@ -149,7 +151,7 @@ class Executor:
     async def _watch(self, call: WatchCall) -> None:
         try:
             outcomes: list[RunOutcome] = await workflow.execute_activity_method(
-                RunActivities.watch_runs, WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id) for r in call.runs]),
+                RunActivities.watch_runs, self._watch_request(call),
                 start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
                 summary=f"watch {len(call.runs)} run(s)",
@@ -158,8 +160,16 @@ class Executor:
             self._dispatcher.watch_ended(call)
         now = self._now()
         for o in outcomes:
-            self._absorb(self._engine.run_finished(o.run_key, o.status, now))
+            self._absorb(self._engine.run_finished(o.run_key, o.status, now, published=o.published))
         self._poke()
+
+    def _watch_request(self, call: WatchCall) -> WatchRequest:
+        """The watch's runs; with lifecycle events on, what it needs to publish their endings itself."""
+        spec = self._engine.spec
+        if not spec.policies.lifecycle_events:
+            return WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id) for r in call.runs])
+        return WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id, causation=self._engine.causation(r.run_key))
+                                  for r in call.runs], publish_for=spec.workflow)
 
     async def _control(self, call: ControlCall) -> None:
         command = call.command

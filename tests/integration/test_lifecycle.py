@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.converter import PayloadCodec
 from temporalio.service import RPCError
+from temporalio.testing import ActivityEnvironment
 
 from tests.support.activation import make_spec, unique
 from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation.activities.lifecycle import subscribers_query
+from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import LIFECYCLE_SIGNAL, Disposition, LifecycleEvent, lifecycle_event_id
-from wf_initiation.wire import workflow_id_for
+from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo
+from wf_initiation.wire import (
+    ECHO_RUN_WORKFLOW,
+    PUBLISH_LIFECYCLE_ACTIVITY,
+    START_RUNS_ACTIVITY,
+    RunToStart,
+    StartRunsRequest,
+    WatchedRun,
+    WatchRequest,
+    workflow_id_for,
+)
 
 UPSTREAM = """
 name: {name}
@@ -100,6 +117,12 @@ async def test_lifecycle_events_of_a_start_one_run_of_b_per_transition(
     failed_key = next(k for k, e in runs_of(state).items() if e == "failed")
     failed = (await client.get_workflow_handle(failed_key).query("received"))["bindings"]["failed"]
     assert (failed["workflow_id"], failed["outcome"]) == (bad.run_key, "failed")
+
+    # The start and watch activities published A's events themselves: no publish activity of A.
+    a_history = await client.get_workflow_handle(workflow_id_for(a)).fetch_history()
+    scheduled = {e.activity_task_scheduled_event_attributes.activity_type.name for e in a_history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    assert START_RUNS_ACTIVITY in scheduled and PUBLISH_LIFECYCLE_ACTIVITY not in scheduled, scheduled
 
     # COMP-5: B's runs are their own executions; A's run was never signalled or re-entered.
     history = await client.get_workflow_handle(ok.run_key or "").fetch_history()
@@ -221,3 +244,57 @@ async def test_the_composition_conformance_cases_fail_fast_without_a_worker(dev_
     report = await run_cases(target, collect(["wf_initiation.conformance.cases.composition"]), timeout=30)
     failed = [r for r in report.failures() if "no worker polls task queue" in r.message]
     assert len(failed) == 4, [(r.id, r.message[:80]) for r in report.failures()]
+
+
+class CodecDown(PayloadCodec):
+    """A payload codec that cannot encode (a key service that is down): every signal sent with it fails."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        raise RuntimeError("the codec's key service is down")
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
+def run_of(workflow: str, run_key: str) -> RunToStart:
+    return RunToStart(run_key=run_key, input=RunInput(
+        trigger=TriggerInfo(name="kick", connector="http.request", kind="external"), bindings={"kick": kick(run_key)},
+        initiation=Initiation(activation_id=f"{workflow}@0", workflow=workflow, run_key=run_key, accepted_at=datetime.now(UTC))))
+
+
+async def test_start_and_watch_activities_publish_what_they_learn_or_leave_it_to_the_activation(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path
+) -> None:
+    # proves: COMP-3
+    client: Client = dev_env.client
+    a, b = unique("build"), unique("deploy")
+    await wfi.activate(make_spec(tmp_path, DOWNSTREAM.format(name=b, upstream=a), task_queue=task_queue))
+    for connector in ("workflow.started", "workflow.completed"):
+        await listed_as_subscriber(client, b, connector)
+    down = Client(**{**client.config(), "data_converter": dataclasses.replace(client.data_converter, payload_codec=CodecDown())})
+    working, failing = RunActivities(client), RunActivities(client, publish_client=down)
+    env = ActivityEnvironment()
+    left_key, sent_key = unique(f"{a}-left"), unique(f"{a}-sent")
+
+    async def start(activities: RunActivities, key: str) -> bool:
+        request = StartRunsRequest(workflow_type=ECHO_RUN_WORKFLOW, task_queue=task_queue, runs=[run_of(a, key)],
+                                   publish_started=True)
+        [started] = await env.run(activities.start_runs, request)
+        assert started.run_id is not None and started.error is None, "the run starts whatever the publishing does"
+        await assert_eventually(lambda: finished(client, key))
+        watched = await env.run(activities.watch_runs, WatchRequest(runs=[WatchedRun(run_key=key)], publish_for=a))
+        assert [o.status for o in watched] == ["completed"], "the ending is reported whatever the publishing does"
+        assert started.published == watched[0].published
+        return started.published
+
+    assert await start(failing, left_key) is False, "not published: the activation keeps the events and publishes them"
+    assert await start(working, sent_key) is True
+
+    async def b_received_the_published_ones() -> None:
+        for transition, entry in (("started", "started"), ("completed", "completed")):
+            record = await wfi.delivery(b, entry, lifecycle_event_id(sent_key, transition))
+            assert record is not None and record["disposition"] == Disposition.ACCEPTED.value, (transition, record)
+
+    await assert_eventually(b_received_the_published_ones)
+    for transition in ("started", "completed"):
+        assert await wfi.delivery(b, transition, lifecycle_event_id(left_key, transition)) is None

@@ -191,3 +191,19 @@ async def test_a_server_without_visibility_listing_is_watched_by_bounded_describ
             await handle.terminate("test over")
     assert counter.most[LONG_POLL] <= LONG_POLLS and counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
     assert counter.total[LIST] >= 1, "the listing was tried"
+
+
+async def test_a_lone_run_is_learned_from_its_long_poll_without_a_visibility_query(dev_env, task_queue: str) -> None:
+    # proves: TRIG-14
+    client, counter = await counted_client(dev_env)
+    activities = RunActivities(client)
+    key, missing = unique("held"), unique("held-missing")
+    async with Worker(dev_env.client, task_queue=task_queue, workflows=[Held], workflow_runner=UnsandboxedWorkflowRunner()):
+        handle = await dev_env.client.start_workflow(Held.run, 0, id=key, task_queue=task_queue)
+        assert await watch(activities, [missing]) == [RunOutcome(run_key=missing, status="terminated")]
+        watching = asyncio.create_task(watch(activities, [key]))
+        await asyncio.sleep(1.0)
+        assert not watching.done(), "a running run is not reported"
+        await handle.signal(Held.end, "fail")
+        assert await watching == [RunOutcome(run_key=key, status="failed")]
+    assert counter.total[LIST] == 0, "the long polls answered before any sweep (a sweep lists twice at first)"

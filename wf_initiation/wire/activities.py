@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wf_initiation.core.engine import LifecycleEvent
-from wf_initiation.core.runinput import RunInput
+from wf_initiation.core.runinput import Causation, RunInput
 
 from .names import ACTIVATION_WORKFLOW
 from .search_attributes import WFI_TRIGGERS
@@ -38,6 +38,9 @@ class StartRunsRequest(BaseModel):
     not_before_seconds: float = Field(
         default=0.0, description="Sleep at least this long (monotonic, from this attempt's start) before starting: "
         "the activation's hold until an anticipated occurrence's instant (activities.clock).")
+    publish_started: bool = Field(
+        default=False, description="Also publish the workflow.started lifecycle event of each run it reports "
+        "started (the activation's lifecycle_events is on); StartedRun.published says which it did.")
 
 
 class StartedRun(BaseModel):
@@ -48,6 +51,8 @@ class StartedRun(BaseModel):
     already_started: bool = False
     terminal_status: str | None = Field(default=None, description="Set when the run had already ended.")
     error: str | None = Field(default=None, description="Set when this run can never be started: a start fault.")
+    published: bool = Field(default=False, description="Its workflow.started event was published "
+                            "(StartRunsRequest.publish_started): the activation keeps nothing to publish for it.")
 
 
 class WatchedRun(BaseModel):
@@ -55,6 +60,8 @@ class WatchedRun(BaseModel):
 
     run_key: str
     run_id: str | None = None
+    causation: Causation | None = Field(default=None, description="The run's causation, for its lifecycle event "
+                                        "(WatchRequest.publish_for).")
 
 
 class WatchRequest(BaseModel):
@@ -63,6 +70,9 @@ class WatchRequest(BaseModel):
     runs: list[WatchedRun]
     max_wait_seconds: float = 300.0
     linger_seconds: float = 0.05
+    publish_for: str | None = Field(
+        default=None, description="The activation's workflow name when its lifecycle_events is on: the watch also "
+        "publishes the workflow.completed / workflow.failed event of each ending it reports (RunOutcome.published).")
 
 
 class RunOutcome(BaseModel):
@@ -70,6 +80,7 @@ class RunOutcome(BaseModel):
 
     run_key: str
     status: str
+    published: bool = Field(default=False, description="Its lifecycle event was published (WatchRequest.publish_for).")
 
 
 class ControlRequest(BaseModel):

@@ -34,6 +34,7 @@ from ._subscriptions import (
     SubscribeRequest,
     UnsubscribeRequest,
     activation_workflow_id,
+    transition_event,
 )
 from ._types import (
     NOT_RETAINED,
@@ -62,5 +63,5 @@ __all__ = [
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
     "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
-    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary",
+    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary", "transition_event",
 ]

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
+from ..runinput import Causation
 from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
@@ -92,6 +93,11 @@ class Engine:
 
     def in_flight(self) -> list[RunRecord]:
         return self._core.in_flight()
+
+    def causation(self, run_key: str) -> Causation | None:
+        """The causation of a run this activation started (for its lifecycle events); None if unknown."""
+        run = self._core.state.runs.get(run_key)
+        return run.causation if run is not None else None
 
     def lookup(self, key: str) -> EventRecord | None:
         return self._core.lookup(key)
@@ -315,8 +321,11 @@ class Engine:
         return self._decide(None)
 
     # ------------------------------------------------------------------ runs and polls
-    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> Decision[None]:
-        self._core.run_started(run_key, temporal_run_id, now)
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime, *,
+                    published: bool = False) -> Decision[None]:
+        """The start activity started the run (or found it running); ``published``: it also
+        published the run's ``workflow.started`` event, so nothing is kept for it."""
+        self._core.run_started(run_key, temporal_run_id, now, published=published)
         return self._decide(None)
 
     def run_start_failed(self, run_key: str, error: str, now: datetime) -> Decision[None]:
@@ -324,9 +333,10 @@ class Engine:
         self._core.run_start_failed(run_key, error, now)
         return self._decide(None)
 
-    def run_finished(self, run_key: str, status: str, now: datetime) -> Decision[None]:
-        """A run reached a terminal outcome (TRIG-14, EXT-5)."""
-        self._core.run_finished(run_key, status, now)
+    def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> Decision[None]:
+        """A run reached a terminal outcome (TRIG-14, EXT-5); ``published``: the watch that learned
+        it also published its lifecycle event, so nothing is kept for it."""
+        self._core.run_finished(run_key, status, now, published=published)
         return self._decide(None)
 
     def poll_succeeded(self, entry: str, seq_no: int, version: int, result: _poll.PollResultIn,

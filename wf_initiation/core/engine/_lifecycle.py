@@ -6,12 +6,19 @@ emitted, and emitted again by every new workflow run until the shell confirms it
 activation started has started or ended, a ``workflow.started`` / ``workflow.completed`` /
 ``workflow.failed`` event is kept for publishing; its delivery id is the run's workflow id plus the
 transition, so a republish is a duplicate.
+
+The activities that learn of a transition may publish its event themselves (``wfi.start_runs`` the
+``workflow.started`` of the runs it started, ``wfi.watch_runs`` the endings it reports): one
+activity and one workflow task less per run. They build it with ``transition_event``, the same
+payload the engine would keep, and say so in their result (``published``); the engine then keeps
+nothing for it. An event such an activity could not publish comes back unpublished and is kept
+here as before, so the guarantee (published at least once, also across a crash) is unchanged.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from ..limits import json_size
 from ..runinput import Causation
@@ -48,33 +55,38 @@ def lifecycle_event_id(run_key: str, transition: str) -> str:
 
 
 def lifecycle_payload(
-    workflow: str, run: RunRecord, transition: Literal["started", "completed", "failed"], now: datetime
+    workflow: str, run_key: str, run_id: str | None, status: str | None, causation: Causation | None, at: datetime
 ) -> dict[str, Any]:
-    causation = run.causation or Causation()
+    """The payload of a run's lifecycle event: ``status`` None for ``started``, else its terminal status."""
+    causation = causation or Causation()
+    transition = "started" if status is None else "completed" if status == "completed" else "failed"
     return {
-        "event_id": lifecycle_event_id(run.run_key, transition), "workflow": workflow, "workflow_id": run.run_key,
-        "run_id": run.temporal_run_id, "transition": transition,
-        "outcome": None if transition == "started" else run.status, "at": now.isoformat(),
+        "event_id": lifecycle_event_id(run_key, transition), "workflow": workflow, "workflow_id": run_key,
+        "run_id": run_id, "transition": transition, "outcome": status, "at": at.isoformat(),
         "causation": {"depth": causation.depth, "chain": list(causation.chain)},
     }
 
 
-def on_run_started(ledger: Ledger, run: RunRecord, now: datetime) -> None:
-    """Keep the run's causation (its input is about to be dropped) and publish ``workflow.started``."""
+def on_run_started(ledger: Ledger, run: RunRecord, now: datetime, *, published: bool = False) -> None:
+    """Keep the run's causation (its input is about to be dropped) and publish ``workflow.started``
+    (unless the start activity did: ``published``)."""
     if run.input is not None:
         run.causation = run.input.initiation.causation
-    _publish(ledger, "workflow.started", lifecycle_payload(ledger.spec.workflow, run, "started", now))
+    if not published:
+        _publish(ledger, lifecycle_payload(ledger.spec.workflow, run.run_key, run.temporal_run_id, None, run.causation, now))
 
 
-def on_run_finished(ledger: Ledger, run: RunRecord, now: datetime) -> None:
-    """Publish ``workflow.completed``, or ``workflow.failed`` with the outcome; never for a dropped run."""
-    if run.started_at is None:
+def on_run_finished(ledger: Ledger, run: RunRecord, now: datetime, *, published: bool = False) -> None:
+    """Publish ``workflow.completed``, or ``workflow.failed`` with the outcome (unless the watch did:
+    ``published``); never for a dropped run."""
+    if run.started_at is None or published:
         return
-    transition: Literal["completed", "failed"] = "completed" if run.status == "completed" else "failed"
-    _publish(ledger, f"workflow.{transition}", lifecycle_payload(ledger.spec.workflow, run, transition, now))
+    _publish(ledger, lifecycle_payload(ledger.spec.workflow, run.run_key, run.temporal_run_id, run.status,
+                                       run.causation, now))
 
 
-def _publish(ledger: Ledger, connector: str, payload: dict[str, Any]) -> None:
+def _publish(ledger: Ledger, payload: dict[str, Any]) -> None:
     if not ledger.spec.policies.lifecycle_events:
         return
-    keep(ledger, PublishEvent(key=f"publish\x1f{payload['event_id']}", connector=connector, payload=payload))
+    keep(ledger, PublishEvent(key=f"publish\x1f{payload['event_id']}", connector=f"workflow.{payload['transition']}",
+                              payload=payload))

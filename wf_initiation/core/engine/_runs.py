@@ -97,14 +97,14 @@ class Runs(Ledger):
                 if r.status == "starting" and r.input is not None]
 
     # ------------------------------------------------------------------ outcomes
-    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime) -> None:
+    def run_started(self, run_key: str, temporal_run_id: str | None, now: datetime, *, published: bool = False) -> None:
         run = self.state.runs.get(run_key)
         if run is None or run.status != "starting":
             return
         run.status = "running"
         run.started_at = now
         run.temporal_run_id = temporal_run_id
-        _lifecycle.on_run_started(self, run, now)
+        _lifecycle.on_run_started(self, run, now, published=published)
         run.input = None  # the run has its input now; the state need not carry it
 
     def run_start_failed(self, run_key: str, error: str, now: datetime) -> None:
@@ -124,7 +124,7 @@ class Runs(Ledger):
         self.count("start_faults")
         self.run_finished(run_key, "start_failed", now)
 
-    def run_finished(self, run_key: str, status: str, now: datetime) -> None:
+    def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> None:
         """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""
         run = self.state.runs.get(run_key)
         if run is None or run.status in TERMINAL:
@@ -135,7 +135,7 @@ class Runs(Ledger):
         self._in_flight.pop(run_key, None)
         run.ended_at = now
         run.input = None
-        _lifecycle.on_run_finished(self, run, now)
+        _lifecycle.on_run_finished(self, run, now, published=published)
         self.count(f"runs_{status}")
         for key in run.event_keys:
             self.release(key, now)

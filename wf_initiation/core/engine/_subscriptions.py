@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..activation import EntrySpec
 from ..limits import MAX_MATCH_BYTES, MAX_OPERATOR_TEXT_CHARS, MAX_SUBSCRIPTIONS, MAX_WORKFLOW_ID_CHARS, clip, json_problem, json_size
+from ..runinput import Causation
 from . import _lifecycle
 from ._keys import digest_and_size, event_key
 from ._lanes import shard_workflow
@@ -74,6 +75,15 @@ class LifecycleEvent(_Wire):
 
     connector: str = Field(description="workflow.started | workflow.completed | workflow.failed.")
     payload: dict[str, Any]
+
+
+def transition_event(
+    workflow: str, run_key: str, run_id: str | None, status: str | None, causation: Causation | None, at: datetime
+) -> LifecycleEvent:
+    """The lifecycle event of a run that started (``status`` None) or ended with ``status``: what the
+    engine would keep for it (``_lifecycle.lifecycle_payload``), for an activity that publishes it."""
+    payload = _lifecycle.lifecycle_payload(workflow, run_key, run_id, status, causation, at)
+    return LifecycleEvent(connector=f"workflow.{payload['transition']}", payload=payload)
 
 
 def activation_workflow_id(workflow: str) -> str:
