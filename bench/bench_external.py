@@ -77,7 +77,7 @@ from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.core.engine import Disposition, Engine, initial_state  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
-from wf_initiation.wire import DELIVER_MANY_UPDATE, ECHO_RUN_WORKFLOW, workflow_id_for  # noqa: E402
+from wf_initiation.wire import DELIVER_MANY_UPDATE, ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, workflow_id_for  # noqa: E402
 from wf_initiation.workflows.activation import encode_state  # noqa: E402
 
 RUN_TYPE = ECHO_RUN_WORKFLOW
@@ -212,26 +212,37 @@ class Bench:
         return rate
 
     # ------------------------------------------------------------------ 3: acknowledged latency
-    async def latencies(self, calls: int, concurrency: int, *, keep: bool = True) -> tuple[list[float], int, UpdateRefusals]:
+    async def latencies(self, calls: int, concurrency: int, *, keep: bool = True,
+                        held: bool = False) -> tuple[list[float], int, UpdateRefusals]:
         """(latencies of acknowledged deliveries, failed callers, refusals retried) through WfiClient.
 
         ``keep`` true: every delivery is accepted and starts a run; false: every one is suppressed.
+        ``held``: each run waits for a release signal, sent once every delivery was acknowledged, so
+        no ending is learned while the deliveries are measured (the cost of outcome watching).
         """
         name = await self.activate("bench-latency")
         failures = 0
+        run_keys: list[str] = []
 
         async def one(i: int) -> None:
             nonlocal failures
+            payload = hook(i, keep=keep)
+            if held:
+                payload["body"]["hold"] = True
             try:
-                await self.wfi.deliver(name, hook(i, keep=keep))
+                result = await self.wfi.deliver(name, payload)
             except Exception:  # counted, not hidden: a failed caller is a failed target
                 failures += 1
+            else:
+                run_keys.append(result.run_key or "")
 
         refused = self.metrics.update_refusals()
         latencies = await fan_out(calls, concurrency, one)
         refused = self.metrics.update_refusals() - refused
         if keep:
             await self.started_all(name, calls - failures)
+            if held:
+                await asyncio.gather(*(self.client.get_workflow_handle(k).signal(ECHO_RUN_RELEASE_SIGNAL) for k in run_keys))
             await drain(self.client, RUN_TYPE)
         return latencies, failures, refused
 
@@ -377,6 +388,15 @@ async def latency_figures(bench: Bench, sizes: Sizes, log) -> list[Figure]:
         bare_l, bare_failed, bare_refused = await bench.bare_latencies(calls, concurrency)
         quiet_l, quiet_failures, _ = await bench.latencies(calls, concurrency, keep=False)
         floor_l, _ = await bench.floor(calls, concurrency)
+        if concurrency == 1:
+            held_l, held_failures, _ = await bench.latencies(calls, concurrency, held=True)
+            failures += held_failures
+            figures.append(Figure(
+                metric="ack latency p50, 1 caller(s), accepted, runs held open, ours / design floor", unit="ms",
+                ours=ms(held_l, .5), bare=ms(floor_l, .5),
+                note="informational: the same deliveries with runs that end only after the phase, so no ending is "
+                "learned meanwhile; the gap to the row with ending runs is what outcome watching costs (its watch "
+                "activity's report and the workflow task that takes it)"))
         figures += [
             Figure(metric=f"ack latency p50, {concurrency} caller(s), accepted", unit="ms", ours=ms(ours_l, .5),
                    bare=ms(bare_l, .5),
