@@ -38,6 +38,10 @@ from wf_initiation.wire import (
 
 _log = logging.getLogger("wf_initiation.lifecycle")
 
+PUBLISH_BUDGET = 5.0
+"""Seconds a start or watch activity spends publishing before it leaves the rest to the activation
+(the start activity's own timeout is 15 s; a publish to many subscribers must not use it up)."""
+
 
 class Publisher:
     """Signals lifecycle events to the activations subscribed to their connectors."""
@@ -53,15 +57,18 @@ class Publisher:
         return PublishResult(signals=len(sends), activations=sorted({w for ws in subscribers.values() for w in ws}))
 
     async def publish_or_leave(self, events: Sequence[LifecycleEvent]) -> bool:
-        """For an activity whose own work must not fail with the publishing (a start, a watch): True
-        once every event was published; False (logged) when it failed, and the activation then keeps
+        """For an activity whose own work must not fail or stall with the publishing (a start, a
+        watch): True once every event was published; False (logged) when it failed or took longer
+        than :data:`PUBLISH_BUDGET` (many subscribers, a slow server), and the activation then keeps
         the events and publishes them with ``wfi.publish_lifecycle`` as before."""
         if not events:
             return True
         try:
-            await self.publish(events)
+            async with asyncio.timeout(PUBLISH_BUDGET):
+                await self.publish(events)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the activation publishes them itself
-            _log.warning("%d lifecycle event(s) left to the activation to publish: %s", len(events), exc)
+            reason = f"not done within {PUBLISH_BUDGET:.0f}s" if isinstance(exc, TimeoutError) else str(exc)
+            _log.warning("%d lifecycle event(s) left to the activation to publish: %s", len(events), reason)
             return False
         return True
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import pathlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -18,6 +20,7 @@ from temporalio.testing import ActivityEnvironment
 from tests.support.activation import make_spec, unique
 from tests.support.waits import assert_eventually
 from tests.support.worker_proc import WorkerProcess
+from wf_initiation.activities import lifecycle
 from wf_initiation.activities.lifecycle import subscribers_query
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
@@ -256,22 +259,36 @@ class CodecDown(PayloadCodec):
         return list(payloads)
 
 
+class CodecSlow(PayloadCodec):
+    """A payload codec that takes 10 s per call (a key service far away): publishing runs past its budget."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        await asyncio.sleep(10.0)
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
 def run_of(workflow: str, run_key: str) -> RunToStart:
     return RunToStart(run_key=run_key, input=RunInput(
         trigger=TriggerInfo(name="kick", connector="http.request", kind="external"), bindings={"kick": kick(run_key)},
         initiation=Initiation(activation_id=f"{workflow}@0", workflow=workflow, run_key=run_key, accepted_at=datetime.now(UTC))))
 
 
+@pytest.mark.parametrize("codec", [CodecDown, CodecSlow])
 async def test_start_and_watch_activities_publish_what_they_learn_or_leave_it_to_the_activation(
-    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path, codec: type[PayloadCodec],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # proves: COMP-3
+    monkeypatch.setattr(lifecycle, "PUBLISH_BUDGET", 2.0)  # the slow codec needs 10 s per signal
     client: Client = dev_env.client
     a, b = unique("build"), unique("deploy")
     await wfi.activate(make_spec(tmp_path, DOWNSTREAM.format(name=b, upstream=a), task_queue=task_queue))
     for connector in ("workflow.started", "workflow.completed"):
         await listed_as_subscriber(client, b, connector)
-    down = Client(**{**client.config(), "data_converter": dataclasses.replace(client.data_converter, payload_codec=CodecDown())})
+    down = Client(**{**client.config(), "data_converter": dataclasses.replace(client.data_converter, payload_codec=codec())})
     working, failing = RunActivities(client), RunActivities(client, publish_client=down)
     env = ActivityEnvironment()
     left_key, sent_key = unique(f"{a}-left"), unique(f"{a}-sent")
