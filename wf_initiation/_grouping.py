@@ -4,8 +4,10 @@ Every update is one write of the activation's history and one workflow task, wha
 (up to ``MAX_BULK`` deliveries): the cheapest way to take more deliveries per second into one
 activation is to send fewer, fuller updates. A caller hands its delivery to :class:`DeliveryGroups`
 and awaits its own result; per activation at most ``in_flight`` updates are out at once. When none
-is, a delivery waits ``window`` for company; when one is, the deliveries that arrive meanwhile go in
-the next update as soon as one returns (group commit). Each caller gets its own disposition, and only
+is, a delivery waits ``window`` for company, but only while the activation has company (its last
+update carried more than one delivery, or others arrived while it was out): a lone caller's
+deliveries go at once. When an update is out, the deliveries that arrive meanwhile go in the next
+update as soon as one returns (group commit). Each caller gets its own disposition, and only
 once the update that carried it returned, so it is as durable as a delivery sent alone.
 
 A group refused as a whole (an update handler failing on one delivery) is sent again one delivery
@@ -44,6 +46,7 @@ class _Lane:
     pending: collections.deque[_Item] = dataclasses.field(default_factory=collections.deque)
     in_flight: int = 0
     waiting: bool = False  # a window is running: its end sends
+    company: bool = False  # the last update carried several deliveries, or others came while it was out
 
 
 class DeliveryGroups:
@@ -75,7 +78,7 @@ class DeliveryGroups:
     def _kick(self, workflow: str, lane: _Lane) -> None:
         if not lane.pending or lane.waiting or lane.in_flight >= self._max_in_flight:
             return
-        if lane.in_flight == 0 and self._window > 0:  # idle: wait a moment for company
+        if lane.in_flight == 0 and self._window > 0 and lane.company:  # idle: wait a moment for company
             lane.waiting = True
             asyncio.get_running_loop().call_later(self._window, self._window_over, workflow, lane)
             return
@@ -125,6 +128,7 @@ class DeliveryGroups:
             raise
         finally:
             lane.in_flight -= 1
+            lane.company = len(group) > 1 or bool(lane.pending)
             self._kick(workflow, lane)
 
     async def _alone(self, workflow: str, item: _Item) -> None:

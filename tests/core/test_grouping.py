@@ -69,6 +69,27 @@ async def test_a_lone_delivery_waits_only_the_window() -> None:
     assert fake.updates == [["1"]]
 
 
+async def test_a_lone_caller_does_not_wait_the_window_and_company_brings_it_back() -> None:
+    fake = FakeActivation(delay=0)
+    groups = DeliveryGroups(fake.many, fake.one, window=0.2, in_flight=1)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    for i in range(5):  # one caller, one delivery at a time: every update carries one
+        await groups.deliver("w", request(i), 20)
+    assert loop.time() - started < 0.2, "a lone caller never waits the window"
+    assert fake.updates == [[str(i)] for i in range(5)]
+
+    fake.delay = 0.05
+    await asyncio.gather(*(groups.deliver("w", request(f"b{i}"), 20) for i in range(4)))  # company arrives
+    assert fake.updates[5:] == [["b0"], ["b1", "b2", "b3"]], "the first goes at once, the rest in the next update"
+    fake.updates.clear()
+    fake.delay = 0
+    started = loop.time()
+    await asyncio.gather(*(groups.deliver("w", request(f"c{i}"), 20) for i in range(3)))
+    assert loop.time() - started >= 0.2, "with company, an idle activation's delivery waits the window"
+    assert fake.updates == [["c0", "c1", "c2"]]
+
+
 async def test_a_group_refused_as_a_whole_is_sent_again_one_delivery_each() -> None:
     fake = FakeActivation(fail_when="3")
     groups = DeliveryGroups(fake.many, fake.one, window=0.005, in_flight=1)
