@@ -142,7 +142,8 @@ class WfiClient:
             from many concurrent callers (a webhook bridge); each caller still gets its own result,
             once durable. A retry of a grouped delivery is answered ``duplicate`` rather than with its
             first answer. Calls with an explicit ``update_id`` are never grouped.
-        group_window: How long a delivery waits for others when no update of its activation is in flight.
+        group_window: How long a delivery waits for others when no update of its activation is in flight
+            (only while the activation has company: a lone caller's deliveries go at once).
         groups_in_flight: Grouped updates out at once per activation.
     """
 
