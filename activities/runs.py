@@ -28,7 +28,7 @@ from wf_initiation._sdk import refused_for_good, started_new_run
 from wf_initiation.activities._watch import LONG_POLLS, MIN_INTERVAL, TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.activities.lifecycle import Publisher
-from wf_initiation.core.engine import transition_event
+from wf_initiation.core.engine import LifecycleEvent, transition_event
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY,
     START_RUNS_ACTIVITY,
@@ -73,12 +73,15 @@ class RunActivities:
             inputs = {r.run_key: r.input for r in req.runs}
             now = datetime.now(UTC)
             ran = [r for r in started if r.error is None and r.run_id is not None]
-            events = [transition_event(inputs[r.run_key].initiation.workflow, r.run_key, r.run_id, None,
-                                       inputs[r.run_key].initiation.causation, now) for r in ran]
-            if await self._publisher.publish_or_leave(events):
-                for r in ran:
-                    r.published = True
+            await self._publish(ran, [transition_event(inputs[r.run_key].initiation.workflow, r.run_key, r.run_id, None,
+                                                       inputs[r.run_key].initiation.causation, now) for r in ran])
         return started
+
+    async def _publish(self, reported: list[StartedRun] | list[RunOutcome], events: list[LifecycleEvent]) -> None:
+        """Publish the events of the runs ``reported``; mark them published when it succeeded."""
+        if await self._publisher.publish_or_leave(events):
+            for r in reported:
+                r.published = True
 
     async def _start_one(self, req: StartRunsRequest, run: RunToStart) -> StartedRun:
         timeout = timedelta(seconds=req.execution_timeout_seconds) if req.execution_timeout_seconds else None
@@ -145,11 +148,8 @@ class RunActivities:
         if req.publish_for is not None and outcomes:
             runs = {r.run_key: r for r in req.runs}
             now = datetime.now(UTC)
-            events = [transition_event(req.publish_for, o.run_key, runs[o.run_key].run_id, o.status,
-                                       runs[o.run_key].causation, now) for o in outcomes]
-            if await self._publisher.publish_or_leave(events):
-                for o in outcomes:
-                    o.published = True
+            await self._publish(outcomes, [transition_event(req.publish_for, o.run_key, runs[o.run_key].run_id, o.status,
+                                                            runs[o.run_key].causation, now) for o in outcomes])
         return outcomes
 
     @activity.defn(name=CONTROL_RUN_ACTIVITY)

@@ -166,10 +166,10 @@ class Executor:
     def _watch_request(self, call: WatchCall) -> WatchRequest:
         """The watch's runs; with lifecycle events on, what it needs to publish their endings itself."""
         spec = self._engine.spec
-        if not spec.policies.lifecycle_events:
-            return WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id) for r in call.runs])
-        return WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id, causation=self._engine.causation(r.run_key))
-                                  for r in call.runs], publish_for=spec.workflow)
+        publish = spec.policies.lifecycle_events
+        return WatchRequest(runs=[WatchedRun(run_key=r.run_key, run_id=r.run_id,
+                                             causation=self._engine.causation(r.run_key) if publish else None)
+                                  for r in call.runs], publish_for=spec.workflow if publish else None)
 
     async def _control(self, call: ControlCall) -> None:
         command = call.command
