@@ -139,7 +139,10 @@ async def test_killing_the_worker_while_polling_starts_each_valid_item_once_in_s
     assert len(cursors_at_kill) == KILLS and all(c < ROWS for c in cursors_at_kill), cursors_at_kill
     assert worker.starts == KILLS + 1
     expect.check_not_ahead(state)
-    assert len(samples) > 10, "the cursor invariant was checked while polling, not only at the end"
+    # Checked while polling, not only at the end: states with rows still unread, at least one per
+    # burst (a count of all samples said so only while the poll path was slow enough to be sampled
+    # more than ten times).
+    assert sum(1 for cursor in samples if cursor < ROWS) >= BURSTS, samples
     events = sorted((r for r in state["events"].values() if r["entry"] == "row"), key=lambda r: r["seq"])
     accepted = [r["delivery_id"] for r in events if r["disposition"] in ("accepted", "queued")]
     assert accepted == [i for _, i in expect.first], "acceptance order equals source order"
