@@ -40,7 +40,7 @@ from wf_initiation.errors import (
     TemporalUnavailable,
     WfiError,
 )
-from wf_initiation.wire import REBINDING, STALE_ACTIVATION
+from wf_initiation.wire import REBINDING, STALE_ACTIVATION, workflow_id_for
 
 # The update limit (RESOURCE_EXHAUSTED) and a restarting or overloaded server pass: the same call,
 # sent again with the same id, is applied once.
@@ -106,8 +106,15 @@ def _from_rpc(exc: RPCError, workflow: str | None, client: Any) -> WfiError:
         return CredentialsRefused(f"Temporal refused the credentials ({detail})", status=status, detail=detail)
     if is_call_timeout(exc):
         return CallTimeout(refused, status=status, detail=detail)
+    if workflow_not_ready(exc) and workflow is not None:
+        # An update that met a failed or rejected workflow task (e.g. at a continue-as-new) passes;
+        # one that keeps failing is a worker's fault, which the operator must see.
+        return TemporalUnavailable(
+            f"{refused}. If this persists, the activation's workflow task is failing: `temporal workflow describe "
+            f"--workflow-id {workflow_id_for(workflow)}` shows the failure under the pending workflow task (a bug or a "
+            "nondeterminism error in the worker's build; a worker with the fix resumes it with nothing lost)",
+            status=status, detail=detail)
     if exc.status in _TRANSIENT or is_transport_error(exc) or workflow_not_ready(exc):
-        # An update that met a failed or rejected workflow task (e.g. at a continue-as-new) passes too.
         return TemporalUnavailable(refused, status=status, detail=detail)
     return TemporalError(refused, status=status, detail=detail)
 

@@ -14,6 +14,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 | ``sharded_waits()`` | patch ``wfi-sharded-waits`` | 2 Dec 2026 | a wait (``subscribe``) for an external entry of a sharded activation was refused |
 | ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
+| ``faults_fail_task()`` | patch ``wfi-executor-faults`` | 3 Dec 2026 | an exception a call's task did not handle was only logged (workflows/_executor.py) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -21,7 +22,7 @@ runs are past the namespace's retention (``legacy_evaluation``: once every such 
 re-activated, since the spec travels across continue-as-new).
 
 The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last four are asked lazily, where the behaviour first differs, and then kept:
+the history). The last five are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -41,6 +42,7 @@ WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 FORWARDS_LAND_PATCH = "wfi-forwards-land"
 SHARDED_WAITS_PATCH = "wfi-sharded-waits"
+EXECUTOR_FAULTS_PATCH = "wfi-executor-faults"
 
 
 class RunCompat:
@@ -56,6 +58,7 @@ class RunCompat:
         self._poll_now: bool | None = None
         self._forwards_land: bool | None = None
         self._sharded_waits: bool | None = None
+        self._faults_fail_task: bool | None = None
 
     def wake_ahead(self) -> bool:
         """Whether anticipated occurrences are held by a wait activity (asked only for a schedule
@@ -83,3 +86,10 @@ class RunCompat:
         if self._sharded_waits is None:
             self._sharded_waits = workflow.patched(SHARDED_WAITS_PATCH)
         return self._sharded_waits
+
+    def faults_fail_task(self) -> bool:
+        """Whether an exception a plan call's task did not handle fails the workflow task instead of
+        being logged (asked only when one happens)."""
+        if self._faults_fail_task is None:
+            self._faults_fail_task = workflow.patched(EXECUTOR_FAULTS_PATCH)
+        return self._faults_fail_task

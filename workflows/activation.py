@@ -18,6 +18,7 @@ Its parts: the delivery handlers (``_deliveries``), the executor of planned call
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -117,7 +118,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
         self._executor = Executor(self._engine, self._dispatcher, self._telemetry, absorb=self._absorb, poke=self._poke,
-                                  now=self._now)
+                                  now=self._now, faults_fail_task=self._compat.faults_fail_task)
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -144,7 +145,7 @@ class ActivationWorkflow(DeliveryHandlers):
                 await self._continue_as_new()
             self._wake = bool(self._commands)  # e.g. a start fault released a queued run: go on
             self._arm_timer(self._now())
-            await workflow.wait_condition(lambda: self._wake)
+            await self._until(lambda: self._wake)
 
     def _absorb(self, decision: Decision[R]) -> R:
         """Keep a decision's commands for :meth:`_dispatch`; return its answer."""
@@ -153,6 +154,13 @@ class ActivationWorkflow(DeliveryHandlers):
 
     def _poke(self) -> None:
         self._wake = True
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait for ``condition``; raise a fault a call's task left (workflows/_executor.py: it fails
+        the workflow task, not the activation) as soon as there is one."""
+        executor = self._executor
+        await workflow.wait_condition(lambda: executor.fault is not None or condition())
+        executor.check()
 
     def _now(self) -> datetime:
         """workflow.now(), but never before an instant this task admitted at."""
@@ -312,9 +320,9 @@ class ActivationWorkflow(DeliveryHandlers):
     async def _continue_as_new(self) -> None:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
-        await workflow.wait_condition(lambda: self._dispatcher.start_calls == 0)
+        await self._until(lambda: self._dispatcher.start_calls == 0)
         if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
-            await workflow.wait_condition(lambda: self._dispatcher.controls == 0)
+            await self._until(lambda: self._dispatcher.controls == 0)
         # Queued deliveries live in memory only (a replay rebuilds them): take them all first; a
         # signal still waiting for room is recorded as deferred (none is carried).
         if self._inbox is not None:
@@ -348,10 +356,10 @@ class ActivationWorkflow(DeliveryHandlers):
         shard has landed there: the server drops a signal whose sender closed (continue-as-new) before
         the signal was sent."""
         while True:
-            await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._inbox_empty())
+            await self._until(lambda: workflow.all_handlers_finished() and self._inbox_empty())
             if not self._forwarding or not self._compat.forwards_land():
                 return
-            await workflow.wait_condition(lambda: self._forwarding == 0)
+            await self._until(lambda: self._forwarding == 0)
 
     def _inbox_empty(self) -> bool:
         return self._inbox is None or self._inbox.empty
