@@ -7,9 +7,9 @@ arrival order, for a later task, which a 1 ms timer brings (the server fires it 
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
@@ -17,8 +17,10 @@ from temporalio import workflow
 class TicketAdmission:
     """The per-handler admission tickets of runs begun before the inbox."""
 
-    def __init__(self, budget: int, *, enabled: bool, check_task: Callable[[], None]) -> None:
+    def __init__(self, budget: int, *, enabled: bool, check_task: Callable[[], None],
+                 spawn: Callable[[Coroutine[Any, Any, Any], str], object]) -> None:
         self._budget = budget
+        self._spawn = spawn  # starts the task that brings the next workflow tasks (workflows/_tasks.py)
         self._enabled = enabled  # off for runs begun before the budgets: every handler takes all at once
         self._check_task = check_task  # the shell's new-task check; it calls new_task() on a new task
         self._taken = 0
@@ -38,7 +40,7 @@ class TicketAdmission:
         ticket = self._tickets = self._tickets + 1
         self._queue.append(ticket)
         if len(self._queue) == 1:
-            asyncio.create_task(self._bring_next_tasks(), name="next task for deliveries")
+            self._spawn(self._bring_next_tasks(), "next task for deliveries")
         await workflow.wait_condition(lambda: self._queue[0] == ticket and self._left() > 0)
         self._queue.pop(0)
         return self._take(wanted)

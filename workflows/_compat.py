@@ -14,7 +14,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 | ``sharded_waits()`` | patch ``wfi-sharded-waits`` | 2 Dec 2026 | a wait (``subscribe``) for an external entry of a sharded activation was refused |
 | ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
-| ``faults_fail_task()`` | patch ``wfi-executor-faults`` | 3 Dec 2026 | an exception a call's task did not handle was only logged (workflows/_executor.py) |
+| ``faults_fail_task()`` | patch ``wfi-task-faults`` | 3 Dec 2026 | an exception one of the activation's unawaited tasks did not handle was only logged (workflows/_tasks.py) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -42,7 +42,7 @@ WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 FORWARDS_LAND_PATCH = "wfi-forwards-land"
 SHARDED_WAITS_PATCH = "wfi-sharded-waits"
-EXECUTOR_FAULTS_PATCH = "wfi-executor-faults"
+TASK_FAULTS_PATCH = "wfi-task-faults"
 
 
 class RunCompat:
@@ -88,8 +88,8 @@ class RunCompat:
         return self._sharded_waits
 
     def faults_fail_task(self) -> bool:
-        """Whether an exception a plan call's task did not handle fails the workflow task instead of
-        being logged (asked only when one happens)."""
+        """Whether an exception one of the activation's unawaited tasks did not handle fails the
+        workflow task instead of being logged (asked only when one happens)."""
         if self._faults_fail_task is None:
-            self._faults_fail_task = workflow.patched(EXECUTOR_FAULTS_PATCH)
+            self._faults_fail_task = workflow.patched(TASK_FAULTS_PATCH)
         return self._faults_fail_task

@@ -10,7 +10,6 @@ task. Deliveries share the workflow task's budget through the inbox (``_inbox``;
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -58,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from ._compat import RunCompat
     from ._inbox import Inbox, Turn
     from ._intake import Undecodable, decode
+    from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
@@ -76,6 +76,7 @@ class DeliveryHandlers:
     _engine: Engine
     _inbox: Inbox | None  # None: a run begun before the inbox (its handlers take tickets)
     _tickets: TicketAdmission
+    _tasks: Tasks
     _telemetry: ActivationTelemetry
     _pending_spec: Any
     _signals: int
@@ -298,7 +299,7 @@ class DeliveryHandlers:
         """Signal ``request`` to shard ``owner`` (counted from now: continue-as-new waits for it,
         ``ActivationWorkflow._settle_deliveries``)."""
         self._forwarding += 1
-        asyncio.create_task(self._forward(owner, request), name=why)
+        self._tasks.spawn(self._forward(owner, request), why)
 
     async def _forward(self, owner: int, request: DeliveryRequest) -> None:
         request = self._prior_for(owner, request)

@@ -4,28 +4,19 @@ with what retries is the plan's and this module's fixed policy; what the results
 engine's.
 
 Each call runs in a task of its own, created in plan order, so the commands of a workflow task
-are in the order the plan gave (the SDK runs new tasks in creation order).
-
-A task that raises what it does not handle (a bug: an activity failure is handled) must not end
-unseen, with its runs never reported: :attr:`Executor.fault` keeps it and the activation's loop
-raises it (:meth:`Executor.check`) as a :class:`CallFault`, which is not a ``FailureError``, so it
-fails the workflow task and never the activation. The server retries the task; it shows in the UI
-and ``temporal workflow describe`` as a workflow task failure with the cause, and a build with the
-fix replays on from the last completed task with nothing lost (docs/behaviour.md). A run begun by
-an earlier build, which only logged such an exception, keeps doing so (patch
-``wfi-executor-faults``, workflows/_compat.py).
+are in the order the plan gave (the SDK runs new tasks in creation order).Each task is started by :class:`workflows._tasks.Tasks`: what one raises and does not handle
+fails the workflow task instead of ending unseen.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._sdk import failed_decoding
@@ -51,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         WatchCall,
     )
     from wf_initiation.core.limits import MIB
-    from wf_initiation.errors import WfiError
     from wf_initiation.wire import (
         ControlRequest,
         PollRequest,
@@ -67,37 +57,29 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.wire import poll_activity_name as activity_name_for
 
     from ._intake import decode
+    from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
 START_ATTEMPTS = 8  # then the chunk's runs are started one by one; one that still fails is a start fault
-
-
-class CallFault(WfiError):
-    """A plan call's task raised what it does not handle. Not a ``FailureError``: raised by the
-    activation's loop, it fails the workflow task (retried by the server), never the activation."""
-
-    type = "call_fault"
 
 
 class Executor:
     """Runs plan calls for one activation run.
 
     ``absorb`` keeps an engine decision's commands for the next dispatch, ``poke`` wakes the main
-    loop, ``now`` is the activation's time (never before an instant a task admitted at),
-    ``faults_fail_task`` whether a task's unhandled exception fails the workflow task (asked only
-    when one happens: see the module docstring)."""
+    loop, ``now`` is the activation's time (never before an instant a task admitted at), ``tasks``
+    starts each call's task."""
 
     def __init__(self, engine: Engine, dispatcher: Dispatcher, telemetry: ActivationTelemetry, *,
                  absorb: Callable[[Decision[Any]], Any], poke: Callable[[], None], now: Callable[[], datetime],
-                 faults_fail_task: Callable[[], bool]) -> None:
+                 tasks: Tasks) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
         self._telemetry = telemetry
         self._absorb = absorb
         self._poke = poke
         self._now = now
-        self._faults_fail_task = faults_fail_task
-        self.fault: CallFault | None = None
+        self._spawn = tasks.spawn
 
     def run(self, calls: list[Call], hold: timedelta | None) -> None:
         for call in calls:
@@ -113,31 +95,6 @@ class Executor:
                 self._spawn(self._watch(call), "watch runs")
             elif type(call) is PollCall:
                 self._spawn(self._poll(call), f"poll {call.command.entry}")
-
-    def check(self) -> None:
-        """Raise the first fault a call's task left (see the module docstring)."""
-        if self.fault is not None:
-            raise self.fault
-
-    def _spawn(self, call: Coroutine[Any, Any, None], name: str) -> None:
-        asyncio.create_task(call, name=name).add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is None or is_cancelled_exception(exc):  # the activation itself is being cancelled
-            return
-        if not self._faults_fail_task():
-            workflow.logger.error("%s failed; a run begun by an earlier build goes on as that build did", task.get_name(),
-                                  exc_info=exc)
-            return
-        if self.fault is None:
-            self.fault = CallFault(f"{task.get_name()} failed: {type(exc).__name__}: {exc}. This is a bug in wf-initiation "
-                                   "or in a plugin it runs: the workflow task is retried until a fixed worker replays it, "
-                                   "with nothing lost (docs/behaviour.md)")
-            self.fault.__cause__ = exc
-        self._poke()
 
     # ------------------------------------------------------------------ runs
     async def _start(self, call: StartCall, hold: timedelta | None) -> None:

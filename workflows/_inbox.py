@@ -30,8 +30,7 @@ not continue as new or complete while any is queued (:attr:`Inbox.empty`).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -74,8 +73,10 @@ class Inbox:
     """FIFO of deliveries with a per-task budget; see the module docstring."""
 
     def __init__(self, budget: int, *, next_task: Callable[[int], Awaitable[None]], task_marker: Callable[[], int],
-                 after_take: Callable[[], None]) -> None:
+                 after_take: Callable[[], None],
+                 spawn: Callable[[Coroutine[Any, Any, Any], str], object]) -> None:
         self._budget = budget
+        self._spawn = spawn  # starts the task that brings the next workflow task (workflows/_tasks.py)
         self._after_take = after_take  # something was taken: the shell's loop has commands to issue
         self._queue: list[Slot[Any]] = []
         self._next_task = next_task  # ends this task (an activity) so the next one takes a slice
@@ -181,7 +182,7 @@ class Inbox:
             self._after_take()
         if self._queue and room <= 0 and not self._waiting_for_task:
             self._waiting_for_task = True
-            asyncio.create_task(self._bring_next_task(), name="next task for queued deliveries")
+            self._spawn(self._bring_next_task(), "next task for queued deliveries")
 
     async def _bring_next_task(self) -> None:
         try:

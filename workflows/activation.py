@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from ._executor import Executor
     from ._fresh import FreshTimeGuard
     from ._inbox import Inbox
+    from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
@@ -92,6 +93,7 @@ class ActivationWorkflow(DeliveryHandlers):
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
         self._compat = RunCompat(spec)
+        self._tasks = Tasks(fails_task=self._compat.faults_fail_task, poke=self._poke)  # every task nobody awaits
         self._spec, self._shard = spec, spec.shard  # the whole binding; this shard's part goes to the engine
         part = spec.shard_part()
         restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
@@ -102,10 +104,11 @@ class ActivationWorkflow(DeliveryHandlers):
             self._spec = spec.model_copy(update={"split": spec.split.model_copy(update={"seq": self._engine.last_seq})})
         self._dispatcher = Dispatcher(bounded=self._engine.bounded)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
-        self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke,
+        self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
                             task_marker=lambda: workflow.info().get_current_history_length()) \
             if self._compat.inbox else None
-        self._tickets = TicketAdmission(DELIVERIES_PER_TASK, enabled=self._engine.bounded, check_task=self._new_task)
+        self._tickets = TicketAdmission(DELIVERIES_PER_TASK, enabled=self._engine.bounded, check_task=self._new_task,
+                                        spawn=self._tasks.spawn)
         self._pending_spec: ActivationSpec | None = None
         self._wake = False
         self._timers: set[datetime] = set()
@@ -118,7 +121,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
         self._executor = Executor(self._engine, self._dispatcher, self._telemetry, absorb=self._absorb, poke=self._poke,
-                                  now=self._now, faults_fail_task=self._compat.faults_fail_task)
+                                  now=self._now, tasks=self._tasks)
 
     # ------------------------------------------------------------------ main loop
     @workflow.run
@@ -127,7 +130,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
         split = self._spec.split
         if split is not None and not split.drained and not is_child(self._shard, split):
-            self._drain_task = asyncio.create_task(self._drain_split(), name="split parent: drain")
+            self._tasks.spawn(self._drain_split(), "split parent: drain")
         self._publish(initial=True)
         while True:
             now = workflow.now()
@@ -156,11 +159,11 @@ class ActivationWorkflow(DeliveryHandlers):
         self._wake = True
 
     async def _until(self, condition: Callable[[], bool]) -> None:
-        """Wait for ``condition``; raise a fault a call's task left (workflows/_executor.py: it fails
-        the workflow task, not the activation) as soon as there is one."""
-        executor = self._executor
-        await workflow.wait_condition(lambda: executor.fault is not None or condition())
-        executor.check()
+        """Wait for ``condition``; raise a fault one of the activation's tasks left (workflows/_tasks.py:
+        it fails the workflow task, not the activation) as soon as there is one."""
+        tasks = self._tasks
+        await workflow.wait_condition(lambda: tasks.fault is not None or condition())
+        tasks.check()
 
     def _now(self) -> datetime:
         """workflow.now(), but never before an instant this task admitted at."""

@@ -1,4 +1,4 @@
-"""A bug in one of the activation's call tasks (workflows/_executor.py) on a real dev server: it fails
+"""A bug in one of the activation's call tasks (workflows/_executor.py, started through workflows/_tasks.py) on a real dev server: it fails
 the workflow task with its cause instead of ending unseen, the activation stays open, and a worker
 without the bug goes on from the last completed task with nothing lost."""
 
