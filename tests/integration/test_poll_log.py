@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pathlib
 import sqlite3
 import sys
@@ -51,10 +52,15 @@ async def test_each_failing_source_is_one_short_line_however_often_its_poll_is_r
             await wfi.activate(sql_spec(tmp_path, name, task_queue, missing[name]))
         for name in names:
             await failures(wfi, name, 5)
-        # The source comes back: the activation polls it and the new row starts its run.
-        with sqlite3.connect(missing[names[0]]) as db:
+        # The source comes back: the activation polls it and the new row starts its run. Built
+        # beside it and moved into place at once: a poll between the file's creation and its table
+        # would fail differently ("no such table"), which is news and gets a line of its own.
+        ready = missing[names[0]].with_suffix(".ready")
+        with sqlite3.connect(ready) as db:
             db.execute("CREATE TABLE items (seq INTEGER PRIMARY KEY AUTOINCREMENT, item_id TEXT)")
             db.execute("INSERT INTO items (item_id) VALUES ('order-1')")
+        db.close()
+        os.replace(ready, missing[names[0]])
 
         async def accepted() -> None:
             event = await wfi.delivery(names[0], "row", "order-1")
