@@ -373,7 +373,7 @@ class WfiClient:
         await self._check_codec(workflow)
         request = DeliveryRequest(entry=entry, payload=payload)
         uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
-        for attempt in (1, 2):  # a second time only after a shard said it is not this delivery's
+        for attempt in range(MISROUTED_ATTEMPTS):  # again only after a shard said it is not this delivery's
             shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)
             grouped = self._groups is not None and update_id is None
             try:
@@ -386,10 +386,18 @@ class WfiClient:
                                                      uid=f"group-{uuid.uuid4().hex}" if grouped else f"{uid}-lane")
                 return result
             except ActivationRefused as exc:
-                if exc.cause_type != MISROUTED or attempt == 2:
+                if exc.cause_type != MISROUTED or attempt == MISROUTED_ATTEMPTS - 1:
                     raise
-                self._routing.forget(workflow)  # a routing of an earlier activation: ask again
+                await self._route_again(workflow, attempt)
         raise AssertionError("unreachable")
+
+    async def _route_again(self, workflow: str, attempt: int) -> None:
+        """A shard refused a delivery as not its own (``Misrouted``): the activation was split since the
+        routing was read. Forget it and ask again after a pause: while a split is applied, shard 0 may
+        still answer the earlier count for a moment (bench and crash tests: up to a few seconds around
+        a server restart)."""
+        self._routing.forget(workflow)
+        await asyncio.sleep(min(0.05 * 2**attempt, 2.0) * (0.5 + random.random()))
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
         """Many deliveries in as few updates as possible (each carries at most ``MAX_BULK`` deliveries
@@ -408,6 +416,11 @@ class WfiClient:
             CodecError: the client's codec does not match the activation's history.
         """
         bulk_chunks(deliveries)  # every payload checked before the first update is sent
+        return await self._deliver_many(workflow, deliveries, misrouted=0)
+
+    async def _deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]], *,
+                            misrouted: int) -> list[DeliveryResult]:
+        """:meth:`deliver_many` after its checks; ``misrouted``: how often a shard refused these as not its own."""
         await self._check_codec(workflow)
         routing = await self._routing.get(workflow, fallback=True)
         by_shard: dict[int, list[int]] = {}
@@ -421,10 +434,11 @@ class WfiClient:
                 try:
                     results = await self._send_group(_lane(workflow, shard), chunk)
                 except ActivationRefused as exc:
-                    if exc.cause_type != MISROUTED:
+                    if exc.cause_type != MISROUTED or misrouted == MISROUTED_ATTEMPTS - 1:
                         raise
-                    self._routing.forget(workflow)  # the activation was split: route this chunk again
-                    results = await self.deliver_many(workflow, [deliveries[i] for i in indexes[done:done + len(chunk)]])
+                    await self._route_again(workflow, misrouted)  # the activation was split: route this chunk again
+                    results = await self._deliver_many(workflow, [deliveries[i] for i in indexes[done:done + len(chunk)]],
+                                                       misrouted=misrouted + 1)
                 for i, result in zip(indexes[done:], results):
                     out[i] = result
                 done += len(chunk)
@@ -813,6 +827,10 @@ class WfiClient:
 ROUTE_ATTEMPTS = 4
 """How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
 kept changing; the ingress answers it 503, retry later)."""
+
+MISROUTED_ATTEMPTS = 8
+"""How many times a delivery a shard refused as not its own is routed again (after pauses of ~0.05 s
+doubling to 2 s: ~6 s in all, the time a split takes to reach every shard) before the refusal is raised."""
 
 
 def _lane(workflow: str, shard: int) -> str:

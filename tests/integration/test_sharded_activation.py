@@ -21,6 +21,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.hostile import hook, still_serves, task_failures
 from tests.support.replay import assert_replays
 from tests.support.waits import assert_eventually
+from wf_initiation._shards import Routing
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
 from wf_initiation.plugin import WfiPlugin
@@ -149,3 +150,30 @@ async def test_a_wait_on_a_sharded_entry_takes_an_event_of_any_shard(sharded, de
     delivered = await wfi.deliver(name, hook(away, go=True))
     assert delivered.disposition.value == "delivered", delivered
     assert (await handle.result())["received"] == [hook(away, go=True)]
+
+async def test_a_client_whose_routing_stays_stale_for_a_while_still_delivers_to_the_right_shard(sharded, dev_env) -> None:
+    # proves: EXT-3, EXT-8
+    # While a split reaches every shard, shard 0 may answer the earlier count for a moment (seen in
+    # tests/crash/test_split_crash.py around a server restart): the refused delivery is routed again,
+    # after pauses, until the answer is current, instead of failing after the second refusal.
+    wfi, name, _ = sharded
+    client = WfiClient(dev_env.client, task_queue=wfi.task_queue)
+    current = await client._routing._ask(name)
+    stale_answers = 3
+    asked: list[int] = []
+
+    async def ask(workflow: str) -> dict:
+        asked.append(1)
+        return {**current, "shards": 2} if len(asked) <= stale_answers else current
+
+    client._routing._ask = ask  # type: ignore[method-assign]
+    routing = Routing.from_answer(current)
+    ident = next(f"stale-{i}" for i in range(1000)
+                 if routing.shard(None, hook(f"stale-{i}", go=True)) != Routing.from_answer({**current, "shards": 2}).shard(None, hook(f"stale-{i}", go=True)))
+    result = await client.deliver(name, hook(ident, go=True))
+    assert result.disposition.value == "accepted", result
+    assert len(asked) == stale_answers + 1, "asked again after each refusal until the answer was current"
+    asked.clear()  # deliver_many too: its refused chunks are routed again, as many times
+    client._routing.forget(name)
+    many = await client.deliver_many(name, [(None, hook(f"{ident}-{n}", go=True)) for n in range(16)])
+    assert {r.disposition.value for r in many} == {"accepted"} and len(asked) > stale_answers
