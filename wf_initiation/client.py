@@ -393,9 +393,9 @@ class WfiClient:
 
     async def _route_again(self, workflow: str, attempt: int) -> None:
         """A shard refused a delivery as not its own (``Misrouted``): the activation was split since the
-        routing was read. Forget it and ask again after a pause: while a split is applied, shard 0 may
-        still answer the earlier count for a moment (bench and crash tests: up to a few seconds around
-        a server restart)."""
+        routing was read. Forget it and ask again after a pause: while a split is applied, shard 0 (switched
+        last) still answers the earlier count (tests/crash/test_split_crash.py: seconds around a killed
+        worker and a server restart)."""
         self._routing.forget(workflow)
         await asyncio.sleep(min(0.05 * 2**attempt, 2.0) * (0.5 + random.random()))
 
@@ -828,9 +828,12 @@ ROUTE_ATTEMPTS = 4
 """How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
 kept changing; the ingress answers it 503, retry later)."""
 
-MISROUTED_ATTEMPTS = 8
-"""How many times a delivery a shard refused as not its own is routed again (after pauses of ~0.05 s
-doubling to 2 s: ~6 s in all, the time a split takes to reach every shard) before the refusal is raised."""
+MISROUTED_ATTEMPTS = 36
+"""How many times a delivery a shard refused as not its own is routed again before the refusal is
+raised: after pauses of ~0.05 s doubling to 2 s, ~1 min in all. A split switches shard 0, which
+answers the routing, last (docs/deployment.md), and with its worker down (a crash, a deploy) that
+can take as long as the worker takes to come back; the same order as the client's retries of an
+unavailable server (``max_attempts``)."""
 
 
 def _lane(workflow: str, shard: int) -> str:
