@@ -4,7 +4,8 @@ with what retries is the plan's and this module's fixed policy; what the results
 engine's.
 
 Each call runs in a task of its own, created in plan order, so the commands of a workflow task
-are in the order the plan gave (the SDK runs new tasks in creation order).Each task is started by :class:`workflows._tasks.Tasks`: what one raises and does not handle
+are in the order the plan gave (the SDK runs new tasks in creation order).
+Each task is started by :class:`workflows._tasks.Tasks`: what one raises and does not handle
 fails the workflow task instead of ending unseen.
 """
 

@@ -130,7 +130,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
         split = self._spec.split
         if split is not None and not split.drained and not is_child(self._shard, split):
-            self._tasks.spawn(self._drain_split(), "split parent: drain")
+            self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
         self._publish(initial=True)
         while True:
             now = workflow.now()
