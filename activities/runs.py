@@ -93,7 +93,6 @@ class RunActivities:
                     id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     execution_timeout=timeout,
-                    memo={"wfi_activation": initiation.activation_id},
                     search_attributes=TypedSearchAttributes([
                         SearchAttributePair(WFI_WORKFLOW, initiation.workflow),
                         SearchAttributePair(WFI_ACTIVATION, initiation.activation_id),

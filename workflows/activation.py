@@ -135,7 +135,7 @@ class ActivationWorkflow(DeliveryHandlers):
         while True:
             now = workflow.now()
             self._new_task()
-            self._absorb(self._engine.tick(now))
+            self._absorb(self._engine.tick(now, watched=self._dispatcher.watched, watch_room=self._dispatcher.watch_room))
             if self._inbox is not None:
                 self._inbox.retry()  # signalled deliveries kept waiting: the tick may have made room
             hold = self._anticipate(now)

@@ -22,6 +22,7 @@ from wf_initiation.core.engine import (
     WatchRuns,
     initial_state,
 )
+from wf_initiation.core.engine._dispatch import Dispatcher
 from wf_initiation.wire import OperatorRequest
 
 SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
@@ -79,6 +80,26 @@ def test_polls_to_run_and_runs_to_watch_are_commands_of_a_tick(tmp_path: pathlib
     assert [(w.run_key, w.run_id) for w in watch.runs] == [(start.run_key, "run-1")]
     engine.run_finished(start.run_key, "completed", later)
     assert not [c for c in engine.tick(later).commands if type(c) is WatchRuns], "nothing running: nothing to watch"
+
+
+def test_a_tick_lists_only_the_running_runs_the_shell_does_not_watch_yet(tmp_path: pathlib.Path) -> None:
+    # The loop ticks on every wake-up: with thousands of runs running, listing every one each time
+    # cost milliseconds per tick. The shell says what it watches and whether it has room for more.
+    spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq")
+    engine = Engine(spec, initial_state(spec, T0))
+    keys = []
+    for i in range(3):
+        (start,) = engine.deliver(None, {"delivery_id": f"d{i}", "method": "POST", "body": {}}, T0).commands
+        engine.run_started(start.run_key, f"run-{i}", T0)
+        keys.append(start.run_key)
+    (watch,) = [c for c in engine.tick(T0, watched={keys[1]}).commands if type(c) is WatchRuns]
+    assert [w.run_key for w in watch.runs] == [keys[0], keys[2]]
+    assert not [c for c in engine.tick(T0, watched=set(keys)).commands if type(c) is WatchRuns], "all watched"
+    assert not [c for c in engine.tick(T0, watch_room=False).commands if type(c) is WatchRuns], "no room"
+    dispatcher = Dispatcher(bounded=True)
+    (call,) = dispatcher.plan(engine.tick(T0).commands).calls
+    assert dispatcher.watched == set(keys) and dispatcher.watch_room
+    assert not dispatcher.plan(engine.tick(T0, watched=dispatcher.watched).commands).calls, "nothing new to watch"
 
 
 def _imports(path: pathlib.Path) -> list[str]:

@@ -21,6 +21,7 @@ byte budget, signals sent at once (its history was recorded that way).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..limits import MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size
@@ -110,6 +111,16 @@ class Dispatcher:
     def new_task(self) -> None:
         """A new workflow task: its byte budget starts afresh."""
         self._task_bytes = 0
+
+    @property
+    def watched(self) -> AbstractSet[str]:
+        """Run keys a watch activity in flight holds (Engine.tick leaves them out)."""
+        return self._watched
+
+    @property
+    def watch_room(self) -> bool:
+        """Whether another watch activity may begin."""
+        return self._watchers < MAX_WATCHERS
 
     @property
     def starts_pending(self) -> bool:
