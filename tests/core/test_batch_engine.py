@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from tests.support.activation import make_spec
 from tests.support.engine import drive
 from wf_initiation.core.activation import ActivationSpec
-from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, initial_state
+from wf_initiation.core.engine import Disposition, Engine, EngineState, StartRun, decode_state, initial_state
+from wf_initiation.workflows.activation import encode_state
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -226,6 +227,35 @@ def test_a_closed_batch_is_never_skipped_by_overlap_and_waits_until_admitted_or_
     assert start.run_key == pending[0]["run_key"] and start.input.initiation.delivery_ids == ["h1", "h2"]
     assert engine.summary()["pending_batches"] == []
     assert [a.action for a in engine.state.operator_log] == ["drop_pending"]
+
+
+def test_a_pending_batch_is_on_the_page_after_continue_as_new_and_after_a_rebind_without_batches(tmp_path: pathlib.Path) -> None:
+    # proves: BATCH-5
+    # The page skips the scan for pending batches until a batch was closed into a run: the carried
+    # state's runs count, and so does a batch an entry without `batch` any more still closes.
+    spec = make_spec(tmp_path, SKIP_BATCHED.format(), task_queue="unused", overlap="skip")
+    engine = drive(Engine(spec, initial_state(spec, T0)))
+    engine.deliver("message", {"message_id": "m1", "from": "a@b.c", "recipient": "x@y.z", "subject": "s"}, T0)
+    assert "pending batch" not in engine.markdown() and engine.summary()["pending_batches"] == []
+    engine.deliver("hook", request("h1"), T0)
+    engine.deliver("hook", request("h2"), T0)
+    [pending] = engine.summary()["pending_batches"]
+    assert pending["run_key"] in engine.markdown()
+    carried = drive(Engine(spec, decode_state(encode_state(engine.engine))))
+    assert [p["run_key"] for p in carried.summary()["pending_batches"]] == [pending["run_key"]]
+    assert pending["run_key"] in carried.markdown()
+
+    # The batched entry removed: its open batch is closed into a run at the rebind (INIT-5), which
+    # waits for the busy run like any closed batch, under a spec that has no batched entry at all.
+    mail_only = make_spec(tmp_path, "name: skipper\non:\n  mail.received: {inbox: x@y.z}\n  as: message\n",
+                          task_queue="unused", overlap="skip")
+    fresh = drive(Engine(spec, initial_state(spec, T0)))
+    fresh.deliver("message", {"message_id": "m1", "from": "a@b.c", "recipient": "x@y.z", "subject": "s"}, T0)
+    fresh.deliver("hook", request("h1"), T0)
+    moved = drive(Engine(spec, decode_state(encode_state(fresh.engine))))
+    moved.rebind(mail_only, T0)
+    [orphan] = moved.summary()["pending_batches"]
+    assert orphan["events"] == 1 and orphan["run_key"] in moved.markdown()
 
 
 @dataclass

@@ -105,6 +105,7 @@ def close(engine: Runs, bkey: str, now: datetime) -> None:
                     accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
                     scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes, lane=lane)
     engine.count("batches_closed")
+    engine.batch_runs_made = True
     engine.admit(run, now)
     if lane is not None:
         _lanes.lane_done(engine, lane)  # a split's parent: the partition's next batch may start on its new shard
@@ -142,7 +143,9 @@ def close_orphans(engine: Runs, new_entries: set[str], now: datetime) -> None:
 
 def pending_batches(engine: Runs) -> list[dict[str, Any]]:
     """Closed batches awaiting admission (BATCH-5): what an operator may admit or drop by run key."""
-    out = []
+    out: list[dict[str, Any]] = []
+    if not engine.batch_runs_made:  # no batch was closed into a run that may still wait
+        return out
     # A closed batch never has a queue key (batch + queue_by is invalid), so when pending it waits in
     # `waiting` (overlap / concurrency): scan that, not every run (this runs on every workflow task).
     for run in (engine.state.runs[k] for k in engine.state.waiting if k in engine.state.runs):

@@ -32,6 +32,9 @@ class Runs(Ledger):
         # Payload bytes of pending runs (see _intake.held_bytes), kept up to date by admission and start.
         self.pending_bytes = sum(r.input_bytes for r in state.runs.values() if r.status == "pending")
         self.batch_bytes = sum(b.bytes for b in state.batches.values())  # open batches' payloads (_batch)
+        # Whether a closed batch's run may be pending (_batch.pending_batches scans for them on every
+        # page of the UI, i.e. every turn of the loop): only _batch.close makes such runs.
+        self.batch_runs_made = any(r.input is not None and r.input.trigger.batched for r in state.runs.values())
 
     def in_flight(self) -> list[RunRecord]:
         return list(self._in_flight.values())
