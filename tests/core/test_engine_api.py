@@ -20,10 +20,12 @@ from wf_initiation.core.engine import (
     RunPoll,
     StartRun,
     WatchRuns,
+    decode_state,
     initial_state,
 )
 from wf_initiation.core.engine._dispatch import Dispatcher
 from wf_initiation.wire import OperatorRequest
+from wf_initiation.workflows.activation import encode_state
 
 SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
                                                 "_admission.py", "_compat.py", "_telemetry.py")]
@@ -100,6 +102,36 @@ def test_a_tick_lists_only_the_running_runs_the_shell_does_not_watch_yet(tmp_pat
     (call,) = dispatcher.plan(engine.tick(T0).commands).calls
     assert dispatcher.watched == set(keys) and dispatcher.watch_room
     assert not dispatcher.plan(engine.tick(T0, watched=dispatcher.watched).commands).calls, "nothing new to watch"
+
+
+def test_the_counts_of_starting_and_running_runs_follow_every_transition(tmp_path: pathlib.Path) -> None:
+    # The page and the summary read counts the engine keeps, not a scan of the runs in flight.
+    spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq", max_concurrent_runs=4)
+    engine = Engine(spec, initial_state(spec, T0))
+    core = engine._core
+
+    def counted() -> tuple[int, int, int]:
+        summary = engine.summary()
+        assert (core.starting, core.running) == (summary["runs_starting"], summary["runs_running"])
+        by_status = [r.status for r in core.state.runs.values()]
+        assert (summary["runs_starting"], summary["runs_running"]) == (by_status.count("starting"), by_status.count("running"))
+        assert f"{core.running} running · {core.starting} starting · {summary['runs_pending']} pending" in engine.markdown()
+        return summary["runs_pending"], summary["runs_starting"], summary["runs_running"]
+
+    keys = [c.run_key for i in range(6) for c in engine.deliver(None, {"delivery_id": f"d{i}", "method": "POST", "body": {}}, T0).commands
+            if type(c) is StartRun]
+    assert counted() == (2, 4, 0)
+    engine.run_started(keys[0], "r0", T0)
+    engine.run_started(keys[0], "r0", T0)  # reported twice: counted once
+    engine.run_started(keys[1], "r1", T0)
+    assert counted() == (2, 2, 2)
+    engine.run_finished(keys[2], "completed", T0)  # ended before its start was confirmed
+    engine.run_start_failed(keys[3], "too big", T0)
+    engine.run_finished(keys[0], "failed", T0)
+    assert counted() == (0, 2, 1)
+    engine = Engine(spec, decode_state(encode_state(engine)))  # continue-as-new: counted from the state
+    core = engine._core
+    assert counted() == (0, 2, 1)
 
 
 def _imports(path: pathlib.Path) -> list[str]:

@@ -29,6 +29,7 @@ class Runs(Ledger):
         super().__init__(spec, state)
         self.recent_runs: deque[RunRecord] = deque(maxlen=MAX_RECENT_RUNS)
         self._in_flight: dict[str, RunRecord] = {k: r for k, r in state.runs.items() if r.status in IN_FLIGHT}
+        self.starting = sum(r.status == "starting" for r in self._in_flight.values())  # the rest are running
         # Payload bytes of pending runs (see _intake.held_bytes), kept up to date by admission and start.
         self.pending_bytes = sum(r.input_bytes for r in state.runs.values() if r.status == "pending")
         self.batch_bytes = sum(b.bytes for b in state.batches.values())  # open batches' payloads (_batch)
@@ -38,6 +39,11 @@ class Runs(Ledger):
 
     def in_flight(self) -> list[RunRecord]:
         return list(self._in_flight.values())
+
+    @property
+    def running(self) -> int:
+        """Runs confirmed started and not ended (the page and the summary count them on every task)."""
+        return len(self._in_flight) - self.starting
 
     def overlap_skips(self) -> bool:
         """Whether the overlap policy disposes of a new event as ``skipped`` now (EXT-13)."""
@@ -89,6 +95,7 @@ class Runs(Ledger):
             self.pending_bytes -= run.input_bytes
         run.status = "starting"
         self._in_flight[run.run_key] = run
+        self.starting += 1
         run.waiting_for = None
         assert run.input is not None
         self.outbox.append(StartRun(run_key=run.run_key, input=run.input))
@@ -105,6 +112,7 @@ class Runs(Ledger):
         if run is None or run.status != "starting":
             return
         run.status = "running"
+        self.starting -= 1
         run.started_at = now
         run.temporal_run_id = temporal_run_id
         _lifecycle.on_run_started(self, run, now, published=published)
@@ -134,6 +142,8 @@ class Runs(Ledger):
             return
         if run.status == "pending":
             self.pending_bytes -= run.input_bytes
+        elif run.status == "starting":
+            self.starting -= 1
         run.status = status  # type: ignore[assignment]
         self._in_flight.pop(run_key, None)
         run.ended_at = now

@@ -151,14 +151,13 @@ class _View:
     def _head(self) -> str:
         st, spec = self.state, self.spec
         c = st.counters
-        in_flight = self.engine.in_flight()
-        running = sum(r.status == "running" for r in in_flight)
-        pending = len(st.runs) - len(in_flight)
+        running, starting = self.engine.running, self.engine.starting
+        pending = len(st.runs) - running - starting
         earlier = f" · {len(st.previous_activations)} earlier" if st.previous_activations else ""
         lines = [
             f"## {spec.workflow} · {self.status.replace('_', ' ').upper()}",
             f"- activation `{spec.activation_id}`{earlier}; runs: `{spec.run.workflow_type}` on `{spec.run.task_queue}`",
-            f"- **runs** {c.get('runs_started', 0)} started · {running} running · {len(in_flight) - running} starting · "
+            f"- **runs** {c.get('runs_started', 0)} started · {running} running · {starting} starting · "
             f"{pending} pending",
             f"- **deliveries** {c.get('deliveries', 0)} · duplicates {c.get('duplicates', 0)} · "
             f"**errors** {sum(st.error_counts.values())} · dedup ids {len(st.events) + len(self.engine.retired)}",

@@ -32,7 +32,6 @@ def status(engine: Core) -> str:
 
 def short(engine: Core) -> dict[str, Any]:
     st = engine.state
-    in_flight = engine.in_flight()  # O(runs in flight), not O(all runs): this runs on every workflow task
     return {
         "workflow": engine.spec.workflow,
         "activation_id": engine.spec.activation_id,
@@ -44,9 +43,9 @@ def short(engine: Core) -> dict[str, Any]:
         "capacity": _intake.capacity(engine),
         "dedup_entries": len(st.events) + len(engine.retired),
         "dedup_retired": len(engine.retired),
-        "runs_pending": len(st.runs) - len(in_flight),
-        "runs_starting": sum(r.status == "starting" for r in in_flight),
-        "runs_running": sum(r.status == "running" for r in in_flight),
+        "runs_pending": len(st.runs) - engine.running - engine.starting,
+        "runs_starting": engine.starting,
+        "runs_running": engine.running,
         "queues": {k: len(v) for k, v in st.queues.items()},
         "open_batches": len(st.batches),
         "batches": _batch.open_batches(engine),
