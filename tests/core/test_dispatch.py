@@ -136,7 +136,32 @@ def test_running_runs_are_watched_by_a_bounded_number_of_activities() -> None:
     assert d.plan([WatchRuns(runs=running)]).calls == [], "all watchers busy"
     d.watch_ended(watches[0])
     (again,) = d.plan([WatchRuns(runs=running)]).calls
-    assert again.runs[0].run_key == "r0" and len(again.runs) == WATCH_BATCH
+    never = [f"r{i}" for i in range(WATCH_BATCH * MAX_WATCHERS, len(running))]
+    assert [r.run_key for r in again.runs] == never + [f"r{i}" for i in range(WATCH_BATCH - len(never))], \
+        "the runs never watched first, then those of the watcher that came back"
+
+
+def test_with_more_runs_running_than_the_watchers_hold_every_run_takes_its_turn() -> None:
+    # proves: TRIG-14, EXT-5
+    # A watcher comes back after its max_wait with no ending; if it took the same runs again, the
+    # runs past what the watchers hold would never be watched, and their endings (which release
+    # their queue keys and start their ids' retention) would wait for the first runs to end.
+    d = Dispatcher(bounded=True)
+    running = [WatchTarget(run_key=f"r{i}", run_id=str(i)) for i in range(WATCH_BATCH * MAX_WATCHERS * 2)]
+    watched: set[str] = set()
+    calls = d.plan([WatchRuns(runs=running)]).calls
+    for _ in range(MAX_WATCHERS * 2):
+        watched.update(r.run_key for c in calls for r in c.runs)
+        call, calls = calls[0], calls[1:]
+        d.watch_ended(call)  # max_wait passed, nothing ended
+        calls += d.plan([WatchRuns(runs=[r for r in running if r.run_key not in d.watched])]).calls
+    assert watched == {r.run_key for r in running}, "every running run was watched in turn"
+    assert len(d._returned) <= len(running) - len(d.watched)
+    ended = {r.run_key for r in running[: WATCH_BATCH * MAX_WATCHERS]}
+    for call in calls:
+        d.watch_ended(call)
+    d.plan([WatchRuns(runs=[r for r in running if r.run_key not in ended])])
+    assert not set(d._returned) & ended, "runs that ended are forgotten"
 
 
 def test_a_run_begun_before_the_budgets_keeps_fixed_chunks_and_sends_signals_at_once() -> None:

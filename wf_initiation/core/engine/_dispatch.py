@@ -105,6 +105,8 @@ class Dispatcher:
         self.acking: set[str] = set()  # keys of kept signals and publishes in flight
         self._watched: set[str] = set()
         self._watchers = 0
+        self._returns = 0
+        self._returned: dict[str, int] = {}  # run key -> when its watcher came back, while it waits (see _watch)
         self.controls = 0  # control activities in flight
 
     # ------------------------------------------------------------------ planning
@@ -219,12 +221,25 @@ class Dispatcher:
             plan.calls.append(SignalCall(command))
 
     def _watch(self, running: list[WatchTarget], plan: Plan) -> None:
-        """Watch the running runs no watcher holds yet: at most MAX_WATCHERS activities of WATCH_BATCH runs."""
+        """Watch the running runs no watcher holds yet: at most MAX_WATCHERS activities of WATCH_BATCH runs.
+
+        With more runs running than the watchers hold, those never watched go first, then those
+        watched least recently: a watcher that comes back with no ending (after its max_wait) must not
+        take the same runs again while others were never looked at (their endings would wait for
+        the first runs to end)."""
         unwatched = [r for r in running if r.run_key not in self._watched]
+        returned = self._returned
+        if len(unwatched) > WATCH_BATCH * (MAX_WATCHERS - self._watchers):
+            unwatched.sort(key=lambda r: returned.get(r.run_key, -1))  # stable: otherwise in start order
+            self._returned = returned = {r.run_key: returned[r.run_key] for r in unwatched if r.run_key in returned}
+        else:
+            returned.clear()  # every waiting run is watched now; what is left belongs to runs that ended
         while unwatched and self._watchers < MAX_WATCHERS:
             chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
             self._watched.update(r.run_key for r in chunk)
             self._watchers += 1
+            for r in chunk:
+                returned.pop(r.run_key, None)
             plan.calls.append(WatchCall(tuple(chunk)))
 
     # ------------------------------------------------------------------ what came back
@@ -267,3 +282,5 @@ class Dispatcher:
     def watch_ended(self, call: WatchCall) -> None:
         self._watchers -= 1
         self._watched.difference_update(r.run_key for r in call.runs)
+        self._returns += 1
+        self._returned.update((r.run_key, self._returns) for r in call.runs)
