@@ -15,7 +15,9 @@ run) and ``accepted`` (each starts a run; runs are drained between phases).
 
 Targets (ingress / direct): throughput >= 2x at 16 and 64 clients (the ingress groups concurrent
 deliveries into ``deliver_many`` updates), >= 0.9x for one client; p50 <= 1.2x direct + the grouping
-window (2 ms). Prints the table and
+window (2 ms). A third side, informational (``--no-grouped`` leaves it out), sends the same deliveries with
+``WfiClient(group_deliveries=True)``: the ingress's grouping without HTTP, what a Python caller gets and
+the most the ingress could reach. Prints the table and
 writes ``bench/results/ingress.json``. The server admits 100 updates in flight per workflow and the
 ingress uses up to 64 (see ``RAISED_LIMIT``); ``--server-defaults`` runs at 10 and 8 instead.
 """
@@ -184,28 +186,35 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     suffix = uuid.uuid4().hex[:6]
     phases = [(kind, c, n) for kind in kinds for c, n in sizes(quick, kind).items()]
     rounds = range(args.rounds)
+    sides = ["direct", "http", *(["grouped"] if args.grouped else [])]
     names = {(kind, c, side, r): f"bi-{kind}-{c}-{side}-{r}-{suffix}"
-             for kind, c, _ in phases for side in ("direct", "http") for r in rounds}
+             for kind, c, _ in phases for side in sides for r in rounds}
     address = server.client.service_client.config.target_host
     grouping = {key: value for key, value in (("group_window", args.group_window), ("groups_in_flight", args.groups_in_flight))
                 if value is not None}
     deployment_path = write_deployment(tmp, address, queues, list(names.values()), port, args.updates_per_workflow, grouping)
     deployment = load_deployment(deployment_path)
     wfi = WfiClient(server.client, task_queue=queues.activations)
+    # The grouping of issue 19 item 3 without HTTP: what a Python caller gets from WfiClient itself.
+    assert deployment.ingress is not None
+    grouped = WfiClient(server.client, task_queue=queues.activations, group_deliveries=True,
+                        group_window=deployment.ingress.group_window, groups_in_flight=deployment.ingress.groups_in_flight)
     for name in names.values():
         await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
     ingress = start_ingress(deployment_path, port, results_dir() / "ingress-serve.log")
     figures: list[Figure] = []
     try:
         for kind, c, n in phases:
-            seconds, latencies, failed = {"direct": 0.0, "http": 0.0}, {"direct": [], "http": []}, 0
+            seconds: dict[str, float] = {side: 0.0 for side in sides}
+            latencies: dict[str, list[float]] = {side: [] for side in sides}
+            failed = 0
             # Rounds in A-B-B-A order: neither side always goes first (drift, a busy machine).
             for r in rounds:
-                for side in (("direct", "http") if r % 2 == 0 else ("http", "direct")):
+                for side in (sides if r % 2 == 0 else sides[::-1]):
                     name = names[(kind, c, side, r)]
                     log(f"{kind}: {n} deliveries, {c} client(s), {side}, round {r + 1}")
                     http = Connections(port, c)  # fresh: a connection idle past the keep-alive timeout is closed
-                    one = Side(side, wfi, http, name, f"/hooks/{name}")
+                    one = Side(side, grouped if side == "grouped" else wfi, http, name, f"/hooks/{name}")
                     rate, lat = await phase(one, kind, n, c)
                     await http.close()
                     seconds[side] += n / rate
@@ -230,7 +239,15 @@ def compare(kind: str, c: int, n: int, results: dict[str, tuple[float, list[floa
     # Issue 19: many concurrent clients are grouped into deliver_many updates (ingress.group_deliveries):
     # at 16 and 64 clients the ingress must take twice what one update per delivery takes; alone, 0.9x.
     wanted = 2.0 if c >= 16 else 0.9
-    return [
+    extra: list[Figure] = []
+    if "grouped" in results:  # informational: the same grouping without HTTP (WfiClient(group_deliveries=True))
+        rate_g, lat_g = results["grouped"]
+        gnote = f"{n} distinct deliveries, {kind}; ours = WfiClient(group_deliveries=True), no HTTP"
+        extra = [Figure(metric=f"{kind} deliveries/s, {c} client(s), grouped WfiClient", unit="/s", ours=rate_g,
+                        bare=rate_d, note=gnote),
+                 Figure(metric=f"{kind} ack p50, {c} client(s), grouped WfiClient", unit="ms",
+                        ours=percentile(lat_g, 0.5) * 1000, bare=p50_d, note=gnote)]
+    return [*extra,
         Figure(metric=f"{kind} deliveries/s, {c} client(s)", unit="/s", ours=rate_h, bare=rate_d,
                target=Target(op=">=", value=wanted), note=note),
         Figure(metric=f"{kind} ack p50, {c} client(s)", unit="ms", ours=p50_h, bare=p50_d, note=note),
@@ -285,6 +302,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="more server dynamic config (repeatable)")
     parser.add_argument("--group-window", help="override ingress.group_window (e.g. 5ms)")
     parser.add_argument("--groups-in-flight", type=int, help="override ingress.groups_in_flight")
+    parser.add_argument("--no-grouped", dest="grouped", action="store_false",
+                        help="leave out the third side, WfiClient(group_deliveries=True) without HTTP (informational)")
     args = parser.parse_args(argv)
     if not args.server_defaults:
         args.dynamic_config = [RAISED_LIMIT, *args.dynamic_config]

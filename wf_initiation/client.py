@@ -372,10 +372,10 @@ class WfiClient:
         size = check_size(payload)
         await self._check_codec(workflow)
         request = DeliveryRequest(entry=entry, payload=payload)
-        uid = bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
+        grouped = self._groups is not None and update_id is None  # a group's update has an id of its own
+        uid = "" if grouped else bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
         for attempt in range(MISROUTED_ATTEMPTS):  # again only after a shard said it is not this delivery's
             shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)
-            grouped = self._groups is not None and update_id is None
             try:
                 if grouped:
                     result = await self._groups.deliver(_lane(workflow, shard), request, size)  # type: ignore[union-attr]
