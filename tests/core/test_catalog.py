@@ -118,3 +118,17 @@ def test_an_unknown_connector_lists_the_catalog() -> None:
     )
     (found,) = result.diagnostics
     assert found.code == "TRIG-UNKNOWN-CONNECTOR" and "mail.received" in found.message
+
+
+def test_the_shipped_manifests_are_read_once_per_process_and_each_caller_gets_its_own_list(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    first = builtin_manifests()
+    first.clear()  # a caller's list is its own
+
+    def parse_again(data: object) -> None:
+        raise AssertionError("the shipped manifests were read and checked again")
+
+    monkeypatch.setattr("wf_initiation.core._catalog.parse_manifest", parse_again)
+    again = builtin_manifests()
+    assert {m.name for m in again} >= set(REQUIRED)
+    assert Catalog.default(third_party=False).get("http.request") is not None
