@@ -300,7 +300,7 @@ class Ingress:
         if not route.envelope:
             if parsed is None:
                 raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
-            return parsed, request_update_id()
+            return parsed, self._update_id()
         delivery_id = self._delivery_id(route, headers, parsed)
         token_header = route.auth.header if route.auth is not None and route.auth.header else None
         payload = _payload.request_payload(
@@ -312,7 +312,11 @@ class Ingress:
         if route.received_at:
             payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
         _payload.check_envelope(payload)
-        return payload, request_update_id()
+        return payload, self._update_id()
+
+    def _update_id(self) -> str:
+        """This request's update id; none when deliveries are grouped (a group's update has its own)."""
+        return "" if self.config.group_deliveries else request_update_id()
 
     def _body_depth(self, route: Route) -> int:
         """An http.request payload holds the body one level down, under ``body``: the payload's
