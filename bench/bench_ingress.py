@@ -17,7 +17,11 @@ Targets (ingress / direct): throughput >= 2x at 16 and 64 clients (the ingress g
 deliveries into ``deliver_many`` updates), >= 0.9x for one client; p50 <= 1.2x direct + the grouping
 window (2 ms). A third side, informational (``--no-grouped`` leaves it out), sends the same deliveries with
 ``WfiClient(group_deliveries=True)``: the ingress's grouping without HTTP, what a Python caller gets and
-the most the ingress could reach. Prints the table and
+the most the grouping reaches without HTTP. Last (informational, suppressed only, ``--no-ceiling``
+leaves it out): the round trip of one ``deliver_many`` of 16 and of 64 deliveries, sent one after
+another, and the ingress's ceiling: ``wfi serve``'s app and server with each group answered after
+that round trip and no Temporal behind it (``bench/_ingress_standin.py``), loaded like the HTTP side,
+against this run's direct rate. Prints the table and
 writes ``bench/results/ingress.json``. The server admits 100 updates in flight per workflow and the
 ingress uses up to 64 (see ``RAISED_LIMIT``); ``--server-defaults`` runs at 10 and 8 instead.
 """
@@ -66,6 +70,8 @@ CONCURRENCY = (1, 16, 64)
 RAISED_LIMIT = "history.maxInFlightUpdates=100"
 TOKEN = "bench-" + uuid.uuid4().hex
 GROUP_WINDOW_MS = 2.0  # ingress.group_window's default
+ROUND_TRIP_SIZES = (16, 64)
+ROUND_TRIP_CALLS = 10
 WORKFILE = """
 name: {name}
 on:
@@ -189,6 +195,9 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
     sides = ["direct", "http", *(["grouped"] if args.grouped else [])]
     names = {(kind, c, side, r): f"bi-{kind}-{c}-{side}-{r}-{suffix}"
              for kind, c, _ in phases for side in sides for r in rounds}
+    ceiling = args.ceiling and "suppressed" in kinds
+    if ceiling:  # the grouped update's round trips are measured on an activation of their own
+        names[("rtt", 0, "", 0)] = f"bi-rtt-{suffix}"
     address = server.client.service_client.config.target_host
     grouping = {key: value for key, value in (("group_window", args.group_window), ("groups_in_flight", args.groups_in_flight))
                 if value is not None}
@@ -203,6 +212,7 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
         await wfi.activate(build_spec(tmp / f"{name}.yaml", deployment))
     ingress = start_ingress(deployment_path, port, results_dir() / "ingress-serve.log")
     figures: list[Figure] = []
+    direct: dict[tuple[str, int], float] = {}
     try:
         for kind, c, n in phases:
             seconds: dict[str, float] = {side: 0.0 for side in sides}
@@ -224,11 +234,83 @@ async def measure(server: Any, queues: Queues, tmp: pathlib.Path, args: argparse
                         await drain(server.client, ECHO_RUN_WORKFLOW)
             total = n * args.rounds
             results = {side: (total / seconds[side], latencies[side]) for side in seconds}
+            direct[(kind, c)] = results["direct"][0]
             figures += compare(kind, c, total, results, failed)
     finally:
         ingress.terminate()
         ingress.wait(timeout=60)
+    if ceiling:
+        figures += await stand_in_ceiling(wfi, names[("rtt", 0, "", 0)], deployment_path, direct, args, log)
     return figures
+
+
+async def group_round_trips(wfi: WfiClient, workflow: str, log: Any) -> dict[int, float]:
+    """p50 seconds of one ``deliver_many`` of 16 and of 64 suppressed deliveries, sent one after another."""
+    body = {"run": False, "customer": "c-1", "items": [{"sku": "A-1", "qty": 2}]}
+    out: dict[int, float] = {}
+    for size in ROUND_TRIP_SIZES:
+        log(f"round trip of one deliver_many of {size}, {ROUND_TRIP_CALLS} calls")
+        took = []
+        for call in range(ROUND_TRIP_CALLS + 2):  # the first two warm up
+            batch = [("request", {"delivery_id": f"rtt-{size}-{call}-{i}", "method": "POST", "path": "/", "headers": {},
+                                  "query": {}, "body": {**body, "n": i}}) for i in range(size)]
+            began = time.perf_counter()
+            await wfi.deliver_many(workflow, batch)
+            if call >= 2:
+                took.append(time.perf_counter() - began)
+        out[size] = percentile(took, 0.5)
+    return out
+
+
+async def stand_in_ceiling(wfi: WfiClient, rtt_workflow: str, deployment: pathlib.Path, direct: dict[tuple[str, int], float],
+                           args: argparse.Namespace, log: Any) -> list[Figure]:
+    """The ingress's ceiling on this machine (informational): ``wfi serve``'s app and server with each
+    grouped update answered after the round trip just measured and nothing else (``bench/_ingress_standin.py``),
+    loaded like the HTTP side, against this run's direct rate. HTTP can serve at most this."""
+    trips = group_round_trips_model(await group_round_trips(wfi, rtt_workflow, log))
+    base_ms, per_ms = trips
+    port = free_port()
+    log_path = results_dir() / "ingress-standin.log"
+    with log_path.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_ingress_standin.py"), "--deployment", str(deployment),
+                                 "--port", str(port), "--base-ms", f"{base_ms:.3f}", "--per-ms", f"{per_ms:.4f}"],
+                                stdout=sink, stderr=sink, env=dict(os.environ, WFI_BENCH_TOKEN=TOKEN, PYTHONTZPATH=""), cwd=ROOT)
+    figures: list[Figure] = []
+    try:
+        deadline = time.monotonic() + 60
+        while "ready" not in log_path.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the stand-in ingress did not start; see {log_path}")
+            await asyncio.sleep(0.1)
+        note = (f"wfi serve's app, each group answered after {base_ms:.1f} + {per_ms:.2f} x n ms (this run's deliver_many "
+                "round trips), no Temporal; bare = this run's direct WfiClient")
+        for c, n in sizes(args.quick, "suppressed").items():
+            if c < 16:
+                continue
+            log(f"stand-in ceiling: {n * args.rounds} deliveries, {c} clients")
+            http = Connections(port, c)
+            side = Side("http", wfi, http, rtt_workflow, f"/hooks/{rtt_workflow}")
+            rate, lat = await phase(side, "suppressed", n * args.rounds, c)
+            await http.close()
+            if side.failed:
+                raise RuntimeError(f"the stand-in ingress answered {side.failed} requests with an error; see {log_path}")
+            figures += [Figure(metric=f"suppressed deliveries/s, {c} client(s), HTTP to a stand-in Temporal (ceiling)",
+                               unit="/s", ours=rate, bare=direct[("suppressed", c)], note=note),
+                        Figure(metric=f"suppressed ack p50, {c} client(s), HTTP to a stand-in Temporal (ceiling)",
+                               unit="ms", ours=percentile(lat, 0.5) * 1000, note=note)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return [Figure(metric=f"one deliver_many round trip p50, {size} suppressed deliveries", unit="ms",
+                   ours=(base_ms + per_ms * size), note=f"sequential calls, {ROUND_TRIP_CALLS} each, fitted "
+                   "A + B x n through the two sizes") for size in ROUND_TRIP_SIZES] + figures
+
+
+def group_round_trips_model(p50: dict[int, float]) -> tuple[float, float]:
+    """(A, B) in ms with a group of n answered after A + B x n: the line through the two sizes' p50s."""
+    (small, t_small), (large, t_large) = sorted(p50.items())
+    per = max(0.0, (t_large - t_small) / (large - small)) * 1000
+    return max(0.0, t_small * 1000 - per * small), per
 
 
 def compare(kind: str, c: int, n: int, results: dict[str, tuple[float, list[float]]], failed: int) -> list[Figure]:
@@ -302,6 +384,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="more server dynamic config (repeatable)")
     parser.add_argument("--group-window", help="override ingress.group_window (e.g. 5ms)")
     parser.add_argument("--groups-in-flight", type=int, help="override ingress.groups_in_flight")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                        help="leave out the stand-in ceiling: wfi serve with Temporal replaced by this run's "
+                        "deliver_many round trips (informational; bench/_ingress_standin.py)")
     parser.add_argument("--no-grouped", dest="grouped", action="store_false",
                         help="leave out the third side, WfiClient(group_deliveries=True) without HTTP (informational)")
     args = parser.parse_args(argv)
