@@ -267,8 +267,7 @@ async def stand_in_ceiling(wfi: WfiClient, rtt_workflow: str, deployment: pathli
     """The ingress's ceiling on this machine (informational): ``wfi serve``'s app and server with each
     grouped update answered after the round trip just measured and nothing else (``bench/_ingress_standin.py``),
     loaded like the HTTP side, against this run's direct rate. HTTP can serve at most this."""
-    trips = group_round_trips_model(await group_round_trips(wfi, rtt_workflow, log))
-    base_ms, per_ms = trips
+    base_ms, per_ms = round_trip_line(await group_round_trips(wfi, rtt_workflow, log))
     port = free_port()
     log_path = results_dir() / "ingress-standin.log"
     with log_path.open("wb") as sink:
@@ -306,7 +305,7 @@ async def stand_in_ceiling(wfi: WfiClient, rtt_workflow: str, deployment: pathli
                    "A + B x n through the two sizes") for size in ROUND_TRIP_SIZES] + figures
 
 
-def group_round_trips_model(p50: dict[int, float]) -> tuple[float, float]:
+def round_trip_line(p50: dict[int, float]) -> tuple[float, float]:
     """(A, B) in ms with a group of n answered after A + B x n: the line through the two sizes' p50s."""
     (small, t_small), (large, t_large) = sorted(p50.items())
     per = max(0.0, (t_large - t_small) / (large - small)) * 1000
