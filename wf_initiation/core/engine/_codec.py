@@ -11,6 +11,7 @@ stored column by column (hashes, digests, codes, times) and the compressible col
 about 14-15 bytes per id, so 100k ids take ~1.5 MB of the 2 MiB payload limit. Collision odds are
 ~n^2/2^65 for keys (3e-10 at 100k) and 2^-48 for a conflicting payload taken as a duplicate.
 The human-readable delivery id of a retired entry is not kept; lookups by id still work.
+In the worker the same columns are kept as they are, with a sorted index (``Retired``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import struct
+import sys
 import zlib
+from array import array
+from bisect import bisect_left
 from datetime import UTC, datetime
 
 from ._types import Disposition, EngineState
@@ -29,61 +33,120 @@ _MAGIC = b"WFR1"
 
 
 class Retired:
-    """Retired dedup entries, ordered by release time (for expiry)."""
+    """Retired dedup entries, ordered by release time (for expiry), held in their compact form.
+
+    The entries a run starts from (unpacked from the carried state) stay in columns, in release
+    order: digests (6 bytes each), disposition codes (1), release instants (8), and beside them the
+    key hashes sorted (8) with each one's position in release order (4): about 27 bytes per id in
+    the worker, looked up by binary search. Expiry and shedding take entries from the front of the
+    release order, so they only move ``_start``. Entries retired during the run (a few thousand at
+    most: ``retire_released`` runs before continue-as-new) wait in a dict until the next ``pack``.
+    """
 
     def __init__(self) -> None:
-        self.by_hash: dict[bytes, tuple[bytes, int, int]] = {}
+        self._digests = b""
+        self._codes = b""
+        self._times = array("q")
+        self._sorted = array("Q")  # key hashes as integers, ascending
+        self._position = array("I")  # _position[i]: release-order index of _sorted[i]
+        self._start = 0  # entries before it in release order are gone (expired or shed)
+        self._recent: dict[bytes, tuple[bytes, int, int]] = {}
 
     def __len__(self) -> int:
-        return len(self.by_hash)
+        return len(self._times) - self._start + len(self._recent)
 
     def add(self, key: str, digest_hex: str, disposition: Disposition, released_at: datetime) -> None:
-        self.by_hash[key_hash(key)] = (bytes.fromhex(digest_hex[:12]), CODES.index(disposition), int(released_at.timestamp()))
+        self._recent[key_hash(key)] = (bytes.fromhex(digest_hex[:12]), CODES.index(disposition), int(released_at.timestamp()))
 
     def get(self, key: str) -> tuple[str, Disposition, datetime] | None:
-        found = self.by_hash.get(key_hash(key))
+        h = key_hash(key)
+        found = self._recent.get(h)
         if found is None:
-            return None
+            found = self._base(h)
+            if found is None:
+                return None
         digest, code, released = found
         return digest.hex(), CODES[code], datetime.fromtimestamp(released, tz=UTC)
+
+    def _base_at(self, at: int) -> tuple[bytes, int, int]:
+        return self._digests[6 * at : 6 * at + 6], self._codes[at], self._times[at]
+
+    def _base(self, h: bytes) -> tuple[bytes, int, int] | None:
+        value = _as_int(h)
+        i = bisect_left(self._sorted, value)
+        if i == len(self._sorted) or self._sorted[i] != value:
+            return None
+        at = self._position[i]
+        return None if at < self._start else self._base_at(at)
 
     def pop_expired(self, cutoff: datetime) -> int:
         """Remove entries released at or before ``cutoff``; entries are kept in release order."""
         limit = int(cutoff.timestamp())
-        expired = []
-        for h, (_, _, released) in self.by_hash.items():  # insertion order is release order
-            if released > limit:
-                break
-            expired.append(h)
-        for h in expired:
-            del self.by_hash[h]
-        return len(expired)
+        start, times = self._start, self._times
+        while start < len(times) and times[start] <= limit:
+            start += 1
+        removed, self._start = start - self._start, start
+        if start == len(times):  # the columns are spent: the recent entries come next in release order
+            expired = []
+            for h, (_, _, released) in self._recent.items():  # insertion order is release order
+                if released > limit:
+                    break
+                expired.append(h)
+            for h in expired:
+                del self._recent[h]
+            removed += len(expired)
+        return removed
 
     def pop_oldest(self, n: int) -> tuple[int, datetime | None]:
         """Remove up to ``n`` entries released longest ago: (how many, the latest release among them)."""
-        taken = list(itertools.islice(self.by_hash.items(), n))  # insertion order is release order
+        from_base = min(n, len(self._times) - self._start)
+        latest = self._times[self._start + from_base - 1] if from_base else None
+        self._start += from_base
+        taken = list(itertools.islice(self._recent.items(), n - from_base))
         for h, _ in taken:
-            del self.by_hash[h]
-        latest = datetime.fromtimestamp(taken[-1][1][2], tz=UTC) if taken else None
-        return len(taken), latest
+            del self._recent[h]
+        if taken:
+            latest = taken[-1][1][2]
+        return from_base + len(taken), None if latest is None else datetime.fromtimestamp(latest, tz=UTC)
 
     def oldest(self) -> datetime | None:
-        if not self.by_hash:
+        if self._start < len(self._times):
+            first = self._times[self._start]
+        elif self._recent:
+            first = next(iter(self._recent.values()))[2]
+        else:
             return None
-        first = next(iter(self.by_hash.values()))[2]
         return datetime.fromtimestamp(first, tz=UTC)
 
+    def _hashes_in_release_order(self) -> array[int]:
+        hash_at = array("Q", bytes(8 * len(self._sorted)))
+        for value, at in zip(self._sorted, self._position, strict=True):
+            hash_at[at] = value
+        return hash_at[self._start :]
+
     def pack(self) -> bytes:
-        items = sorted(self.by_hash.items(), key=lambda kv: kv[1][2])
-        hashes = b"".join(h for h, _ in items)
-        digests = b"".join(v[0] for _, v in items)
-        codes = bytes(v[1] for _, v in items)
-        times, previous = bytearray(), 0
-        for _, (_, _, released) in items:
-            times += struct.pack("<q", released - previous)
-            previous = released
-        tail = zlib.compress(codes + bytes(times), 9)
-        return _HEADER.pack(_MAGIC, len(items)) + hashes + digests + tail
+        """The carried form: the entries sorted by release time (stable), column by column."""
+        recent = list(self._recent.items())
+        times = [*self._times[self._start :], *(v[2] for _, v in recent)]
+        if all(a <= b for a, b in itertools.pairwise(times)):  # as retiring keeps them: the columns as they are
+            keys = self._hashes_in_release_order()
+            if sys.byteorder != "big":
+                keys.byteswap()
+            hashes = keys.tobytes() + b"".join(h for h, _ in recent)
+            digests = self._digests[6 * self._start :] + b"".join(v[0] for _, v in recent)
+            codes = self._codes[self._start :] + bytes(v[1] for _, v in recent)
+        else:
+            held = [(_as_bytes(h), self._base_at(self._start + i)) for i, h in enumerate(self._hashes_in_release_order())]
+            items = sorted([*held, *recent], key=lambda kv: kv[1][2])
+            hashes = b"".join(h for h, _ in items)
+            digests = b"".join(v[0] for _, v in items)
+            codes = bytes(v[1] for _, v in items)
+            times = [v[2] for _, v in items]
+        deltas = array("q", (b - a for a, b in itertools.pairwise([0, *times])))
+        if sys.byteorder != "little":
+            deltas.byteswap()
+        tail = zlib.compress(codes + deltas.tobytes(), 9)
+        return _HEADER.pack(_MAGIC, len(times)) + hashes + digests + tail
 
     @classmethod
     def unpack(cls, blob: bytes) -> Retired:
@@ -94,14 +157,31 @@ class Retired:
         if magic != _MAGIC:
             raise ValueError("not a retired-entries blob")
         off = _HEADER.size
-        hashes, digests = blob[off : off + 8 * n], blob[off + 8 * n : off + 14 * n]
+        hashes = blob[off : off + 8 * n]
+        out._digests = blob[off + 8 * n : off + 14 * n]
         tail = zlib.decompress(blob[off + 14 * n :])
-        codes, times = tail[:n], tail[n:]
-        released = 0
-        for i in range(n):
-            released += struct.unpack_from("<q", times, 8 * i)[0]
-            out.by_hash[hashes[8 * i : 8 * i + 8]] = (digests[6 * i : 6 * i + 6], codes[i], released)
+        out._codes = tail[:n]
+        deltas = array("q")
+        deltas.frombytes(tail[n : n + 8 * n])
+        if sys.byteorder != "little":
+            deltas.byteswap()
+        out._times = array("q", itertools.accumulate(deltas))
+        keys = array("Q")
+        keys.frombytes(hashes)
+        if sys.byteorder != "big":  # the key hash read as a big-endian integer (see _as_int)
+            keys.byteswap()
+        order = sorted(range(n), key=keys.__getitem__)
+        out._sorted = array("Q", (keys[i] for i in order))
+        out._position = array("I", order)
         return out
+
+
+def _as_int(h: bytes) -> int:
+    return int.from_bytes(h, "big")
+
+
+def _as_bytes(value: int) -> bytes:
+    return value.to_bytes(8, "big")
 
 
 def key_hash(key: str) -> bytes:
