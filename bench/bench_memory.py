@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             encode_s = time.perf_counter() - began
             del engine
             began = time.perf_counter()
-            engine, _ = _traced(lambda: Engine(spec, decode_state(blob)))
+            engine, _ = _traced(lambda carried=blob: Engine(spec, decode_state(carried)))
             decode_s = time.perf_counter() - began
     gc.collect()
     held = tracemalloc.get_traced_memory()[0]
