@@ -37,6 +37,7 @@ GROUPS: dict[str, tuple[str, ...]] = {  # module -> the commands it registers (c
     "wf_initiation.cli.serve": ("serve",),
     "wf_initiation.cli.conformance": ("conformance",),
     "wf_initiation.cli.help": ("help",),
+    "wf_initiation.cli.wire": ("wire",),
 }
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
