@@ -533,7 +533,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 def _served(request: Request, path: str) -> bool:
     table, parts = request.app.state.ingress.table, path.split("/")
     generic = len(parts) in (3, 4) and parts[1] == "hooks" and request.app.state.ingress.config.generic_routes
-    return path in table.by_path or (generic and table.find(parts[2], (parts[3:] or [None])[0]) is not None)
+    return path in table.by_path or (generic and table.find(parts[2], parts[3] if len(parts) == 4 else None) is not None)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
