@@ -22,6 +22,7 @@ import pytest
 import standardwebhooks
 
 from tests.support.ingress import deployment_with
+from tests.support.paths import TESTS
 from wf_initiation.core.engine import payload_digest
 from wf_initiation.core.ingress import ATTEMPT_HEADERS, Endpoint, attempt_header
 from wf_initiation.ingress._auth import verify
@@ -31,50 +32,15 @@ from wf_initiation.ingress._routes import EVENT_HEADERS, Route, build_routes
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 FIVE_MIN = timedelta(minutes=5)
 SECRET = "whsec_" + base64.b64encode(b"a-standard-webhooks-key-32-bytes").decode()
-GUID = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 
-# GitHub's delivery headers as its documentation lists them ("Webhook events and payloads",
-# "Delivery headers"), with the hook headers GitHub sends today; the values of its example delivery.
-REPO_HOOK = [
-    ("Host", "hooks.example.com"), ("X-GitHub-Delivery", GUID), ("X-GitHub-Event", "push"),
-    ("X-GitHub-Hook-ID", "292430182"), ("X-GitHub-Hook-Installation-Target-ID", "79929171"),
-    ("X-GitHub-Hook-Installation-Target-Type", "repository"),
-    ("X-Hub-Signature", "sha1=7d38cdd689735b008b3c702edd92eea23791c5f6"),
-    ("X-Hub-Signature-256", "sha256=d57c68ca6f92289e6987922ff26938930f6e66a2d161ef06abdf1859230aa23c"),
-    ("User-Agent", "GitHub-Hookshot/044aadd"), ("Accept", "*/*"), ("Content-Type", "application/json"),
-    ("Content-Length", "6615"),
-]
-# The same event through the organisation's hook: another hook, another target, form-encoded.
-ORG_HOOK = [
-    ("Host", "hooks.example.com"), ("X-GitHub-Delivery", GUID), ("X-GitHub-Event", "push"),
-    ("X-GitHub-Hook-ID", "109948940"), ("X-GitHub-Hook-Installation-Target-ID", "6811672"),
-    ("X-GitHub-Hook-Installation-Target-Type", "organization"),
-    ("X-Hub-Signature-256", "sha256=0f0e0d0c0b0a09080706050403020100ffeeddccbbaa99887766554433221100"),
-    ("User-Agent", "GitHub-Hookshot/044aadd"), ("Accept", "*/*"), ("Content-Type", "application/x-www-form-urlencoded"),
-    ("Content-Length", "7021"),
-]
-# What a load balancer, a proxy and a tracer add on the way, and a client library's changed Accept.
-PROXIED = [
-    ("X-Request-Start", "t=1764849600123"), ("X-B3-TraceId", "80f198ee56343ba864fe8b2a57d3eff7"),
-    ("X-B3-SpanId", "e457b5a2e4d86bd1"), ("X-B3-Sampled", "1"), ("b3", "80f198ee56343ba8-e457b5a2e4d86bd1-1"),
-    ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), ("tracestate", "congo=t61rcWkgMzE"),
-    ("X-Correlation-ID", "0b5c5f0e-1d7e-4c1f-9a55-0f4e7f2f8f3c"),
-    ("X-Amzn-Trace-Id", "Root=1-67891233-abcdef012345678912345678"), ("X-Forwarded-For", "140.82.115.10, 10.0.0.7"),
-    ("X-Forwarded-Proto", "https"), ("X-Forwarded-Port", "443"), ("Via", "1.1 vegur"), ("X-Real-IP", "140.82.115.10"),
-    ("Accept", "application/json"), ("X-Request-Id", "5b9f1c8e"), ("CF-Ray", "8e1a2b3c4d5e6f70-FRA"),
-    ("X-Envoy-Expected-Rq-Timeout-Ms", "15000"), ("X-Datadog-Trace-Id", "1234567890"), ("Content-Length", "6616"),
-]
-# A push event shaped as GitHub documents it (written for these tests, not copied from a sender).
-PUSH = {
-    "ref": "refs/heads/main", "before": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
-    "after": "0000000000000000000000000000000000000000", "created": False, "deleted": True, "forced": False,
-    "base_ref": None, "compare": "https://github.com/Codertocat/Hello-World/compare/6113728f27ae...000000000000",
-    "commits": [], "head_commit": None,
-    "repository": {"id": 186853002, "name": "Hello-World", "full_name": "Codertocat/Hello-World", "private": False,
-                   "owner": {"login": "Codertocat", "id": 21031067, "type": "User"}},
-    "pusher": {"name": "Codertocat", "email": "21031067+Codertocat@users.noreply.github.com"},
-    "sender": {"login": "Codertocat", "id": 21031067, "type": "User"},
-}
+# GitHub's documented delivery headers through a repository's and an organisation's hook, what
+# proxies and tracers add, a push event (tests/fixtures/webhooks/README.md says where each is from).
+DELIVERIES = json.loads((TESTS / "fixtures" / "webhooks" / "github-deliveries.json").read_text())
+GUID: str = DELIVERIES["guid"]
+REPO_HOOK = [(k, v) for k, v in DELIVERIES["repository_hook"]]
+ORG_HOOK = [(k, v) for k, v in DELIVERIES["organization_hook"]]
+PROXIED = [(k, v) for k, v in DELIVERIES["proxied"]]
+PUSH: dict[str, Any] = DELIVERIES["push"]
 
 WORKFILE = """
 name: {name}
@@ -161,7 +127,7 @@ def test_real_redeliveries_of_a_github_event_are_one_payload(tmp_path: pathlib.P
     else:
         # Without the github scheme a form body is a form (its field `payload` a string): another payload.
         assert digest(route, replaced(ORG_HOOK, Content_Type="application/json"), body) == first
-    changed = json.dumps({**PUSH, "after": "1" * 40}).encode()
+    changed = json.dumps({**PUSH, "after": "0" * 40}).encode()
     assert digest(route, REPO_HOOK, changed) != first, "a changed body is another payload: a conflict"
     other_event = replaced(REPO_HOOK, X_GitHub_Event="delete")
     assert digest(route, other_event, body) != first, "the event's name is part of the event"

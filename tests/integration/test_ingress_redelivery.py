@@ -29,38 +29,28 @@ import stripe
 from tests.support.activation import unique
 from tests.support.hostile import run_started
 from tests.support.ingress import Served, activate_all, deployment_with, served
+from tests.support.paths import TESTS
 from wf_initiation.client import WfiClient
 
 GITHUB_SECRET = "It's a Secret to Everybody"
 STD_SECRET = "whsec_" + base64.b64encode(b"svix-signing-key-for-these-tests").decode()
 STRIPE_SECRET = "whsec_stripe_redelivery_0123456789"
-GUID = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 
 HOOK = """
 name: {name}
 on:
   http.request: {{path: /in/{name}}}
 """
-# GitHub's delivery headers (its documentation's "Delivery headers" and example delivery), by hook.
-REPO_HOOK = {"X-GitHub-Event": "push", "X-GitHub-Hook-ID": "292430182", "User-Agent": "GitHub-Hookshot/044aadd",
-             "X-GitHub-Hook-Installation-Target-ID": "79929171", "X-GitHub-Hook-Installation-Target-Type": "repository",
-             "Accept": "*/*", "Content-Type": "application/json"}
-ORG_HOOK = {**REPO_HOOK, "X-GitHub-Hook-ID": "109948940", "X-GitHub-Hook-Installation-Target-ID": "6811672",
-            "X-GitHub-Hook-Installation-Target-Type": "organization", "Content-Type": "application/x-www-form-urlencoded"}
-# What a load balancer, a reverse proxy and a tracer add, and another client's Accept.
-PROXIED = {"X-Request-Start": "t=1764849600123", "X-B3-TraceId": "80f198ee56343ba864fe8b2a57d3eff7",
-           "X-B3-SpanId": "e457b5a2e4d86bd1", "X-B3-Sampled": "1",
-           "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-           "X-Correlation-ID": "0b5c5f0e-1d7e-4c1f-9a55-0f4e7f2f8f3c",
-           "X-Amzn-Trace-Id": "Root=1-67891233-abcdef012345678912345678", "X-Forwarded-For": "140.82.115.10",
-           "X-Forwarded-Proto": "https", "Via": "1.1 vegur", "Accept": "application/json", "X-Request-Id": "5b9f1c8e"}
-# A push event shaped as GitHub documents it (written for these tests).
-PUSH = {"ref": "refs/heads/main", "before": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
-        "after": "4f2a9c1b0e5d6a7f8c9b0a1d2e3f4a5b6c7d8e9f", "created": False, "deleted": False, "forced": False,
-        "commits": [{"id": "4f2a9c1b0e5d6a7f8c9b0a1d2e3f4a5b6c7d8e9f", "message": "Fix the checkout total",
-                     "author": {"name": "Codertocat", "email": "21031067+Codertocat@users.noreply.github.com"}}],
-        "repository": {"id": 186853002, "full_name": "Codertocat/Hello-World", "private": False},
-        "pusher": {"name": "Codertocat"}, "sender": {"login": "Codertocat", "id": 21031067}}
+# GitHub's documented delivery headers through a repository's and an organisation's hook, what
+# proxies and tracers add, a push event (tests/fixtures/webhooks/README.md says where each is from);
+# Host and Content-Length are the HTTP client's to send.
+DELIVERIES = json.loads((TESTS / "fixtures" / "webhooks" / "github-deliveries.json").read_text())
+GUID: str = DELIVERIES["guid"]
+OWN = {"host", "content-length", "x-github-delivery", "x-hub-signature", "x-hub-signature-256"}
+REPO_HOOK = {k: v for k, v in DELIVERIES["repository_hook"] if k.lower() not in OWN}
+ORG_HOOK = {k: v for k, v in DELIVERIES["organization_hook"] if k.lower() not in OWN}
+PROXIED = {k: v for k, v in DELIVERIES["proxied"] if k.lower() not in OWN}
+PUSH: dict[str, Any] = DELIVERIES["push"]
 
 
 def github(body: bytes, guid: str, **headers: str) -> dict[str, Any]:

@@ -49,7 +49,9 @@ ATTEMPT_HEADERS = frozenset({
     # transport (RFC 9110 / 9112): the connection, the framing, content negotiation, caching
     "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
     "content-length", "content-encoding", "host", "accept", "accept-encoding", "accept-charset",
-    "accept-language", "cache-control", "pragma", "priority", "user-agent",
+    "accept-language", "cache-control", "pragma", "priority",
+    # the sender's build
+    "user-agent", "x-github-enterprise-version",
     # proxies and load balancers
     "forwarded", "via", "x-real-ip", "true-client-ip", "x-client-ip", "x-cluster-client-ip", "cdn-loop",
     "x-request-start", "x-queue-start", "x-request-id", "x-correlation-id",
