@@ -18,6 +18,7 @@ ingress (``wf_initiation.ingress``) reads it. Secrets are references (``env:NAME
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from typing import Any, Literal
@@ -67,10 +68,11 @@ ATTEMPT_PREFIXES = (
 )
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every header of every request; the names recur
 def attempt_header(name: str) -> bool:
     """Whether the header ``name`` (any case) belongs to one attempt rather than to its event."""
-    name = name.lower()
-    return name in ATTEMPT_HEADERS or name.startswith(ATTEMPT_PREFIXES)
+    lowered = name.lower()
+    return lowered in ATTEMPT_HEADERS or lowered.startswith(ATTEMPT_PREFIXES)
 
 
 def _duration(value: Any) -> timedelta:

@@ -222,12 +222,12 @@ def kept_headers(headers: Sequence[tuple[str, str]], event: Sequence[str] | None
     """The event's headers for the payload, lower-cased; a repeated header's values joined with ', '
     (RFC 9110). ``event``: the names that are part of the event (None: every header), never one of
     a single attempt (``attempt_header``) nor one in ``drop`` (a token endpoint's token header)."""
-    wanted = {h.lower() for h in event} if event is not None else None
     dropped = {d.lower() for d in drop}
+    wanted = None if event is None else {h.lower() for h in event if not attempt_header(h)} - dropped
     out: dict[str, str] = {}
     for name, value in headers:
         name = name.lower()
-        if attempt_header(name) or name in dropped or (wanted is not None and name not in wanted):
+        if (name not in wanted) if wanted is not None else (name in dropped or attempt_header(name)):
             continue
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
