@@ -23,6 +23,8 @@ import standardwebhooks
 
 from tests.support.ingress import deployment_with
 from tests.support.paths import TESTS
+from wf_initiation.core._diagnostics import DiagnosticError
+from wf_initiation.core.deployment import parse_deployment
 from wf_initiation.core.engine import payload_digest
 from wf_initiation.core.ingress import ATTEMPT_HEADERS, Endpoint, attempt_header
 from wf_initiation.ingress._auth import verify
@@ -162,6 +164,9 @@ def test_an_endpoint_lists_more_headers_of_its_event_and_never_one_of_an_attempt
             Endpoint(workflow="hook", headers=["X-GitHub-Event", name])
         message = str(refused.value)
         assert f"{name!r} belongs to one attempt" in message and "every redelivery would be a conflict" in message
+    with pytest.raises(DiagnosticError, match="DEPLOY-INVALID: ingress.endpoints.0.headers: 'User-Agent' belongs"):
+        parse_deployment({"temporal": {"task_queue": "q"}, "workflows": {},
+                          "ingress": {"endpoints": [{"workflow": "hook", "headers": ["User-Agent"]}]}}, base_dir=str(tmp_path))
     with pytest.raises(pydantic.ValidationError, match="is not an HTTP header name"):
         Endpoint(workflow="hook", headers=["X GitHub Event"])
     assert route_of(tmp_path / "empty", "token", []).headers == [], "an empty list: the body alone"

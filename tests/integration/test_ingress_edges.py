@@ -42,7 +42,8 @@ async def test_a_trailing_slash_path_is_404_naming_the_served_path_and_never_a_r
             assert "attacker" not in answer.text
         unknown = await s.http.post("/hooks/no-such-workflow/", json={}, headers=headers)
         assert unknown.status_code == 404 and unknown.json()["message"] == "nothing is served at /hooks/no-such-workflow/"
-        assert (await s.http.get("/healthz/", headers=headers)).status_code == 404
+        health = await s.http.get("/healthz/", headers=headers)
+        assert health.status_code == 404 and health.json()["message"].endswith("/healthz is (without the trailing slash)")
         state = await wfi.state(name, include_events=True)
         assert state["events"] == {}, "nothing was delivered"
         normal = await s.http.post(f"/in/{name}", json={"n": 1}, headers=headers)

@@ -48,7 +48,7 @@ from wf_initiation.errors import (
 from . import _auth, _payload
 from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
 from ._metrics import CONTENT_TYPE, IngressMetrics
-from ._routes import Route, RouteTable
+from ._routes import RESERVED, Route, RouteTable
 from ._secrets import SecretResolver
 from .config import IngressConfig
 from .limits import MAX_JSON_DEPTH
@@ -533,7 +533,7 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 def _served(request: Request, path: str) -> bool:
     table, parts = request.app.state.ingress.table, path.split("/")
     generic = len(parts) in (3, 4) and parts[1] == "hooks" and request.app.state.ingress.config.generic_routes
-    return path in table.by_path or (generic and table.find(parts[2], parts[3] if len(parts) == 4 else None) is not None)
+    return path in table.by_path or path in RESERVED or (generic and table.find(parts[2], parts[3] if len(parts) == 4 else None) is not None)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
