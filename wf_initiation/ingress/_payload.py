@@ -3,7 +3,7 @@
 For ``http.request`` the payload is the request itself::
 
     {"delivery_id": ..., "method": "POST", "path": "/hooks/github",
-     "headers": {"content-type": "application/json", "x-github-event": "push", ...},
+     "headers": {"x-github-event": "push"},
      "query": {"a": "1", "tags": ["x", "y"]}, "body": <parsed body>}
 
 It must be the same for every redelivery of one event, or the redelivery would be a conflict
