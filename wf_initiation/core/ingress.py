@@ -18,6 +18,7 @@ ingress (``wf_initiation.ingress``) reads it. Secrets are references (``env:NAME
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from typing import Any, Literal
@@ -32,6 +33,46 @@ Scheme = Literal["standard", "github", "stripe", "token", "none"]
 DEFAULT_PORT = 8780
 DEFERRED_RETRY_AFTER = 30
 _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+# Headers of one attempt, never of the event it delivers: what a sender, a client library, a proxy,
+# a load balancer or a tracer adds or rewrites per attempt or per hop, credentials, signatures and
+# the timestamps they sign, the sender's build, and retry metadata. Two attempts of one event differ
+# in them (GitHub's Redeliver sends a newer `GitHub-Hookshot/<build>`, a Svix retry from another node
+# is re-signed at a new time, a proxy adds `X-Request-Start`), so none enters an http.request payload,
+# whose digest is what a redelivery is compared by (EXT-3, EXT-4): docs/webhooks.md, "What a
+# redelivery is compared by".
+ATTEMPT_HEADERS = frozenset({
+    # credentials, signatures, signed timestamps (also: never in workflow history)
+    "authorization", "proxy-authorization", "cookie", "webhook-signature", "webhook-timestamp",
+    "svix-signature", "svix-timestamp", "x-hub-signature", "x-hub-signature-256", "stripe-signature",
+    # retry metadata: the message id of a signed scheme (the payload's delivery_id holds the id)
+    "webhook-id", "svix-id",
+    # transport (RFC 9110 / 9112): the connection, the framing, content negotiation, caching
+    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
+    "content-length", "content-encoding", "host", "accept", "accept-encoding", "accept-charset",
+    "accept-language", "cache-control", "pragma", "priority",
+    # the sender's build
+    "user-agent", "x-github-enterprise-version",
+    # proxies and load balancers
+    "forwarded", "via", "x-real-ip", "true-client-ip", "x-client-ip", "x-cluster-client-ip", "cdn-loop",
+    "x-request-start", "x-queue-start", "x-request-id", "x-correlation-id",
+    # tracing (W3C, B3, vendors)
+    "traceparent", "tracestate", "baggage", "b3", "x-cloud-trace-context", "sentry-trace", "uber-trace-id",
+    "x-ot-span-context", "newrelic", "elastic-apm-traceparent",
+})
+ATTEMPT_PREFIXES = (
+    "x-forwarded-", "x-b3-", "x-amzn-", "x-amz-cf-", "cf-", "x-envoy-", "x-datadog-", "x-newrelic-",
+    "x-appengine-", "x-azure-", "x-arr-", "x-vercel-", "fly-", "sec-fetch-", "sec-ch-",
+    # GitHub: which hook sent it (a repository's and an organisation's hook share the event's GUID)
+    "x-github-hook-",
+)
+
+
+@functools.lru_cache(maxsize=4096)  # asked for every header of every request; the names recur
+def attempt_header(name: str) -> bool:
+    """Whether the header ``name`` (any case) belongs to one attempt rather than to its event."""
+    lowered = name.lower()
+    return lowered in ATTEMPT_HEADERS or lowered.startswith(ATTEMPT_PREFIXES)
 
 
 def _duration(value: Any) -> timedelta:
@@ -105,7 +146,9 @@ class Endpoint(_Strict):
         description="Default by scheme: standard webhook-id, github X-GitHub-Delivery, stripe body id, else Idempotency-Key.",
     )
     headers: list[str] | None = Field(
-        default=None, description="Only these request headers enter the payload (default: all but transport and auth ones).",
+        default=None, description="The request headers that are part of the event: only these enter the payload, "
+        "and a redelivery is compared by them (default by scheme: github [X-GitHub-Event], stripe and standard "
+        "none, token and none every header but those of one attempt).",
     )
     ignore_body: list[str] | None = Field(
         default=None,
@@ -115,6 +158,19 @@ class Endpoint(_Strict):
     received_at: bool = Field(
         default=False, description="Add the time this ingress first received the delivery id as `received_at`.",
     )
+
+    @field_validator("headers")
+    @classmethod
+    def _event_headers(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or []:
+            if not _HEADER.match(name):
+                raise ValueError(f"{name!r} is not an HTTP header name")
+            if attempt_header(name):
+                raise ValueError(
+                    f"{name!r} belongs to one attempt, not to the event (a transport, proxy, tracing, credential, "
+                    "signature, timestamp, sender-build or retry header): it differs between two deliveries of "
+                    "one event, so every redelivery would be a conflict; remove it from headers")
+        return names
 
     @field_validator("path")
     @classmethod

@@ -48,7 +48,7 @@ from wf_initiation.errors import (
 from . import _auth, _payload
 from ._connections import BodyDeadline, BodyTooSlow, RefusalLog, limits_for
 from ._metrics import CONTENT_TYPE, IngressMetrics
-from ._routes import Route, RouteTable
+from ._routes import RESERVED, Route, RouteTable
 from ._secrets import SecretResolver
 from .config import IngressConfig
 from .limits import MAX_JSON_DEPTH
@@ -522,8 +522,18 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     status, detail = (exc.status_code, exc.detail) if isinstance(exc, HTTPException) else (404, "")
     if status == 405:
         return error(405, "method_not_allowed", f"{request.method} is not accepted at {path_of(request)}")
-    return error(status, "unknown_route" if status == 404 else "http_error",
-                 f"nothing is served at {path_of(request)}" if status == 404 else str(detail))
+    if status != 404:
+        return error(status, "http_error", str(detail))
+    path, bare = path_of(request), path_of(request).rstrip("/")
+    # No redirect to the path without the slash (Starlette's would name the sender's Host): named instead.
+    hint = f"; {bare} is (without the trailing slash)" if bare != path and _served(request, bare) else ""
+    return error(404, "unknown_route", f"nothing is served at {path}{hint}")
+
+
+def _served(request: Request, path: str) -> bool:
+    table, parts = request.app.state.ingress.table, path.split("/")
+    generic = len(parts) in (3, 4) and parts[1] == "hooks" and request.app.state.ingress.config.generic_routes
+    return path in table.by_path or path in RESERVED or (generic and table.find(parts[2], parts[3] if len(parts) == 4 else None) is not None)
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -548,6 +558,7 @@ def build_app(ingress: Ingress) -> Starlette:
         StarletteRoute("/hooks/{workflow}", ingress.hook, methods=METHODS),
     ]
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
+    app.router.redirect_slashes = False  # its redirect's Location is built from the sender's Host header
     app.state.ingress = ingress
     app.add_middleware(_Observe, metrics=ingress.metrics)
     app.add_middleware(BodyDeadline, limits=limits_for(ingress.config))

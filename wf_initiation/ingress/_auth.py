@@ -6,7 +6,8 @@ is safe to log: it names what was wrong, never a secret or a signature.
 
 Schemes:
 - ``standard`` (Standard Webhooks): HMAC-SHA256 of ``{webhook-id}.{webhook-timestamp}.{body}``
-  with the base64 key of a ``whsec_...`` secret, ``webhook-signature: v1,<base64> ...``.
+  with the base64 key of a ``whsec_...`` secret, ``webhook-signature: v1,<base64> ...``; the same
+  three under Svix's names (``svix-id``, ``svix-timestamp``, ``svix-signature``) verify alike.
 - ``github``: ``X-Hub-Signature-256: sha256=<hex>``, HMAC-SHA256 of the body. GitHub signs neither
   a timestamp nor the delivery id: a replay with the same id is ``duplicate`` only while the id is
   retained (EXT-5), and one with a new id is a new event (docs/webhooks.md, "Replays").
@@ -22,16 +23,35 @@ import binascii
 import dataclasses
 import hashlib
 import hmac
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-# Headers that carry credentials or signatures: never copied into a payload (secrets stay out of
-# workflow history) and, being different on every retry, they would make a redelivery a conflict.
-AUTH_HEADERS = frozenset({
-    "authorization", "proxy-authorization", "cookie", "webhook-signature", "webhook-timestamp",
-    "x-hub-signature", "x-hub-signature-256", "stripe-signature",
-    "svix-signature", "svix-timestamp",
-})
+# Standard Webhooks' headers and Svix's names for the same three (the specification grew out of
+# Svix; senders built on it, Clerk and Resend among them, send only ``svix-*``).
+STANDARD_NAMES = ("webhook-id", "webhook-timestamp", "webhook-signature")
+SVIX_NAMES = ("svix-id", "svix-timestamp", "svix-signature")
+_ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
+def standard_headers(headers: Mapping[str, str]) -> tuple[str, str, str]:
+    """The names a Standard Webhooks request carries its id, timestamp and signature under: the
+    specification's ``webhook-*``, or Svix's ``svix-*`` when it has no ``webhook-signature`` but a
+    ``svix-signature``. One set whole, never a mix: the id read as the delivery id is the one signed."""
+    svix = "webhook-signature" not in headers and "svix-signature" in headers
+    return SVIX_NAMES if svix else STANDARD_NAMES
+
+
+def shown(value: str) -> str:
+    """A header value for a message, as its sender wrote it: the ASGI server hands header bytes over
+    as ISO-8859-1, so UTF-8 text is restored (Arabic-Indic digits, not their bytes read as Latin-1);
+    bytes that are not UTF-8 are shown as bytes (``b'\\xff'``)."""
+    try:
+        return repr(value.encode("iso8859-1").decode("utf-8")[:40])
+    except UnicodeEncodeError:  # characters past U+00FF: text already
+        return repr(value[:40])
+    except UnicodeDecodeError:
+        return repr(value.encode("iso8859-1")[:40])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +84,10 @@ def verify(
 
 
 def _timestamp(raw: str, now: datetime, tolerance: timedelta) -> tuple[int | None, AuthResult]:
-    try:
-        ts = int(raw.strip())
-    except ValueError:
-        return None, refuse("bad_timestamp", f"timestamp {raw[:40]!r} is not a Unix time in seconds")
+    # ASCII digits only: int() also reads other scripts' digits ('١٧٠٠'), which no sender signs.
+    if not _ASCII_DIGITS.fullmatch(raw.strip()):
+        return None, refuse("bad_timestamp", f"timestamp {shown(raw)} is not a Unix time in seconds (ASCII digits 0-9)")
+    ts = int(raw.strip())
     skew = now.timestamp() - ts
     if abs(skew) > tolerance.total_seconds():
         direction = "old" if skew > 0 else "far in the future"
@@ -77,17 +97,19 @@ def _timestamp(raw: str, now: datetime, tolerance: timedelta) -> tuple[int | Non
 
 
 def _standard(headers: Mapping[str, str], body: bytes, now: datetime, secrets: Sequence[bytes], tolerance: timedelta) -> AuthResult:
-    msg_id, stamp, signature = (headers.get(h) for h in ("webhook-id", "webhook-timestamp", "webhook-signature"))
-    missing = [h for h, v in (("webhook-id", msg_id), ("webhook-timestamp", stamp), ("webhook-signature", signature)) if not v]
+    names = standard_headers(headers)
+    msg_id, stamp, signature = (headers.get(h) for h in names)
+    missing = [h for h, v in zip(names, (msg_id, stamp, signature), strict=True) if not v]
     if missing:
-        return refuse("missing_header", f"missing header {', '.join(missing)} (Standard Webhooks)")
+        return refuse("missing_header", f"missing header {', '.join(missing)} (Standard Webhooks: webhook-id, "
+                      "webhook-timestamp, webhook-signature, or Svix's svix-id, svix-timestamp, svix-signature)")
     ts, problem = _timestamp(stamp, now, tolerance)  # type: ignore[arg-type]
     if ts is None:
         return problem
     signed = f"{msg_id}.{ts}.".encode() + body
     offered = [s.split(",", 1)[1] for s in signature.split() if s.startswith("v1,")]  # type: ignore[union-attr]
     if not offered:
-        return refuse("bad_signature_header", "webhook-signature holds no v1 signature")
+        return refuse("bad_signature_header", f"{names[2]} holds no v1 signature")
     for secret in secrets:
         try:
             key = _standard_key(secret)
@@ -96,7 +118,7 @@ def _standard(headers: Mapping[str, str], body: bytes, now: datetime, secrets: S
         expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest())
         if any(hmac.compare_digest(expected, o.encode()) for o in offered):
             return OK
-    return refuse("signature_mismatch", "signature mismatch (webhook-signature)")
+    return refuse("signature_mismatch", f"signature mismatch ({names[2]})")
 
 
 def _standard_key(secret: bytes) -> bytes:

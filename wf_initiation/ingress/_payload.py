@@ -3,13 +3,15 @@
 For ``http.request`` the payload is the request itself::
 
     {"delivery_id": ..., "method": "POST", "path": "/hooks/github",
-     "headers": {"content-type": "application/json", "x-github-event": "push", ...},
+     "headers": {"x-github-event": "push"},
      "query": {"a": "1", "tags": ["x", "y"]}, "body": <parsed body>}
 
-It must be the same for every retry of one delivery, or the retry would be a conflict (EXT-3/4)
-instead of a duplicate. So it leaves out what a sender changes between attempts or what an
-intermediary adds: signature and timestamp headers (credentials never enter history anyway),
-transport and proxy headers, tracing headers, and the body paths listed in ``ignore_body``.
+It must be the same for every redelivery of one event, or the redelivery would be a conflict
+(EXT-3/4) instead of a duplicate. So its headers are only those that are part of the event (the
+route's list: by scheme, or the endpoint's ``headers``), never one of a single attempt
+(:func:`wf_initiation.core.ingress.attempt_header`: signatures, timestamps and credentials, which
+never enter history anyway, transport, proxy, tracing, sender-build and retry headers), and the body
+paths listed in ``ignore_body`` are left out.
 """
 
 from __future__ import annotations
@@ -21,20 +23,13 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from wf_initiation.core.ingress import attempt_header
 from wf_initiation.core.limits import json_problem, json_size, nesting_depth, strict_json
 from wf_initiation.errors import InvalidInput
 
-from ._auth import AUTH_HEADERS
+from ._auth import STANDARD_NAMES, standard_headers
 from .limits import ENVELOPE_BYTES
 
-# Added or rewritten by clients, proxies and load balancers; different between two attempts.
-TRANSPORT_HEADERS = frozenset({
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect",
-    "content-length", "content-encoding", "host", "accept-encoding", "forwarded", "via", "x-forwarded-for", "x-forwarded-host",
-    "x-forwarded-proto", "x-forwarded-port", "x-real-ip", "true-client-ip", "cf-connecting-ip", "cf-ray",
-    "traceparent", "tracestate", "baggage", "x-request-id", "x-amzn-trace-id", "x-cloud-trace-context",
-    "sentry-trace",
-})
 IDEMPOTENCY_KEY = "idempotency-key"
 
 
@@ -223,14 +218,16 @@ def _multi(pairs: Iterable[tuple[str, str]]) -> dict[str, str | list[str]]:
     return out
 
 
-def kept_headers(headers: Sequence[tuple[str, str]], allow: Sequence[str] | None, drop: Iterable[str] = ()) -> dict[str, str]:
-    """Lower-cased headers for the payload; a repeated header's values joined with ', ' (RFC 9110)."""
-    allowed = {h.lower() for h in allow} if allow is not None else None
-    dropped = AUTH_HEADERS | TRANSPORT_HEADERS | {d.lower() for d in drop}
+def kept_headers(headers: Sequence[tuple[str, str]], event: Sequence[str] | None, drop: Iterable[str] = ()) -> dict[str, str]:
+    """The event's headers for the payload, lower-cased; a repeated header's values joined with ', '
+    (RFC 9110). ``event``: the names that are part of the event (None: every header), never one of
+    a single attempt (``attempt_header``) nor one in ``drop`` (a token endpoint's token header)."""
+    dropped = {d.lower() for d in drop}
+    wanted = None if event is None else {h.lower() for h in event if not attempt_header(h)} - dropped
     out: dict[str, str] = {}
     for name, value in headers:
         name = name.lower()
-        if name in dropped or (allowed is not None and name not in allowed):
+        if (name not in wanted) if wanted is not None else (name in dropped or attempt_header(name)):
             continue
         out[name] = f"{out[name]}, {value}" if name in out else value
     return out
@@ -239,8 +236,12 @@ def kept_headers(headers: Sequence[tuple[str, str]], allow: Sequence[str] | None
 def header_delivery_id(headers: Mapping[str, str], name: str) -> str | None:
     """The delivery id in header ``name``; an Idempotency-Key is a structured-field string
     (IETF draft-ietf-httpapi-idempotency-key-header: ``Idempotency-Key: "8e03978e-..."``),
-    so its quotes are removed; a bare token is taken as is."""
-    raw = headers.get(name.lower())
+    so its quotes are removed; a bare token is taken as is. ``webhook-id`` is read where the
+    request's Standard Webhooks headers are (:func:`standard_headers`: Svix's ``svix-id``)."""
+    name = name.lower()
+    if name == STANDARD_NAMES[0]:
+        name = standard_headers(headers)[0]
+    raw = headers.get(name)
     if raw is None or not raw.strip():
         return None
     value = raw.strip()

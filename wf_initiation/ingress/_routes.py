@@ -38,6 +38,13 @@ DEFAULT_IDS = {
 IDEMPOTENCY = DeliveryIdSource(header="Idempotency-Key")
 # Stripe's event objects count the endpoints still to be delivered; it changes between retries.
 DEFAULT_IGNORE = {"stripe": ["pending_webhooks"]}
+# The headers that are part of the event, by scheme: what a redelivery is compared by besides the
+# body (docs/webhooks.md, "What a redelivery is compared by"). GitHub's event name; not which hook
+# sent it (a repository's and an organisation's hook share the GUID), nor its content type (a hook
+# setting: form and JSON bodies parse to the same payload). Stripe's and Standard Webhooks' event
+# is the body. A scheme not listed (token, none: a sender the ingress knows nothing of) keeps every
+# header but those of one attempt (wf_initiation.core.ingress.attempt_header).
+EVENT_HEADERS: dict[str, list[str]] = {"github": ["x-github-event"], "stripe": [], "standard": []}
 
 
 @dataclasses.dataclass
@@ -51,7 +58,7 @@ class Route:
     auth: AuthConfig | None
     secrets: list[SecretRef]
     delivery_id: DeliveryIdSource | None
-    headers: list[str] | None = None
+    headers: list[str] | None = None  # the event's headers (None: all but those of one attempt)
     ignore_body: list[str] = dataclasses.field(default_factory=list)
     received_at: bool = False
     paths: list[str] = dataclasses.field(default_factory=list)
@@ -129,11 +136,12 @@ def _route(workflow: str, entry: EntrySpec, endpoint: Endpoint | None, config: I
         delivery_id = (endpoint.delivery_id if endpoint is not None and endpoint.delivery_id is not None
                        else DEFAULT_IDS.get(scheme or "", IDEMPOTENCY))
     ignore = endpoint.ignore_body if endpoint is not None and endpoint.ignore_body is not None else DEFAULT_IGNORE.get(scheme or "", [])
+    headers = endpoint.headers if endpoint is not None and endpoint.headers is not None else EVENT_HEADERS.get(scheme or "")
     methods = entry.config.get("methods") if envelope else None
     route = Route(
         workflow=workflow, entry=entry.name, connector=entry.connector,
         methods=frozenset(methods or ["POST"]), auth=auth, secrets=_secrets(auth, entry, deployment),
-        delivery_id=delivery_id, headers=endpoint.headers if endpoint is not None else None,
+        delivery_id=delivery_id, headers=None if headers is None else list(headers),
         ignore_body=list(ignore), received_at=bool(endpoint and endpoint.received_at),
     )
     declared = entry.config.get("path") if envelope else None
