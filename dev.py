@@ -160,6 +160,40 @@ def _pytest(args: list[str], label: str) -> int:
     return rc
 
 
+# Material the tests read that nobody on the project wrote, each a published package: GitHub's webhook
+# payload examples (octokit's npm package) and feedparser's own test documents (its source
+# distribution). Fetched once into .wfi/corpora by their ordinary clients, never stored in the
+# repository; a test whose corpus could not be had skips, naming it (tests/support/corpora.py).
+CORPORA = ROOT / ".wfi" / "corpora"
+_CORPUS_SOURCES = {
+    "octokit-webhooks-examples-7.6.1": ["npm", "pack", "--silent", "@octokit/webhooks-examples@7.6.1"],
+    "feedparser-6.0.12": ["{python}", "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "feedparser==6.0.12", "-d", "."],
+}
+
+
+def _corpora(python: pathlib.Path = PY) -> None:
+    import tarfile
+
+    for name, template in _CORPUS_SOURCES.items():
+        command = [part.replace("{python}", str(python)) for part in template]
+        folder = CORPORA / name
+        if folder.is_dir():
+            continue
+        work = CORPORA / f".{name}.partial"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        try:
+            subprocess.run(command, cwd=work, check=True, capture_output=True, timeout=300)
+            (archive,) = [p for p in work.iterdir() if p.name.endswith((".tgz", ".tar.gz"))]
+            with tarfile.open(archive) as tar:
+                tar.extractall(work / "x", filter="data")
+            (work / "x").rename(folder)
+        except (OSError, subprocess.SubprocessError, ValueError, tarfile.TarError) as exc:
+            print(f"dev.py: the test corpus {name} could not be fetched ({type(exc).__name__}); its tests skip", flush=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def _test(args: list[str]) -> int:
     """Static checks, then tests/core (pure, fast: a failure there stops the run), then everything
     else under tests/ in WORKERS parallel workers. `--fast`: static checks and tests/core only.
@@ -170,6 +204,7 @@ def _test(args: list[str]) -> int:
     _ensure_venv("test,server,postgres")
     if _lint([]):
         return 1
+    _corpora()
     if any((ROOT / a.split("::")[0]).exists() for a in args if not a.startswith("-")):
         phases = [("selected", args)]
     else:

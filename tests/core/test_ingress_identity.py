@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pathlib
 import urllib.parse
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ import pydantic
 import pytest
 import standardwebhooks
 
+from tests.support.corpora import github_payload_examples
 from tests.support.ingress import deployment_with
 from tests.support.paths import TESTS
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -219,19 +219,12 @@ def test_a_timestamp_in_other_digits_is_refused_and_shown_as_sent() -> None:
 def test_every_published_github_payload_example_keeps_its_identity_across_redeliveries_and_hooks(
     tmp_path: pathlib.Path,
 ) -> None:
-    # GitHub's payload examples as octokit/webhooks publishes them (payload-examples/api.github.com,
-    # 513 files of 64 events; MIT). Not stored in this repository: point WFI_GITHUB_PAYLOAD_EXAMPLES at
-    # that folder of a clone (git clone https://github.com/octokit/webhooks).
-    folder = os.environ.get("WFI_GITHUB_PAYLOAD_EXAMPLES")
-    if not folder:
-        pytest.skip("WFI_GITHUB_PAYLOAD_EXAMPLES is not set (a folder of octokit/webhooks' payload-examples)")
-    files = sorted(pathlib.Path(folder).rglob("*.json"))
-    files = [f for f in files if f.name != "index.json"]
-    assert files, f"no payload examples under {folder}"
+    # GitHub's payload examples as octokit publishes them (tests/support/corpora.py; MIT).
+    examples = github_payload_examples()
+    assert len(examples) > 200, len(examples)
     route = route_of(tmp_path, "github")
-    for path in files:
-        body = path.read_bytes()
-        event = path.relative_to(folder).parts[0]
+    for event, body in examples:
+        path = f"{event}: {body[:80]!r}"
         repo = replaced(REPO_HOOK, X_GitHub_Event=event)
         first = digest(route, repo, body)
         assert digest(route, replaced(repo, User_Agent="GitHub-Hookshot/8cd2b3f") + PROXIED, body) == first, path
