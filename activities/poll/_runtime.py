@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -33,9 +32,9 @@ from typing import Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from wf_initiation._secret_files import read_secret_bytes
 from wf_initiation.activities.poll._contract import PollRequest, PollResponse, config_invalid, source_unavailable
 from wf_initiation.core.connections import (
-    MAX_SECRET_FILE_BYTES,
     Redactor,
     ResolvedConnection,
     SecretUnavailable,
@@ -77,15 +76,8 @@ def poll_deadline(cap: float | None = None) -> float:
 
 
 def read_secret_file(path: str) -> str:
-    """A secret file's text (at most 64 KiB; a FIFO or device is refused, never waited on)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = file.read(MAX_SECRET_FILE_BYTES + 1)
-    if len(data) > MAX_SECRET_FILE_BYTES:
-        raise ValueError("larger than 64 KiB")
-    return data.decode("utf-8")
+    """A secret file's text, read by the one secret-file reader (:mod:`wf_initiation._secret_files`)."""
+    return read_secret_bytes(path).decode("utf-8")
 
 
 _WORKER_CONNECTIONS: ContextVar[WorkerConnections | None] = ContextVar("wfi_worker_connections", default=None)

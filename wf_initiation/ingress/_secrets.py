@@ -3,17 +3,18 @@
 The references are the deployment's (:class:`wf_initiation.core.connections.SecretRef`, the same
 syntax and rules as connection secrets): a deployment never holds a secret itself, so nothing the
 deployment or a Workfile carries into an activation (and so into workflow history) can contain
-one. A ``file:`` secret is re-read when the file changes, so a mounted secret can be rotated
-without a restart.
+one. A ``file:`` secret is read by the same reader as a poll's (:mod:`wf_initiation._secret_files`:
+a regular file of at most 64 KiB, a FIFO or device refused, never waited on), and re-read when the
+file changes, so a mounted secret can be rotated without a restart.
 """
 
 from __future__ import annotations
 
 import os
-import pathlib
 from collections.abc import Mapping
 
-from wf_initiation.core.connections import MAX_SECRET_FILE_BYTES, SecretRef
+from wf_initiation._secret_files import read_secret_bytes
+from wf_initiation.core.connections import SecretRef
 from wf_initiation.errors import SecretUnavailable
 
 
@@ -33,8 +34,8 @@ class SecretResolver:
 
         Raises:
             SecretUnavailable: the variable is unset or empty, or the file is missing, unreadable,
-                empty or larger than ``MAX_SECRET_FILE_BYTES``; the message names the reference,
-                never a value.
+                not a regular file, empty or larger than ``MAX_SECRET_FILE_BYTES``; the message names
+                the reference, never a value.
         """
         if ref.scheme == "env":
             found = self._environ.get(ref.target)
@@ -44,17 +45,18 @@ class SecretResolver:
         return self._file(ref)
 
     def _file(self, ref: SecretRef) -> bytes:
-        path = pathlib.Path(ref.target)
+        path = ref.target
         try:
-            stat = path.stat()
-            if stat.st_size > MAX_SECRET_FILE_BYTES:
-                raise SecretUnavailable(f"{ref.text}: the file {path} is larger than {MAX_SECRET_FILE_BYTES} bytes")
-            cached = self._files.get(ref.target)
-            if cached is None or cached[0] != stat.st_mtime:
-                secret = path.read_bytes().strip()
-                if not secret:
-                    raise SecretUnavailable(f"{ref.text}: the file {path} is empty")
-                cached = self._files[ref.target] = (stat.st_mtime, secret)
+            mtime = os.stat(path).st_mtime
+            cached = self._files.get(path)
+            if cached is not None and cached[0] == mtime:
+                return cached[1]
+            secret = read_secret_bytes(path).strip()
         except OSError as exc:
             raise SecretUnavailable(f"{ref.text}: cannot read {path} ({exc.strerror})") from None
-        return cached[1]
+        except ValueError as exc:  # not a regular file, or too large
+            raise SecretUnavailable(f"{ref.text}: the file {path} is {exc}") from None
+        if not secret:
+            raise SecretUnavailable(f"{ref.text}: the file {path} is empty")
+        self._files[path] = (mtime, secret)
+        return secret
