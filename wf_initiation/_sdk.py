@@ -2,7 +2,7 @@
 
 Each function here reads something exposed only as message text, a private attribute or an
 error detail the SDK does not surface: they are the only places in the package that do. Each names
-the upstream file (or issue) it depends on, and ``tests/test_sdk_workarounds.py`` exercises each
+the upstream file (or issue) it depends on, and ``tests/integration/test_sdk_workarounds.py`` exercises each
 against the installed SDK and a real server, so an upgrade that changes one fails there, naming the
 function, instead of silently changing behaviour. Imported by workflow code too (passed through the
 sandbox): nothing here does I/O.

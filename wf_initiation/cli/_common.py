@@ -266,7 +266,7 @@ def _credentials(error: Any, asked: _Asked) -> str:
 
 
 # Exit status and one line per error type of wf_initiation.errors: a type without a row takes its
-# nearest ancestor's (tests/test_cli_errors.py checks the rows).
+# nearest ancestor's (tests/integration/test_cli_errors.py checks the rows).
 EXPLAIN: dict[type[WfiError], tuple[int, Callable[[Any, _Asked], str]]] = {
     WfiError: (EXIT_FAILED, lambda error, asked: str(error)),  # each names its fix in its message
     DeliveryRefused: (EXIT_USAGE, lambda error, asked: str(error)),  # the client's own refusals (size, content, ids)

@@ -270,11 +270,6 @@ class WorkerConnections:
         """A worker started without a deployment."""
         return cls(None)
 
-    @property
-    def has_deployment(self) -> bool:
-        """Whether the worker was started with a deployment (else it resolves no reference)."""
-        return self._connections is not None
-
     def bind(self, connector: str, sent: Mapping[str, Any]) -> dict[str, Any]:
         """The settings to use for a poll of ``connector`` that was sent ``sent``.
 

@@ -41,7 +41,7 @@ def shard_of(entry: str, delivery_id: str | None, shards: int) -> int:
     """The shard that takes an external delivery: SHA-256 of ``entry``, 0x1F, ``delivery_id`` (UTF-8),
     its first 8 bytes as a big-endian integer, modulo ``shards``. A delivery without an id goes to
     shard 0 (it is ``invalid`` anywhere). Fixed: clients, the ingress and every shard must agree,
-    across versions (tests/test_sharding.py pins vectors)."""
+    across versions (tests/core/test_sharding.py pins vectors)."""
     if shards <= 1 or delivery_id is None:
         return 0
     digest = hashlib.sha256(f"{entry}\x1f{delivery_id}".encode("utf-8", "surrogatepass")).digest()
@@ -97,14 +97,6 @@ def activation_wide(spec: ActivationSpec) -> bool:
     """Whether a policy spans every run of the activation (``overlap`` other than ``allow``,
     ``max_concurrent_runs``): then shard 0 takes every external event that could start a run."""
     return spec.policies.overlap != "allow" or spec.policies.max_concurrent_runs is not None
-
-
-def laned_entries(spec: ActivationSpec) -> list[str]:
-    """The external entries whose events a sharded activation routes to another shard than their
-    id's (their lane, :func:`lane_key`): with ``queue_by`` or ``batch``, or all with an
-    activation-wide policy."""
-    wide = activation_wide(spec)
-    return [e.name for e in spec.entries if e.kind == "external" and (wide or e.queue_by or e.batch)]
 
 
 def batch_lane_text(entry: str, partition: str | None) -> str:

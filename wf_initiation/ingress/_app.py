@@ -105,7 +105,7 @@ class Failed:
 
 
 # Every error WfiClient.deliver raises has its answer here, the nearest ancestor's when it has no
-# row of its own (tests/test_ingress_errors.py checks each). Only 503s ask for a retry: nothing was
+# row of its own (tests/core/test_ingress_errors.py checks each). Only 503s ask for a retry: nothing was
 # kept, and the update id makes a retry that finds the first attempt applied safe.
 DELIVERY_FAILURES: dict[type[WfiError], Failed] = {
     WfiError: Failed(503, "delivery_failed", "the delivery failed; retry later", "{error}"),
