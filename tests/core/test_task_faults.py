@@ -40,7 +40,7 @@ async def test_cancellations_and_clean_endings_are_not_faults() -> None:
     cancelled_activity = ActivityError("cancelled", scheduled_event_id=1, started_event_id=2, identity="w",
                                        activity_type="a", activity_id="1", retry_state=RetryState.CANCEL_REQUESTED)
     cancelled_activity.__cause__ = CancelledError("cancelled")
-    sleeping = tasks.spawn(asyncio.sleep(10), "deadline")
+    sleeping = tasks.spawn(asyncio.Event().wait(), "deadline")  # never ends by itself: cancelled below
     done = [tasks.spawn(asyncio.sleep(0), "publish lifecycle"), tasks.spawn(_raise(cancelled_activity), "poll p")]
     sleeping.cancel()
     await _settle([sleeping, *done])

@@ -37,7 +37,9 @@ async def test_wfi_client_rides_out_a_server_restart_with_the_same_update_id(tmp
         # A test's own direct calls ride out the restart too (tests/support/restart.py).
         described = asyncio.create_task(describe_or_none(client, workflow_id_for(name)))
         listing = asyncio.create_task(ride_out(lambda: listed(client, f"WorkflowId = '{workflow_id_for(name)}'")))
-        await asyncio.sleep(1.5)  # the callers meet the dead server (transport errors) meanwhile
+        # The outage under test, nothing to wait on: for 1.5 s the callers meet no server (transport
+        # errors) and retry, and none of them may finish meanwhile.
+        await asyncio.sleep(1.5)
         assert not delivery.done() and not described.done() and not listing.done()
         server.start()
         result = await asyncio.wait_for(delivery, timeout=120)

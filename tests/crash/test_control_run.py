@@ -96,8 +96,14 @@ async def test_a_control_meeting_an_unreachable_server_is_retried_until_applied(
             server.start()
             ended = WorkflowExecutionStatus.CANCELED if overlap == "cancel_other" else WorkflowExecutionStatus.TERMINATED
             await assert_eventually(_status_is(client, older.run_key, ended), timeout=120, interval=0.5)
+
+            # The run ends when the server applies the control, a moment before the attempt that
+            # asked for it returns and is recorded: wait for the record, not only for the run.
+            async def applied() -> None:
+                assert hold.attempts[-1][1] == "returned applied", hold.attempts
+
+            await assert_eventually(applied, timeout=30)
             assert hold.attempts[0] == (1, "raised RPCError"), hold.attempts
-            assert hold.attempts[-1][1] == "returned applied", hold.attempts
             await run_started(client, newer.run_key or "", timeout=120)
             await assert_eventually(_status_is(client, newer.run_key or "", WorkflowExecutionStatus.COMPLETED), timeout=60)
             await assert_eventually(lambda: _no_run_in_flight(wfi, name), timeout=60)  # the watcher reported both

@@ -81,7 +81,8 @@ async def test_no_accepted_event_is_lost_or_run_twice_across_worker_kills_and_a_
             await asyncio.sleep(0.5)  # the worker's outage under test: callers meet a dead worker
             if kill == 2:  # the dev server itself stops and restarts on its SQLite file
                 server.stop()
-                await asyncio.sleep(1.0)  # the server's outage under test: callers meet no server
+                # The server's outage under test, nothing to wait on: for 1 s callers meet no server.
+                await asyncio.sleep(1.0)
                 server.start()
                 await connect(server.address)  # up again: the worker can connect
             worker.start(timeout=60)

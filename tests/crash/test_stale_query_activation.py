@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 
 from tests.support.activation import make_spec, unique
 from tests.support.replay import assert_replays
-from tests.support.waits import assert_eventually
+from tests.support.waits import assert_eventually, until_passed
 from tests.support.worker_proc import WorkerProcess
 from wf_initiation._sdk import query_failure_type
 from wf_initiation.client import WfiClient
@@ -50,15 +50,17 @@ async def query_hammer(
         await asyncio.sleep(0.005)
 
 
-async def kill_when_idle(wfi: WfiClient, name: str, worker: WorkerProcess) -> None:
+async def kill_when_idle(wfi: WfiClient, name: str, worker: WorkerProcess) -> datetime:
     """SIGKILL the worker mid-way between two whole-second occurrences of a ``1s`` schedule, after a
-    run start, while the activation waits for its next timer (due 200 ms before the next second)."""
+    run start, while the activation waits for its next timer (due 200 ms before the next second);
+    return the instant of the occurrence that timer is for."""
     started = (await wfi.summary(name))["counters"].get("runs_started", 0)
     while (await wfi.summary(name))["counters"].get("runs_started", 0) == started:
         await asyncio.sleep(0.01)
     phase = datetime.now(UTC).timestamp() % 1.0
     await asyncio.sleep((0.4 - phase) % 1.0)
     worker.kill()
+    return seq.next_occurrences(seq.parse_schedule({"interval": "1s"}), datetime.now(UTC), 1)[0]
 
 
 @pytest.mark.crash
@@ -85,8 +87,10 @@ async def test_a_query_held_across_a_worker_crash_does_not_make_the_activation_d
             # others from reaching the dead worker's sticky queue directly after the kill.
             answered: list[list[tuple[float, float]]] = [[], [], []]
             hammer = asyncio.gather(*(query_hammer(client, f"wfi-activation:{name}", stop, errors, mine) for mine in answered))
-            await kill_when_idle(wfi, name, worker)
-            await asyncio.sleep(1.0)  # the outage under test: the timer fires while the worker is dead
+            due = await kill_when_idle(wfi, name, worker)
+            # The outage under test lasts until the next occurrence is past (its timer fired while
+            # the worker is dead), with 0.4 s for the server to fire it.
+            await until_passed(due + timedelta(seconds=0.4))
             worker.start()
             restarted, restarted_at = datetime.now(UTC), asyncio.get_running_loop().time()
 

@@ -263,7 +263,7 @@ class CodecSlow(PayloadCodec):
     """A payload codec that takes 10 s per call (a key service far away): publishing runs past its budget."""
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        await asyncio.sleep(10.0)
+        await asyncio.sleep(10.0)  # the slowness under test, nothing to wait on: past PUBLISH_BUDGET (2 s)
         return list(payloads)
 
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:

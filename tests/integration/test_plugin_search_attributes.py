@@ -109,7 +109,7 @@ async def test_async_with_worker_raises_the_same_line_and_does_not_hang(dev_env,
 
     async def serve() -> None:
         async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin()]):
-            await asyncio.sleep(60)  # a user's worker body; the failed start ends it at once
+            await asyncio.Event().wait()  # a user's worker body that never ends: the failed start ends it
 
     with pytest.raises(WfiSetupError, match="lacks the wf-initiation search attributes"):
         await asyncio.wait_for(serve(), timeout=30)

@@ -202,7 +202,11 @@ async def test_a_lone_run_is_learned_from_its_long_poll_without_a_visibility_que
         handle = await dev_env.client.start_workflow(Held.run, 0, id=key, task_queue=task_queue)
         assert await watch(activities, [missing]) == [RunOutcome(run_key=missing, status="terminated")]
         watching = asyncio.create_task(watch(activities, [key]))
-        await asyncio.sleep(1.0)
+
+        async def long_polling() -> None:
+            assert counter.now[LONG_POLL] >= 1, "the watch is not yet waiting on the run's history"
+
+        await assert_eventually(long_polling, timeout=30)
         assert not watching.done(), "a running run is not reported"
         await handle.signal(Held.end, "fail")
         assert await watching == [RunOutcome(run_key=key, status="failed")]
