@@ -19,7 +19,9 @@ from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
 
-# Its own bounds (420 s of sending, up to 600 s of settling) are longer than the suite's timeout.
+# Longer than the suite's 480 s, by its own bounds: up to 420 s of sending (the wait_for below) and
+# 600 s of settling (assert_settles in _verify), plus the server's, the worker's and the activation's
+# starts: 1,200 s. A wedge fails sooner, by assert_settles's 200 s stall.
 pytestmark = [pytest.mark.crash, pytest.mark.timeout(1200)]
 
 DISTINCT = 1500
