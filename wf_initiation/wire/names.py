@@ -50,6 +50,10 @@ ROUTING_QUERY = "routing"
 SPLIT_LOOKUP_QUERY = "split_lookup"
 """A split's parent answers what it holds of ids that moved to a child: ``{"shards": its count,
 "records": [dedup entry or None, ...]}`` for ``[[entry, delivery id], ...]`` (core.sharding)."""
+SPLIT_LANES_CHECK_QUERY = "split_lanes_check"
+"""A split's parent answers a child that asks whether a lane notice it got is the parent's:
+``{"handed": bool, "handover": {part: digest}, "busy": [keys it still runs]}`` for ``(child, keys)``
+(core/engine/_lanes.py, core.routing.notice_problem)."""
 
 # --- activity names (histories carry them: never rename)
 START_RUNS_ACTIVITY = "wfi.start_runs"
@@ -57,6 +61,8 @@ WATCH_RUNS_ACTIVITY = "wfi.watch_runs"
 CONTROL_RUN_ACTIVITY = "wfi.control_run"
 PUBLISH_LIFECYCLE_ACTIVITY = "wfi.publish_lifecycle"
 WAIT_ACTIVITY = "wfi.wait_for_instant"
+ASK_SHARD_ACTIVITY = "wfi.ask_shard"
+"""A shard asks another shard of its activation a query (the split protocol's checks, core.routing)."""
 POLL_ACTIVITY_PREFIX = "wfi.poll."
 """Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
 
@@ -82,5 +88,5 @@ __all__ = [
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "ROUTING_QUERY", "SPLIT_LOOKUP_QUERY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
+    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

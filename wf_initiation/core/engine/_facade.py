@@ -16,6 +16,9 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from wf_initiation.errors import UnknownEntry
+
+from .._expr import ExpressionFault
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
@@ -102,6 +105,19 @@ class Engine:
 
     def lookup(self, key: str) -> EventRecord | None:
         return self._core.lookup(key)
+
+    def key_lane(self, entry: str | None, payload: Any) -> int | None:
+        """The lane the routing function names for this delivery's key (core.sharding.lane_key; None:
+        its entry relates no events, or its key cannot be computed: its id's shard judges it)."""
+        core = self._core
+        try:
+            return core.lane(core.resolve_entry(entry), payload)
+        except (UnknownEntry, ExpressionFault, ValueError, TypeError):
+            return None
+
+    def lanes_check(self, child: int, keys: list[str]) -> dict[str, Any]:
+        """A split's parent asked by ``child`` about a lane notice it got (core/engine/_lanes.py)."""
+        return _lanes.lanes_check(self._core, child, keys)
 
     def next_wakeup(self, wake_ahead: timedelta = timedelta(0)) -> datetime | None:
         return self._core.next_wakeup(wake_ahead)
