@@ -176,16 +176,22 @@ async def test_a_forged_lane_claim_to_a_shard_not_the_ids_home_is_refused_and_re
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
         wfi = WfiClient(client, task_queue=task_queue)
         await wfi.activate(spec_for(tmp_path, WORKFILE, name, task_queue, shards))
-        ident = "claimed-1"
+        ident = next(i for i in (f"claimed-{n}" for n in range(100)) if shard_of("hook", i, shards) != 0)
         home = shard_of("hook", ident, shards)
-        other = (home + 1) % shards
+        other = next(k for k in range(1, shards) if k != home)
         stranger = client.get_workflow_handle(shard_workflow_id(name, other))
         forged = DeliveryRequest(payload=hook(ident, go=True), lane=LaneClaim(shards=shards, shard=other))
+        zero = client.get_workflow_handle(shard_workflow_id(name, 0))
+        to_zero = DeliveryRequest(payload=hook(ident, go=True), lane=LaneClaim(shards=shards, shard=0))
 
         async def play_forgeries() -> None:
             answer = await stranger.execute_update(DELIVER_UPDATE, forged, result_type=DeliveryResult)
             assert answer.disposition.value == "invalid" and "orders no events by key" in (answer.message or ""), answer
             await stranger.signal(DELIVER_SIGNAL, forged)
+            # Shard 0 takes another shard's event only for a subscription it holds: else it sends it home.
+            answer = await zero.execute_update(DELIVER_UPDATE, to_zero, result_type=DeliveryResult)
+            assert (answer.disposition.value, answer.shard) == ("routed", home), answer
+            assert await zero.query("delivery", args=["hook", ident]) is None, "shard 0 recorded nothing of it"
 
         await play_forgeries()
         first = await wfi.deliver(name, hook(ident, go=True))

@@ -104,7 +104,7 @@ def route(spec: ActivationSpec, shard: int, entry: str | None, payload: Any, *,
     taker = claim[1] if laned and claim is not None else home
     if taker != shard:
         return Route(Verdict.ELSEWHERE, taker)
-    if laned and shard != home and key_lane() is None:
+    if laned and shard not in (home, 0) and key_lane() is None:  # shard 0: a subscription copy's match (the engine checks)
         return Route(Verdict.FORGED, home, reason=(
             f"a delivery claiming shard {shard} as its key's lane, but its entry orders no events by key: only its id's "
             f"shard {home} takes it; nothing of it was recorded here"))
