@@ -27,7 +27,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .sharding import delivery_identity, is_child, parent_of, shard_of, split_problem
+from .sharding import delivery_key, delivery_shard, is_child, parent_of, split_problem
+
+__all__ = ["Route", "Verdict", "delivery_key", "drained_problem", "external_paths", "handover_digest", "home_of",
+           "notice_problem", "route", "split_refusal"]
 
 if TYPE_CHECKING:
     from .activation import ActivationSpec, Split
@@ -38,23 +41,10 @@ def external_paths(spec: ActivationSpec) -> dict[str, str | None]:
     return {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"}
 
 
-def delivery_key(paths: Mapping[str, str | None], entry: str | None, payload: Any) -> tuple[str, str] | None:
-    """(entry, delivery id) of a delivery to ``entry`` (None: the only external entry), or None when
-    it has none (it is then invalid on any shard). The one key function of clients and shards."""
-    name = entry if entry is not None else (next(iter(paths)) if len(paths) == 1 else None)
-    if name is None or name not in paths:
-        return None
-    ident = delivery_identity(paths[name], payload)
-    return None if ident is None else (name, ident)
-
-
 def home_of(paths: Mapping[str, str | None], entry: str | None, payload: Any, shards: int) -> int:
     """The shard that judges a delivery's id (its *home*): 0 for one without an id or an unknown entry
     (shard 0 answers what is wrong with it)."""
-    if shards <= 1:
-        return 0
-    key = delivery_key(paths, entry, payload)
-    return 0 if key is None else shard_of(key[0], key[1], shards)
+    return delivery_shard(paths, entry, payload, shards)
 
 
 class Verdict(enum.Enum):
