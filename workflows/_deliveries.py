@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from ._compat import RunCompat
     from ._inbox import Inbox, Turn
     from ._intake import Undecodable, decode
+    from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
@@ -71,7 +72,7 @@ ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
-class DeliveryHandlers:
+class DeliveryHandlers(SplitHandlers):
     """Handlers of ``ActivationWorkflow``; the state they use is the workflow's."""
 
     _engine: Engine
@@ -95,6 +96,7 @@ class DeliveryHandlers:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
+        [decoded] = await self._parent_answered([decoded])
         take = self._bulk_item(decoded, DELIVER_UPDATE)
         if self._inbox is not None:
             [result] = await self._inbox.wait([self._inbox.offer(take, waited=True)])
@@ -125,6 +127,7 @@ class DeliveryHandlers:
             decoded = self._decode_many(requests)
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
+        decoded = await self._parent_answered(decoded)
         results: list[DeliveryResult] = []
         if self._inbox is not None:
             inbox = self._inbox
@@ -157,7 +160,14 @@ class DeliveryHandlers:
             self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
         else:
             verdict = self._route(decoded)
-            if verdict.verdict is not Verdict.TAKE:
+            if verdict.verdict in (Verdict.TAKE, Verdict.ASK_PARENT) and self._asks_parent([decoded]):
+                answered = await self._with_parent_answers([decoded])  # asked here, not bounced off the parent
+                if isinstance(answered, str):
+                    self._defer_unanswered(decoded, answered)
+                    self._poke()
+                    return
+                [decoded] = answered
+            elif verdict.verdict is not Verdict.TAKE:
                 self._act_on(verdict, decoded)
                 self._poke()
                 return
@@ -230,6 +240,24 @@ class DeliveryHandlers:
             self._pass_on(verdict.shard, request, "ask the split's parent")
         else:  # a sender with a stale routing: its shard takes it (a signal is kept)
             self._pass_on(verdict.shard, request, "forward a misrouted delivery")
+
+    async def _parent_answered(self, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
+        """An update's deliveries; on a split's child, those of ids it does not hold with the parent's
+        own answer (workflows/_splits.py), or refused to be sent again when the parent cannot answer."""
+        if self._spec.shards <= 1 or not self._asks_parent(requests):
+            return requests
+        answered = await self._with_parent_answers(requests)
+        if isinstance(answered, str):
+            raise ApplicationError(f"shard {self._shard} of {self._spec.workflow!r} asks its split's parent about ids it "
+                                   f"does not hold, and cannot now ({answered}): nothing was recorded; retry", type=REBINDING)
+        return answered
+
+    def _defer_unanswered(self, request: DeliveryRequest, why: str) -> None:
+        """A signalled delivery of an id the split's parent could not be asked about: recorded as deferred
+        (the operator sees it; deliver it again), never taken as new."""
+        self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.deliver(
+            request.entry, request.payload, self._now(),
+            defer_new=f"the split's parent could not be asked whether it holds this id ({why}); deliver it again")))
 
     def _refuse_forged(self, verdict: Route) -> None:
         self._absorb(self._engine.record_error(self._now(), "forged_routing", f"shard {self._shard} refused {verdict.reason}"))

@@ -11,6 +11,7 @@ costs one query at a time, never a pending activity each.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,8 +22,8 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import ActivationSpec, Split
-    from wf_initiation.core.engine import LANES_SIGNAL, Decision, Engine, LaneNotice
-    from wf_initiation.core.limits import fit_to_bytes
+    from wf_initiation.core.engine import LANES_SIGNAL, Decision, Engine, LaneNotice, event_key
+    from wf_initiation.core.limits import MAX_BULK, fit_to_bytes
     from wf_initiation.core.routing import drained_problem, notice_problem, split_refusal
     from wf_initiation.core.sharding import children_of, drain_step, is_child, parent_of
     from wf_initiation.wire import (
@@ -31,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
         ROUTING_QUERY,
         SPLIT_LANES_CHECK_QUERY,
         SPLIT_LOOKUP_QUERY,
+        DeliveryRequest,
+        PriorEntry,
         shard_workflow_id,
     )
 
@@ -43,6 +46,7 @@ SPLIT_CHECK_MIN = timedelta(seconds=2)
 SPLIT_CHECK_MAX = timedelta(minutes=10)
 ASK_TIMEOUT = timedelta(minutes=5)  # a parent that cannot answer that long: the notice is recorded as unverified
 NOTICE_KEYS_PER_ASK = 4096
+LOOKUP_TRIES = 120  # a parent asked about a new id that has not switched to the split's count yet: once a second
 
 
 class SplitHandlers:
@@ -61,11 +65,15 @@ class SplitHandlers:
     _decode_signal: Callable[..., Any]
     _signal_safely: Callable[..., Any]
     split_answer: Callable[[list[list[str]]], dict[str, Any]]
+    _event_key: Callable[[DeliveryRequest], tuple[str, str] | None]
 
     def _init_splits(self) -> None:
         self._notices: list[LaneNotice] = []  # lane notices waiting for their parent's word
         self._checking_notices = False
         self._checking_drained = False
+        self._lookups: dict[tuple[str, str], asyncio.Future[Any]] = {}  # ids whose parent's answer is awaited
+        self._lookup_queue: list[tuple[str, str]] = []
+        self._looking_up = False
 
     # ------------------------------------------------------------------ parent
     async def _drain_split(self) -> None:
@@ -194,6 +202,64 @@ class SplitHandlers:
                 self._apply_notice(n)
             else:
                 self._refuse(f"a {LANES_SIGNAL} {n.kind} of {len(n.keys)} key(s): {problem}")
+
+    # ------------------------------------------------------------------ a child's new ids
+    def _asks_parent(self, requests: list[DeliveryRequest]) -> bool:
+        """Whether this shard is a split's child with ids here it does not hold: their parent's own
+        answer is asked (a sender's ``prior`` is never taken on its word)."""
+        if not is_child(self._shard, self._spec.split):
+            return False
+        keys = [self._event_key(r) for r in requests]
+        return any(k is not None and self._engine.lookup(event_key(*k)) is None for k in keys) \
+            and self._compat.verified_splits()
+
+    async def _with_parent_answers(self, requests: list[DeliveryRequest]) -> list[DeliveryRequest] | str:
+        """``requests`` with the parent's own answer as the ``prior`` of each id this child does not
+        hold (any prior a sender set is dropped), or why the parent could not answer. Asked in
+        batches, one at a time: a flood of deliveries costs one query at a time."""
+        keys = [self._event_key(r) for r in requests]
+        unknown = [k for k in keys if k is not None and self._engine.lookup(event_key(*k)) is None]
+        loop = asyncio.get_running_loop()
+        for k in unknown:
+            if k not in self._lookups:
+                self._lookups[k] = loop.create_future()
+                self._lookup_queue.append(k)
+        waits = {k: self._lookups[k] for k in unknown}
+        if not self._looking_up:
+            self._looking_up = True
+            try:
+                while self._lookup_queue:
+                    batch, self._lookup_queue = self._lookup_queue[:MAX_BULK], self._lookup_queue[MAX_BULK:]
+                    answers = await self._parent_lookup(batch)
+                    for n, k in enumerate(batch):
+                        self._lookups.pop(k).set_result(answers if isinstance(answers, str) else answers[n])
+            finally:
+                self._looking_up = False
+        answered = {k: await w for k, w in waits.items()}
+        failed = next((a for a in answered.values() if isinstance(a, str)), None)
+        if failed is not None:
+            return failed
+        shards = self._spec.shards
+        return [r.model_copy(update={"prior": PriorEntry(shards=shards, record=answered[k]) if k in answered else None})
+                if r.prior is not None or k in answered else r for r, k in zip(requests, keys)]
+
+    async def _parent_lookup(self, batch: list[tuple[str, str]]) -> list[Any] | str:
+        """The parent's dedup entries of ``batch`` (None each it holds nothing of), once it routes by
+        this shard's count (a parent not switched yet may still take a moved id), or why not."""
+        split = self._spec.split
+        if split is None:
+            return [None] * len(batch)  # drained meanwhile: this shard judges alone
+        for _ in range(LOOKUP_TRIES):
+            answer = await self._ask(parent_of(self._shard, split), SPLIT_LOOKUP_QUERY, [[list(k) for k in batch]])
+            if isinstance(answer, str):
+                return answer
+            if not isinstance(answer, dict):
+                return "the split's parent does not exist"
+            records = answer.get("records")
+            if answer.get("shards") == self._spec.shards and isinstance(records, list) and len(records) >= len(batch):
+                return records[:len(batch)]
+            await workflow.sleep(timedelta(seconds=1), summary="split: the parent switches to the new shard count")
+        return f"the split's parent did not switch to {self._spec.shards} shards within {LOOKUP_TRIES} s"
 
     def _apply_notice(self, notice: LaneNotice) -> None:
         self._signal_safely(LANES_SIGNAL, lambda: self._absorb(self._engine.lanes_noticed(notice, self._now())))

@@ -57,7 +57,6 @@ with workflow.unsafe.imports_passed_through():
     from ._executor import Executor
     from ._fresh import FreshTimeGuard
     from ._inbox import Inbox
-    from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
@@ -72,7 +71,7 @@ def encode_state(engine: Engine) -> bytes:
 # Outside the SDK's sandbox: it cost about a quarter of the worker's CPU per delivery and guarded only
 # this shell (the engine was passed through already); docs/architecture.md says how determinism is kept.
 @workflow.defn(name=ACTIVATION_WORKFLOW, sandboxed=False)
-class ActivationWorkflow(DeliveryHandlers, SplitHandlers):
+class ActivationWorkflow(DeliveryHandlers):
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()

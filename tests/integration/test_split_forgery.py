@@ -216,3 +216,48 @@ async def test_a_forged_lane_claim_to_a_shard_not_the_ids_home_is_refused_and_re
         await assert_eventually(ran_once, timeout=30)
         await every_shard_serves(wfi, client, name, shards, go=True)
     await assert_replays(client, shard_workflow_id(name, other))
+
+
+async def test_a_forged_parent_answer_on_a_delivery_to_a_new_shard_is_not_taken_on_its_word(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-3, EXT-4 (a new shard asks its parent itself, whatever `prior` a plain client sends)
+    from wf_initiation.wire import PriorEntry
+
+    client = dev_env.client
+    name = unique("forged-prior")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec_for(tmp_path, WORKFILE, name, task_queue, 2))
+        before = [f"p-{i}" for i in range(30)]
+        first = {r.delivery_id: r for r in await wfi.deliver_many(name, [(None, hook(i, go=True)) for i in before])}
+        await wfi.activate(spec_for(tmp_path, WORKFILE, name, task_queue, 4))
+        moved = [i for i in before if shard_of("hook", i, 4) >= 2][:4]
+        assert len(moved) == 4, "some ids moved to the new shards"
+        nothing = PriorEntry(shards=4, record=None)  # "the parent holds nothing of it"
+        by_update, *by_signal = moved
+        child = client.get_workflow_handle(shard_workflow_id(name, shard_of("hook", by_update, 4)))
+        answer = await child.execute_update(DELIVER_UPDATE, DeliveryRequest(payload=hook(by_update, go=True), prior=nothing),
+                                            result_type=DeliveryResult)
+        assert (answer.disposition.value, answer.run_key) == ("duplicate", first[by_update].run_key), answer
+        for ident in by_signal:
+            await client.get_workflow_handle(shard_workflow_id(name, shard_of("hook", ident, 4))).signal(
+                DELIVER_SIGNAL, DeliveryRequest(payload=hook(ident, go=True), prior=nothing))
+        new = next(i for i in (f"fresh-{n}" for n in range(100)) if shard_of("hook", i, 4) >= 2)
+        await wfi.signal_delivery(name, hook(new, go=True))  # a new id by signal: the parent says it has none
+
+        async def judged() -> None:
+            fresh = await wfi.delivery(name, "hook", new)
+            assert fresh is not None and fresh["disposition"] == "accepted", fresh
+            counts = {k: len(v) for k, v in (await runs_of(client, name)).items()}
+            assert all(counts.get(i) == 1 for i in before) and counts.get(new) == 1, counts
+            children = [s for s in (await wfi.summary(name))["shards"] if s["shard"] >= 2]
+            # Each forged "nothing" answered with the parent's entry instead: a duplicate on the new shard.
+            assert sum(s["counters"].get("duplicates", 0) for s in children) >= len(moved), children
+
+        await assert_eventually(judged, timeout=60)
+        again = await WfiClient(client, task_queue=task_queue).deliver_many(name, [(None, hook(i, go=True)) for i in moved])
+        assert {r.disposition.value for r in again} == {"duplicate"}
+        await every_shard_serves(wfi, client, name, 4, go=True)
+    for shard in range(4):
+        await assert_replays(client, shard_workflow_id(name, shard))

@@ -4,16 +4,22 @@ Histories, webhook bridges, the Temporal UI/CLI and other workers address the ac
 strings: each is written here once, and everything else (workflows, activities, client, CLI,
 ingress, conformance, bench) imports it. Changing one breaks recorded histories and running
 deployments. The signal names the pure engine emits as commands, and the activation workflow id
-prefix, are defined in ``core.engine`` (``_subscriptions``, ``_offer``) (core imports nothing above it) and re-exported
-here.
+prefix and shard id format, are defined in ``core.engine`` (core imports nothing above it; its public
+names) and re-exported here: this module is where every other layer reads them.
 """
 
 from __future__ import annotations
 
+from wf_initiation.core.engine import (
+    ACTIVATION_ID_PREFIX,
+    LANES_SIGNAL,
+    LIFECYCLE_SIGNAL,
+    SUBSCRIBE_SIGNAL,
+    UNSUBSCRIBE_SIGNAL,
+    shard_workflow,
+)
 from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
-from wf_initiation.core.engine import LANES_SIGNAL, LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
 from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
-from wf_initiation.core.engine._lanes import ACTIVATION_ID_PREFIX, shard_workflow
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"
