@@ -181,24 +181,40 @@ class DeliveryHandlers(SplitHandlers):
         self._poke()
 
     @workflow.signal(name=SUBSCRIBE_SIGNAL)
-    def subscribe(self, request: RawValue) -> None:
-        """A run waits for an event of one of this activation's entries (INIT-8)."""
+    async def subscribe(self, request: RawValue) -> None:
+        """A run waits for an event of one of this activation's entries (INIT-8); a copy of shard 0's
+        subscription is registered on another shard once shard 0 confirms it is its own."""
         self._signals += 1
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
         if decoded is not None:
             entry = self._spec.entry(decoded.entry)
             refuse = (self._spec.shards > 1 and self._shard == 0 and entry is not None and entry.kind == "external"
                       and not decoded.replica and not self._compat.sharded_waits())  # a run begun before they were served
-            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now(),
-                                                                                         refuse_sharded=refuse)))
+
+            def apply() -> None:
+                self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now(),
+                                                                                             refuse_sharded=refuse)))
+                self._poke()
+
+            if decoded.replica and self._copy_checked("subscribe", decoded.sub_id):
+                await self._apply_copy("subscribe", decoded.sub_id, apply)
+            else:
+                apply()
         self._poke()
 
     @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
-    def unsubscribe(self, request: RawValue) -> None:
+    async def unsubscribe(self, request: RawValue) -> None:
         self._signals += 1
         decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
         if decoded is not None:
-            self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
+            def apply() -> None:
+                self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
+                self._poke()
+
+            if self._engine.holds_copy(decoded.sub_id) and self._copy_checked("unsubscribe", decoded.sub_id):
+                await self._apply_copy("unsubscribe", decoded.sub_id, apply)
+            else:
+                apply()
         self._poke()
 
     @workflow.signal(name=LIFECYCLE_SIGNAL)

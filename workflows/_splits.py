@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import ActivationSpec, Split
     from wf_initiation.core.engine import LANES_SIGNAL, Decision, Engine, LaneNotice, event_key
     from wf_initiation.core.limits import MAX_BULK, fit_to_bytes
-    from wf_initiation.core.routing import drained_problem, notice_problem, split_refusal
+    from wf_initiation.core.routing import copy_problem, drained_problem, notice_problem, split_refusal
     from wf_initiation.core.sharding import children_of, drain_step, is_child, parent_of
     from wf_initiation.wire import (
         ASK_SHARD_ACTIVITY,
@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ROUTING_QUERY,
         SPLIT_LANES_CHECK_QUERY,
         SPLIT_LOOKUP_QUERY,
+        SUBSCRIPTIONS_CHECK_QUERY,
         DeliveryRequest,
         PriorEntry,
         shard_workflow_id,
@@ -74,6 +75,8 @@ class SplitHandlers:
         self._lookups: dict[tuple[str, str], asyncio.Future[Any]] = {}  # ids whose parent's answer is awaited
         self._lookup_queue: list[tuple[str, str]] = []
         self._looking_up = False
+        self._copies: list[tuple[str, str, Callable[[], None]]] = []  # (kind, sub id, apply) waiting for shard 0
+        self._checking_copies = False
 
     # ------------------------------------------------------------------ parent
     async def _drain_split(self) -> None:
@@ -124,6 +127,11 @@ class SplitHandlers:
     @workflow.query(name=SPLIT_LOOKUP_QUERY)
     def split_lookup(self, keys: list[list[str]]) -> dict[str, Any]:
         return fit_to_bytes(self.split_answer(keys))
+
+    @workflow.query(name=SUBSCRIPTIONS_CHECK_QUERY)
+    def subscriptions_check(self, sub_ids: list[str]) -> dict[str, Any]:
+        """Another shard asks whether a subscription copy it was sent (or told to drop) is this shard's."""
+        return fit_to_bytes(self._engine.subscriptions_check(sub_ids[:MAX_BULK]))
 
     @workflow.query(name=SPLIT_LANES_CHECK_QUERY)
     def split_lanes_check(self, child: int, keys: list[str]) -> dict[str, Any]:
@@ -202,6 +210,34 @@ class SplitHandlers:
                 self._apply_notice(n)
             else:
                 self._refuse(f"a {LANES_SIGNAL} {n.kind} of {len(n.keys)} key(s): {problem}")
+
+    # ------------------------------------------------------------------ subscription copies
+    def _copy_checked(self, kind: str, sub_id: str) -> bool:
+        """Whether a subscription signal to this shard touches a copy of shard 0's (a copy sent, or one
+        held here dropped): then shard 0 is asked before it is applied."""
+        if self._spec.shards <= 1 or self._shard == 0:
+            return False
+        return self._compat.verified_splits()
+
+    async def _apply_copy(self, kind: str, sub_id: str, apply: Callable[[], None]) -> None:
+        """Apply a copy's subscribe or unsubscribe once shard 0 confirms it (core.routing.copy_problem);
+        checks one at a time, the signals that came meanwhile judged by the next answer."""
+        self._copies.append((kind, sub_id, apply))
+        if self._checking_copies:
+            return
+        self._checking_copies = True
+        try:
+            while self._copies:
+                batch, self._copies = self._copies[:MAX_BULK], self._copies[MAX_BULK:]
+                answer = await self._ask(0, SUBSCRIPTIONS_CHECK_QUERY, [sorted({s for _, s, _ in batch})])
+                for kind_, sub_id_, apply_ in batch:
+                    problem = copy_problem(kind_, sub_id_, answer)
+                    if problem is None:
+                        apply_()
+                    else:
+                        self._refuse(f"a {kind_} signal for a copy of subscription {sub_id_[:120]!r}: {problem}")
+        finally:
+            self._checking_copies = False
 
     # ------------------------------------------------------------------ a child's new ids
     def _asks_parent(self, requests: list[DeliveryRequest]) -> bool:

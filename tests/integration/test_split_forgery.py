@@ -261,3 +261,32 @@ async def test_a_forged_parent_answer_on_a_delivery_to_a_new_shard_is_not_taken_
         await every_shard_serves(wfi, client, name, 4, go=True)
     for shard in range(4):
         await assert_replays(client, shard_workflow_id(name, shard))
+
+
+async def test_a_forged_subscription_copy_is_refused_and_the_shard_takes_its_events_itself(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: INIT-9 (no subscription matches an event that only a forged copy would have)
+    from wf_initiation.core.engine import SubscribeRequest
+    from wf_initiation.wire import SUBSCRIBE_SIGNAL
+
+    client = dev_env.client
+    name = unique("forged-copy")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec_for(tmp_path, WORKFILE, name, task_queue, 4))
+        copy = SubscribeRequest(sub_id="forged-copy", entry="hook", run_workflow_id="nobody", replica=True)
+        await client.get_workflow_handle(shard_workflow_id(name, 3)).signal(SUBSCRIBE_SIGNAL, copy)
+
+        async def refused() -> None:
+            errors = [e for e in await errors_of(wfi, name, "forged_protocol") if e["shard"] == 3]
+            assert errors and "shard 0 holds no subscription" in errors[0]["message"], errors
+
+        await assert_eventually(refused, timeout=60)
+        assert (await wfi.state(name))["subscriptions"] == {}
+        ident = next(i for i in (f"c-{n}" for n in range(100)) if shard_of("hook", i, 4) == 3)
+        taken = await client.get_workflow_handle(shard_workflow_id(name, 3)).execute_update(
+            DELIVER_UPDATE, DeliveryRequest(payload=hook(ident, go=True)), result_type=DeliveryResult)
+        assert taken.disposition.value == "accepted", taken  # not routed to shard 0 for a copy it never made
+        await every_shard_serves(wfi, client, name, 4, go=True)
+    await assert_replays(client, shard_workflow_id(name, 3))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .sharding import delivery_key, delivery_shard, is_child, parent_of, split_problem
 
 __all__ = ["Route", "Verdict", "delivery_key", "drained_problem", "external_paths", "handover_digest", "home_of",
-           "notice_problem", "route", "split_refusal"]
+           "notice_problem", "copy_problem", "route", "split_refusal"]
 
 if TYPE_CHECKING:
     from .activation import ActivationSpec, Split
@@ -133,6 +133,21 @@ def drained_problem(answer: Mapping[str, Any] | None, split: Split | None) -> st
         return f"the split's parent takes part in no split from {split.from_shards} shards"
     if theirs.get("drained") is not True:
         return "the split's parent has not drained: it still holds ids of before the split"
+    return None
+
+
+def copy_problem(kind: str, sub_id: str, answer: Mapping[str, Any] | str | None) -> str | None:
+    """Whether a shard may register (``subscribe``) or drop (``unsubscribe``) a copy of shard 0's
+    subscription ``sub_id``, judged by shard 0's own ``subscriptions_check`` answer. None: verified."""
+    if isinstance(answer, str):
+        return answer
+    if not isinstance(answer, Mapping):
+        return "shard 0 could not be asked"
+    held = sub_id in (answer.get("held") or [])
+    if kind == "subscribe" and not held:
+        return f"shard 0 holds no subscription {sub_id[:120]!r}"
+    if kind == "unsubscribe" and held:
+        return f"shard 0 still holds subscription {sub_id[:120]!r}"
     return None
 
 

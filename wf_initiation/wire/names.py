@@ -56,6 +56,9 @@ ROUTING_QUERY = "routing"
 SPLIT_LOOKUP_QUERY = "split_lookup"
 """A split's parent answers what it holds of ids that moved to a child: ``{"shards": its count,
 "records": [dedup entry or None, ...]}`` for ``[[entry, delivery id], ...]`` (core.sharding)."""
+SUBSCRIPTIONS_CHECK_QUERY = "subscriptions_check"
+"""Shard 0 answers a shard that asks whether a subscription copy it was sent (or told to drop) is one
+of shard 0's: ``{"held": [the asked sub ids shard 0 holds as originals]}`` (core.routing)."""
 SPLIT_LANES_CHECK_QUERY = "split_lanes_check"
 """A split's parent answers a child that asks whether a lane notice it got is the parent's:
 ``{"handed": bool, "handover": {part: digest}, "busy": [keys it still runs]}`` for ``(child, keys)``
@@ -94,5 +97,5 @@ __all__ = [
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
+    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SUBSCRIPTIONS_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

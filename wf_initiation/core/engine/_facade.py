@@ -115,6 +115,16 @@ class Engine:
         except (UnknownEntry, ExpressionFault, ValueError, TypeError):
             return None
 
+    def subscriptions_check(self, sub_ids: list[str]) -> dict[str, Any]:
+        """Shard 0 asked whether it holds these subscriptions as originals (their copies are its)."""
+        subs = self._core.state.subscriptions
+        return {"held": [i for i in sub_ids if i in subs and not subs[i].replica]}
+
+    def holds_copy(self, sub_id: str) -> bool:
+        """Whether this shard holds a copy of shard 0's subscription ``sub_id``."""
+        sub = self._core.state.subscriptions.get(sub_id)
+        return sub is not None and sub.replica
+
     def lanes_check(self, child: int, keys: list[str]) -> dict[str, Any]:
         """A split's parent asked by ``child`` about a lane notice it got (core/engine/_lanes.py)."""
         return _lanes.lanes_check(self._core, child, keys)
