@@ -211,7 +211,7 @@ class DeliveryHandlers(SplitHandlers):
                 self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
                 self._poke()
 
-            if self._engine.holds_copy(decoded.sub_id) and self._copy_checked("unsubscribe", decoded.sub_id):
+            if self._engine.holds_copy(decoded.sub_id).value and self._copy_checked("unsubscribe", decoded.sub_id):
                 await self._apply_copy("unsubscribe", decoded.sub_id, apply)
             else:
                 apply()
@@ -243,7 +243,7 @@ class DeliveryHandlers(SplitHandlers):
         key = self._event_key(request)
         claim = (request.lane.shards, request.lane.shard) if request.lane is not None else None
         return route(self._routing_spec(), self._shard, request.entry, request.payload, claim=claim,
-                     key_lane=lambda: self._engine.key_lane(request.entry, request.payload),
+                     key_lane=lambda: self._engine.key_lane(request.entry, request.payload).value,
                      answered=lambda: key is None or self._engine.lookup(event_key(*key)) is not None,
                      prior_shards=request.prior.shards if request.prior is not None else None, split=self._spec.split)
 

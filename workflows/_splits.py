@@ -131,12 +131,12 @@ class SplitHandlers:
     @workflow.query(name=SUBSCRIPTIONS_CHECK_QUERY)
     def subscriptions_check(self, sub_ids: list[str]) -> dict[str, Any]:
         """Another shard asks whether a subscription copy it was sent (or told to drop) is this shard's."""
-        return fit_to_bytes(self._engine.subscriptions_check(sub_ids[:MAX_BULK]))
+        return fit_to_bytes(self._engine.subscriptions_check(sub_ids[:MAX_BULK]).value)
 
     @workflow.query(name=SPLIT_LANES_CHECK_QUERY)
     def split_lanes_check(self, child: int, keys: list[str]) -> dict[str, Any]:
         """A child asks whether a lane notice it got is this parent's (core.routing.notice_problem)."""
-        return fit_to_bytes(self._engine.lanes_check(child, keys[:NOTICE_KEYS_PER_ASK]))
+        return fit_to_bytes(self._engine.lanes_check(child, keys[:NOTICE_KEYS_PER_ASK]).value)
 
     # ------------------------------------------------------------------ child
     @workflow.signal(name=PARENT_DRAINED_SIGNAL)

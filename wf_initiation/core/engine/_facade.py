@@ -106,28 +106,29 @@ class Engine:
     def lookup(self, key: str) -> EventRecord | None:
         return self._core.lookup(key)
 
-    def key_lane(self, entry: str | None, payload: Any) -> int | None:
+    def key_lane(self, entry: str | None, payload: Any) -> Decision[int | None]:
         """The lane the routing function names for this delivery's key (core.sharding.lane_key; None:
-        its entry relates no events, or its key cannot be computed: its id's shard judges it)."""
+        its entry relates no events, or its key cannot be computed: its id's shard judges it).
+        Decides nothing (no commands): the router's question to the engine (core.routing.route)."""
         core = self._core
         try:
-            return core.lane(core.resolve_entry(entry), payload)
+            return self._decide(core.lane(core.resolve_entry(entry), payload))
         except (UnknownEntry, ExpressionFault, ValueError, TypeError):
-            return None
+            return self._decide(None)
 
-    def subscriptions_check(self, sub_ids: list[str]) -> dict[str, Any]:
-        """Shard 0 asked whether it holds these subscriptions as originals (their copies are its)."""
+    def subscriptions_check(self, sub_ids: list[str]) -> Decision[dict[str, Any]]:
+        """Shard 0 asked whether it holds these subscriptions as originals (their copies are its); no commands."""
         subs = self._core.state.subscriptions
-        return {"held": [i for i in sub_ids if i in subs and not subs[i].replica]}
+        return self._decide({"held": [i for i in sub_ids if i in subs and not subs[i].replica]})
 
-    def holds_copy(self, sub_id: str) -> bool:
-        """Whether this shard holds a copy of shard 0's subscription ``sub_id``."""
+    def holds_copy(self, sub_id: str) -> Decision[bool]:
+        """Whether this shard holds a copy of shard 0's subscription ``sub_id``; no commands."""
         sub = self._core.state.subscriptions.get(sub_id)
-        return sub is not None and sub.replica
+        return self._decide(sub is not None and sub.replica)
 
-    def lanes_check(self, child: int, keys: list[str]) -> dict[str, Any]:
-        """A split's parent asked by ``child`` about a lane notice it got (core/engine/_lanes.py)."""
-        return _lanes.lanes_check(self._core, child, keys)
+    def lanes_check(self, child: int, keys: list[str]) -> Decision[dict[str, Any]]:
+        """A split's parent asked by ``child`` about a lane notice it got (core/engine/_lanes.py); no commands."""
+        return self._decide(_lanes.lanes_check(self._core, child, keys))
 
     def next_wakeup(self, wake_ahead: timedelta = timedelta(0)) -> datetime | None:
         return self._core.next_wakeup(wake_ahead)
