@@ -40,7 +40,7 @@ class _Item:
 
 
 @dataclasses.dataclass(eq=False)
-class _Lane:
+class _Outbox:
     """One activation's pending deliveries and its updates in flight."""
 
     pending: collections.deque[_Item] = dataclasses.field(default_factory=collections.deque)
@@ -64,53 +64,53 @@ class DeliveryGroups:
         self._send_one = send_one
         self._window = window
         self._max_in_flight = max(1, in_flight)
-        self._lanes: dict[str, _Lane] = {}
+        self._outboxes: dict[str, _Outbox] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def deliver(self, workflow: str, request: DeliveryRequest, size: int) -> DeliveryResult:
         """Deliver ``request`` (``size``: its payload's bytes, already checked) with others; its own result."""
-        lane = self._lanes.setdefault(workflow, _Lane())
+        box = self._outboxes.setdefault(workflow, _Outbox())
         item = _Item(request, size, asyncio.get_running_loop().create_future())
-        lane.pending.append(item)
-        self._kick(workflow, lane)
+        box.pending.append(item)
+        self._kick(workflow, box)
         return await item.result
 
-    def _kick(self, workflow: str, lane: _Lane) -> None:
-        if not lane.pending or lane.waiting or lane.in_flight >= self._max_in_flight:
+    def _kick(self, workflow: str, box: _Outbox) -> None:
+        if not box.pending or box.waiting or box.in_flight >= self._max_in_flight:
             return
-        if lane.in_flight == 0 and self._window > 0 and lane.company:  # idle: wait a moment for company
-            lane.waiting = True
-            asyncio.get_running_loop().call_later(self._window, self._window_over, workflow, lane)
+        if box.in_flight == 0 and self._window > 0 and box.company:  # idle: wait a moment for company
+            box.waiting = True
+            asyncio.get_running_loop().call_later(self._window, self._window_over, workflow, box)
             return
-        self._send(workflow, lane)
+        self._send(workflow, box)
 
-    def _window_over(self, workflow: str, lane: _Lane) -> None:
-        lane.waiting = False
-        if lane.in_flight < self._max_in_flight:
-            self._send(workflow, lane)
+    def _window_over(self, workflow: str, box: _Outbox) -> None:
+        box.waiting = False
+        if box.in_flight < self._max_in_flight:
+            self._send(workflow, box)
 
-    def _send(self, workflow: str, lane: _Lane) -> None:
+    def _send(self, workflow: str, box: _Outbox) -> None:
         group: list[_Item] = []
         size = 0
-        while lane.pending and len(group) < MAX_BULK:
-            item = lane.pending[0]
+        while box.pending and len(group) < MAX_BULK:
+            item = box.pending[0]
             if item.result.cancelled():  # its caller gave up before it was sent: not delivered, not sent
-                lane.pending.popleft()
+                box.pending.popleft()
                 continue
             if group and size + item.size + 64 > MAX_BULK_BYTES:
                 break
-            group.append(lane.pending.popleft())
+            group.append(box.pending.popleft())
             size += item.size + 64
         if not group:
             return
-        lane.in_flight += 1
-        task = asyncio.get_running_loop().create_task(self._carry(workflow, lane, group))
+        box.in_flight += 1
+        task = asyncio.get_running_loop().create_task(self._carry(workflow, box, group))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if lane.pending:
-            self._kick(workflow, lane)  # another update may go at once (in_flight permitting)
+        if box.pending:
+            self._kick(workflow, box)  # another update may go at once (in_flight permitting)
 
-    async def _carry(self, workflow: str, lane: _Lane, group: list[_Item]) -> None:
+    async def _carry(self, workflow: str, box: _Outbox, group: list[_Item]) -> None:
         try:
             try:
                 results = await self._send_many(workflow, [i.request for i in group])
@@ -127,9 +127,9 @@ class DeliveryGroups:
             _fail(group, exc)
             raise
         finally:
-            lane.in_flight -= 1
-            lane.company = len(group) > 1 or bool(lane.pending)
-            self._kick(workflow, lane)
+            box.in_flight -= 1
+            box.company = len(group) > 1 or bool(box.pending)
+            self._kick(workflow, box)
 
     async def _alone(self, workflow: str, item: _Item) -> None:
         try:

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from wf_initiation.core.sharding import delivery_identity, delivery_shard
+from wf_initiation.core.routing import delivery_key, home_of
 from wf_initiation.errors import ActivationNotFound, QueryFailed, WfiError
 
 
@@ -29,15 +29,11 @@ class Routing:
     def shard(self, entry: str | None, payload: Any) -> int:
         """The shard that takes this delivery (0 when there is one, or when the entry is not known:
         shard 0 then answers what is wrong with it)."""
-        return delivery_shard(self.entries, entry, payload, self.shards)
+        return home_of(self.entries, entry, payload, self.shards)
 
     def key(self, entry: str | None, payload: Any) -> tuple[str, str] | None:
         """(entry, delivery id) of a delivery, or None when it has none (it is then invalid anywhere)."""
-        name = entry if entry is not None else (next(iter(self.entries)) if len(self.entries) == 1 else None)
-        if name is None or name not in self.entries:
-            return None
-        ident = delivery_identity(self.entries[name], payload)
-        return None if ident is None else (name, ident)
+        return delivery_key(self.entries, entry, payload)
 
     @classmethod
     def from_answer(cls, answer: dict[str, Any]) -> Routing:

@@ -29,7 +29,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
@@ -41,15 +41,14 @@ from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
 from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._sharded_client import ShardedCalls
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
-from wf_initiation.core.activation import ActivationSpec, Split
+from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
-from wf_initiation.core.engine import ROUTED_TO, DeliveryResult, Disposition
+from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.engine.operator import content_digest, request_problem
-from wf_initiation.core.sharding import shard_of, split_problem
 from wf_initiation.errors import (
     ActivationNotFound,
-    ActivationRefused,
     CodecError,
     DeliveryRefused,
     DeliveryTooLarge,
@@ -62,28 +61,20 @@ from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # 
 from wf_initiation.wire import (
     ACTIVATE_UPDATE,
     ACTIVATION_WORKFLOW,
-    CONSULT_PARENT,
     DEACTIVATE_UPDATE,
-    DELIVER_MANY_UPDATE,
     DELIVER_SIGNAL,
-    DELIVER_UPDATE,
-    DELIVERY_QUERY,
     EVENTS_QUERY,
-    MISROUTED,
     OPERATE_UPDATE,
     ROUTING_QUERY,
-    SPLIT_LOOKUP_QUERY,
     STATE_QUERY,
     SUMMARY_QUERY,
     DeactivatedResult,
     DeactivateRequest,
     DeactivateResult,
     DeliveryRequest,
-    LaneClaim,
     OperatorAction,
     OperatorRequest,
     OperatorResult,
-    PriorEntry,
     as_action,
     shard_workflow_id,
     workflow_id_for,
@@ -158,6 +149,7 @@ class WfiClient:
         self._groups = DeliveryGroups(self._send_grouped, self._send_alone, window=group_window.total_seconds(),
                                       in_flight=groups_in_flight) if group_deliveries else None
         self._routing = RoutingCache(self._ask_routing, self._has_shards)
+        self._shards = ShardedCalls(self)  # the client's side of the routing boundary (core.routing)
         # An update only admitted when the server restarted is lost: the caller must time out and
         # retry with the same update id.
         self.update_timeout = update_timeout
@@ -259,7 +251,7 @@ class WfiClient:
             self._routing.forget(spec.workflow)
             current = (await self._routing.get(spec.workflow)).shards
             if current != spec.shards:
-                return await self._split(spec, current)
+                return await self._shards.split(spec, current)
         first = await self._activate_shard(spec, 0)
         if spec.shards > 1:  # each shard by its own idempotent update-with-start (core.sharding)
             others = await asyncio.gather(*(self._activate_shard(spec, k) for k in range(1, spec.shards)))
@@ -268,32 +260,6 @@ class WfiClient:
                 first = first.model_copy(update={"note": f"shard(s) {', '.join(map(str, started))} started again"})
             self._routing.forget(spec.workflow)
         return first
-
-    async def _split(self, spec: ActivationSpec, current: int) -> Activation:
-        """Split a running activation from ``current`` shards into ``spec.shards`` while deliveries go
-        on (core.sharding, "splitting"): the new shards start first (no sender knows them yet), then
-        the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
-        every parent already refusing the ids that moved. Idempotent: after an interruption, running
-        it again completes it."""
-        problem = split_problem(current, spec.shards)
-        if problem is None:
-            parts = await asyncio.gather(*(self._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
-            busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")
-                    and part.get("shards") == current]
-            if busy:
-                problem = (f"shard(s) {', '.join(map(str, busy))} still take part in the previous split (a parent "
-                           "drains once every id it held then has expired: `wfi state --summary`); split it again after that")
-        if problem is not None:
-            raise ActivationRefused(f"the activation of {spec.workflow!r} cannot be split into {spec.shards} shards: {problem}",
-                                    workflow=spec.workflow)
-        split = spec.model_copy(update={"split": Split(from_shards=current)})
-        await asyncio.gather(*(self._activate_shard(split, k) for k in range(current, spec.shards)))
-        await asyncio.gather(*(self._activate_shard(split, k) for k in range(1, current)))
-        first = await self._activate_shard(split, 0)
-        self._routing.forget(spec.workflow)
-        note = (f"split from {current} into {spec.shards} shards: shards {current}-{spec.shards - 1} take the ids that "
-                f"moved and ask shards 0-{current - 1} about ids those held until they expire")
-        return first.model_copy(update={"note": note})
 
     async def _activate_shard(self, spec: ActivationSpec, shard: int) -> Activation:
         wid = shard_workflow_id(spec.workflow, shard)
@@ -374,30 +340,7 @@ class WfiClient:
         request = DeliveryRequest(entry=entry, payload=payload)
         grouped = self._groups is not None and update_id is None  # a group's update has an id of its own
         uid = "" if grouped else bound_update_id(update_id, entry, payload) if update_id else update_id_for(entry, payload)
-        for attempt in range(MISROUTED_ATTEMPTS):  # again only after a shard said it is not this delivery's
-            shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)
-            try:
-                if grouped:
-                    result = await self._groups.deliver(_lane(workflow, shard), request, size)  # type: ignore[union-attr]
-                else:
-                    result = await self._asking_parent(
-                        workflow, shard, functools.partial(self._update_one, workflow, shard, uid), [request])
-                [result] = await self._follow_routes(workflow, [request], [result],
-                                                     uid=f"group-{uuid.uuid4().hex}" if grouped else f"{uid}-lane")
-                return result
-            except ActivationRefused as exc:
-                if exc.cause_type != MISROUTED or attempt == MISROUTED_ATTEMPTS - 1:
-                    raise
-                await self._route_again(workflow, attempt)
-        raise AssertionError("unreachable")
-
-    async def _route_again(self, workflow: str, attempt: int) -> None:
-        """A shard refused a delivery as not its own (``Misrouted``): the activation was split since the
-        routing was read. Forget it and ask again after a pause: while a split is applied, shard 0 (switched
-        last) still answers the earlier count (tests/crash/test_split_crash.py: seconds around a killed
-        worker and a server restart)."""
-        self._routing.forget(workflow)
-        await asyncio.sleep(min(0.05 * 2**attempt, 2.0) * (0.5 + random.random()))
+        return await self._shards.deliver(workflow, request, uid=uid, size=size)
 
     async def deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]]) -> list[DeliveryResult]:
         """Many deliveries in as few updates as possible (each carries at most ``MAX_BULK`` deliveries
@@ -416,129 +359,16 @@ class WfiClient:
             CodecError: the client's codec does not match the activation's history.
         """
         bulk_chunks(deliveries)  # every payload checked before the first update is sent
-        return await self._deliver_many(workflow, deliveries, misrouted=0)
+        return await self._shards.deliver_many(workflow, deliveries, misrouted=0)
 
-    async def _deliver_many(self, workflow: str, deliveries: list[tuple[str | None, Any]], *,
-                            misrouted: int) -> list[DeliveryResult]:
-        """:meth:`deliver_many` after its checks; ``misrouted``: how often a shard refused these as not its own."""
-        await self._check_codec(workflow)
-        routing = await self._routing.get(workflow, fallback=True)
-        by_shard: dict[int, list[int]] = {}
-        for i, (entry, payload) in enumerate(deliveries):
-            by_shard.setdefault(routing.shard(entry, payload), []).append(i)
-        out: list[DeliveryResult | None] = [None] * len(deliveries)
-
-        async def send(shard: int, indexes: list[int]) -> None:
-            done = 0
-            for chunk in bulk_chunks([deliveries[i] for i in indexes]):
-                try:
-                    results = await self._send_group(_lane(workflow, shard), chunk)
-                except ActivationRefused as exc:
-                    if exc.cause_type != MISROUTED or misrouted == MISROUTED_ATTEMPTS - 1:
-                        raise
-                    await self._route_again(workflow, misrouted)  # the activation was split: route this chunk again
-                    results = await self._deliver_many(workflow, [deliveries[i] for i in indexes[done:done + len(chunk)]],
-                                                       misrouted=misrouted + 1)
-                for i, result in zip(indexes[done:], results):
-                    out[i] = result
-                done += len(chunk)
-
-        await asyncio.gather(*(send(shard, indexes) for shard, indexes in by_shard.items()))
-        results = [r for r in out if r is not None]
-        return await self._follow_routes(workflow, [DeliveryRequest(entry=e, payload=p) for e, p in deliveries], results)
-
-    async def _follow_routes(self, workflow: str, requests: list[DeliveryRequest], results: list[DeliveryResult], *,
-                             uid: str | None = None) -> list[DeliveryResult]:
-        """``results`` with each ``routed`` one replaced by the answer of the shard it was routed to (its
-        queue key's, batch's or shard 0, core.sharding), which gets the delivery with the routing as
-        its ``lane``. ``uid``: the update id (the first update's, so a repeat is answered as the first
-        was), else derived from the content. A routing made with a shard count that changed since (a
-        split) is routed again by the shard that gets it, or refused (``Misrouted``): followed again,
-        with the routing asked anew, a few times."""
-        out = list(results)
-        for attempt in range(ROUTE_ATTEMPTS):
-            pending = [i for i, r in enumerate(out) if r.disposition is Disposition.ROUTED and r.shard is not None]
-            if not pending:
-                break
-            shards = await self.shards(workflow)
-            by_lane: dict[int, list[int]] = {}
-            for i in pending:
-                by_lane.setdefault(cast(int, out[i].shard), []).append(i)
-            first = uid if attempt == 0 else f"route-{uuid.uuid4().hex}"
-
-            async def send(lane: int, indexes: list[int], shards: int = shards, first: str | None = first) -> None:
-                claim = LaneClaim(shards=shards, shard=lane)
-                chunk = [requests[i].model_copy(update={"lane": claim}) for i in indexes]
-                done = 0
-                for part in bulk_chunks([(r.entry, r.payload) for r in chunk]):
-                    try:
-                        answers = await self._send_group(_lane(workflow, lane), chunk[done:done + len(part)],
-                                                         uid=first and f"{first}-{done}")
-                    except ActivationRefused as exc:
-                        if exc.cause_type != MISROUTED:
-                            raise
-                        return  # routed with a count that changed: the next attempt asks the routing again
-                    for i, answer in zip(indexes[done:], answers):
-                        out[i] = answer
-                    done += len(part)
-
-            await asyncio.gather(*(send(lane, indexes) for lane, indexes in by_lane.items()))
-            if any(out[i].disposition is Disposition.ROUTED for i in pending):
-                self._routing.forget(workflow)  # followed again with the routing asked anew
-        return out
-
-    async def _send_group(self, lane: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
-        """One ``deliver_many`` update to one shard (``lane``: workflow and shard); by default its id binds
-        its content, so a retry is answered by the first."""
-        workflow, shard = _unlane(lane)
-        uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-        handle = self.handle(workflow, shard)
-
-        async def send(requests: list[DeliveryRequest]) -> list[DeliveryResult]:
-            return await self._retry(functools.partial(handle.execute_update, DELIVER_MANY_UPDATE, requests, id=uid,
-                                     result_type=list[DeliveryResult], rpc_timeout=self.update_timeout), workflow=workflow)
-
-        return await self._asking_parent(workflow, shard, send, chunk)
-
-    async def _asking_parent(self, workflow: str, shard: int, send: Callable[[list[DeliveryRequest]], Awaitable[_T]],
-                             requests: list[DeliveryRequest]) -> _T:
-        """``send(requests)``; when a shard created by a split answers that its parent may hold an id
-        (``ConsultParent``), again with the parent's answers as each delivery's ``prior``."""
-        try:
-            return await send(requests)
-        except ActivationRefused as exc:
-            if exc.cause_type != CONSULT_PARENT:
-                raise
-        return await send(await self._with_priors(workflow, shard, requests))
-
-    async def _with_priors(self, workflow: str, shard: int, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
-        """``requests`` with what the split's parent of ``shard`` holds of each id (core.sharding)."""
-        self._routing.forget(workflow)
-        routing = await self._routing.get(workflow)
-        if routing.split_from is None or shard < routing.split_from:
-            return requests  # not a child (any more): the shard judges them alone
-        keys = [routing.key(r.entry, r.payload) for r in requests]
-        asked = [list(k) for k in keys if k is not None]
-        answer = await self._query(workflow, SPLIT_LOOKUP_QUERY, asked, shard=shard % routing.split_from)
-        records = iter(answer.get("records", []))
-        return [r.model_copy(update={"prior": PriorEntry(shards=int(answer["shards"]), record=next(records, None))})
-                if k is not None else r for r, k in zip(requests, keys)]
-
-    async def _send_grouped(self, lane: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
+    async def _send_grouped(self, key: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
         """A group of separate callers' deliveries: an update id of its own (its retries reuse it), so a
         delivery sent again later is judged again (``duplicate``), as sent alone by a new caller would be."""
-        return await self._send_group(lane, chunk, uid=f"group-{uuid.uuid4().hex}")
+        return await self._shards.send_group(key, chunk, uid=f"group-{uuid.uuid4().hex}")
 
-    async def _send_alone(self, lane: str, request: DeliveryRequest) -> DeliveryResult:
-        workflow, shard = _unlane(lane)
-        uid = f"group-{uuid.uuid4().hex}"
-        return await self._asking_parent(workflow, shard, functools.partial(self._update_one, workflow, shard, uid), [request])
+    async def _send_alone(self, key: str, request: DeliveryRequest) -> DeliveryResult:
+        return await self._shards.send_alone(key, request)
 
-    async def _update_one(self, workflow: str, shard: int, uid: str | None, requests: list[DeliveryRequest]) -> DeliveryResult:
-        """One ``deliver`` update (of ``requests[0]``) to one shard, retried with the same id."""
-        send = functools.partial(self.handle(workflow, shard).execute_update, DELIVER_UPDATE, requests[0], id=uid,
-                                 result_type=DeliveryResult, rpc_timeout=self.update_timeout)
-        return await self._retry(send, workflow=workflow)
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Deliver one event by signal: durable when this returns, with no disposition (read it with
@@ -585,20 +415,9 @@ class WfiClient:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
-        shard = await self._holder_of(workflow, getattr(action, "run_key", None))
+        shard = await self._shards.holder_of(workflow, getattr(action, "run_key", None))
         return await self._retry(lambda: self.handle(workflow, shard).execute_update(
             OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
-
-    async def _holder_of(self, workflow: str, run_key: str | None) -> int:
-        """The shard that holds pending run ``run_key`` (an action on it goes there: a queue key's,
-        batch's or shard 0's, core.sharding); 0 for an action on no run or a run no shard holds
-        (shard 0 then answers that it knows no such run)."""
-        shards = (await self._routing.get(workflow)).shards if run_key else 1
-        for k in range(shards if shards > 1 else 0):
-            runs = (await self._query(workflow, STATE_QUERY, shard=k)).get("runs") or {}
-            if run_key in runs:
-                return k
-        return 0
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
@@ -763,19 +582,7 @@ class WfiClient:
             Its dedup entry (disposition, run key, times), or None when none is retained.
         """
         await self._check_codec(workflow)
-        routing = await self._routing.get(workflow)
-        shard = shard_of(entry, delivery_id, routing.shards) if entry in routing.entries else 0
-        record = await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=shard)
-        if not record or record.get("disposition") != Disposition.ROUTED.value:
-            return record
-        # Its queue key's shard took the event (core.sharding, lanes): that shard's entry is the answer.
-        lane = str(record.get("detail") or "").removeprefix(ROUTED_TO)
-        lanes = [int(lane)] if lane.isdigit() else [k for k in range(routing.shards) if k != shard]
-        for k in lanes:
-            taken = await self._query(workflow, DELIVERY_QUERY, entry, delivery_id, shard=k)
-            if taken:
-                return taken
-        return record  # routed, and not (yet) taken by its lane
+        return await self._shards.delivery(workflow, entry, delivery_id)
 
     async def _query(self, workflow: str, name: str, *args: Any, shard: int = 0, attempts: int | None = None) -> Any:
         """The answer of the activation's query ``name`` (of shard ``shard``), asked again while the
@@ -822,25 +629,3 @@ class WfiClient:
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")
-
-
-ROUTE_ATTEMPTS = 4
-"""How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
-kept changing; the ingress answers it 503, retry later)."""
-
-MISROUTED_ATTEMPTS = 36
-"""How many times a delivery a shard refused as not its own is routed again before the refusal is
-raised: after pauses of ~0.05 s doubling to 2 s, ~1 min in all. A split switches shard 0, which
-answers the routing, last (docs/deployment.md), and with its worker down (a crash, a deploy) that
-can take as long as the worker takes to come back; the same order as the client's retries of an
-unavailable server (``max_attempts``)."""
-
-
-def _lane(workflow: str, shard: int) -> str:
-    """The key deliveries to one shard are grouped under (wf_initiation/_grouping.py)."""
-    return f"{workflow}\x1f{shard}"
-
-
-def _unlane(lane: str) -> tuple[str, int]:
-    workflow, _, shard = lane.partition("\x1f")
-    return workflow, int(shard or 0)

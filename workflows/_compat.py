@@ -14,6 +14,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 | ``sharded_waits()`` | patch ``wfi-sharded-waits`` | 2 Dec 2026 | a wait (``subscribe``) for an external entry of a sharded activation was refused |
 | ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
+| ``verified_splits()`` | patch ``wfi-verified-splits`` | 4 Dec 2026 | a split's child acted on its parent's signals (drained, lane notices) unchecked |
 | ``faults_fail_task()`` | patch ``wfi-task-faults`` | 3 Dec 2026 | an exception one of the activation's unawaited tasks did not handle was only logged (workflows/_tasks.py) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
@@ -43,6 +44,7 @@ POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 FORWARDS_LAND_PATCH = "wfi-forwards-land"
 SHARDED_WAITS_PATCH = "wfi-sharded-waits"
 TASK_FAULTS_PATCH = "wfi-task-faults"
+VERIFIED_SPLITS_PATCH = "wfi-verified-splits"
 
 
 class RunCompat:
@@ -59,6 +61,7 @@ class RunCompat:
         self._forwards_land: bool | None = None
         self._sharded_waits: bool | None = None
         self._faults_fail_task: bool | None = None
+        self._verified_splits: bool | None = None
 
     def wake_ahead(self) -> bool:
         """Whether anticipated occurrences are held by a wait activity (asked only for a schedule
@@ -93,3 +96,11 @@ class RunCompat:
         if self._faults_fail_task is None:
             self._faults_fail_task = workflow.patched(TASK_FAULTS_PATCH)
         return self._faults_fail_task
+
+    def verified_splits(self) -> bool:
+        """Whether a split's child asks its parent before it acts on the parent's signals (drained,
+        lane notices; workflows/_splits.py), and a parent marks itself drained before telling
+        (asked only when such a signal comes, or a parent drains)."""
+        if self._verified_splits is None:
+            self._verified_splits = workflow.patched(VERIFIED_SPLITS_PATCH)
+        return self._verified_splits

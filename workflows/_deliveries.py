@@ -33,7 +33,8 @@ with workflow.unsafe.imports_passed_through():
         event_key,
     )
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
-    from wf_initiation.core.sharding import delivery_identity, delivery_shard, is_child, parent_of
+    from wf_initiation.core.routing import Route, Verdict, delivery_key, external_paths, route
+    from wf_initiation.core.sharding import is_child, parent_of
     from wf_initiation.wire import (
         CONSULT_PARENT,
         DELIVER_MANY_UPDATE,
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from ._compat import RunCompat
     from ._inbox import Inbox, Turn
     from ._intake import Undecodable, decode
+    from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 
@@ -70,7 +72,7 @@ ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
-class DeliveryHandlers:
+class DeliveryHandlers(SplitHandlers):
     """Handlers of ``ActivationWorkflow``; the state they use is the workflow's."""
 
     _engine: Engine
@@ -94,6 +96,7 @@ class DeliveryHandlers:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
+        [decoded] = await self._parent_answered([decoded])
         take = self._bulk_item(decoded, DELIVER_UPDATE)
         if self._inbox is not None:
             [result] = await self._inbox.wait([self._inbox.offer(take, waited=True)])
@@ -117,7 +120,6 @@ class DeliveryHandlers:
             except Undecodable:
                 return  # the handler records it as invalid
             self._refuse_misrouted([decoded])
-            self._refuse_without_parent([decoded])
 
     @workflow.update(name=DELIVER_MANY_UPDATE)
     async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
@@ -125,6 +127,7 @@ class DeliveryHandlers:
             decoded = self._decode_many(requests)
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
+        decoded = await self._parent_answered(decoded)
         results: list[DeliveryResult] = []
         if self._inbox is not None:
             inbox = self._inbox
@@ -147,7 +150,6 @@ class DeliveryHandlers:
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
         if self._spec.shards > 1:
             self._refuse_misrouted(decoded)
-            self._refuse_without_parent(decoded)
 
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
@@ -157,13 +159,16 @@ class DeliveryHandlers:
         except Undecodable as exc:
             self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
         else:
-            owner = self._owner(decoded)
-            if owner != self._shard:  # a sender with a stale routing: its shard takes it (a signal is kept)
-                self._pass_on(owner, decoded, "forward a misrouted delivery")
-                self._poke()
-                return
-            if self._needs_parent(decoded):  # a split's parent may hold the id: it answers, then passes it back
-                self._pass_on(parent_of(self._shard, self._spec.split), decoded, "ask the split's parent")  # type: ignore[arg-type]
+            verdict = self._route(decoded)
+            if verdict.verdict in (Verdict.TAKE, Verdict.ASK_PARENT) and self._asks_parent([decoded]):
+                answered = await self._with_parent_answers([decoded])  # asked here, not bounced off the parent
+                if isinstance(answered, str):
+                    self._defer_unanswered(decoded, answered)
+                    self._poke()
+                    return
+                [decoded] = answered
+            elif verdict.verdict is not Verdict.TAKE:
+                self._act_on(verdict, decoded)
                 self._poke()
                 return
             carrier = current_carrier()
@@ -176,24 +181,40 @@ class DeliveryHandlers:
         self._poke()
 
     @workflow.signal(name=SUBSCRIBE_SIGNAL)
-    def subscribe(self, request: RawValue) -> None:
-        """A run waits for an event of one of this activation's entries (INIT-8)."""
+    async def subscribe(self, request: RawValue) -> None:
+        """A run waits for an event of one of this activation's entries (INIT-8); a copy of shard 0's
+        subscription is registered on another shard once shard 0 confirms it is its own."""
         self._signals += 1
         decoded = self._decode_signal(request, SubscribeRequest, "subscribe")
         if decoded is not None:
             entry = self._spec.entry(decoded.entry)
             refuse = (self._spec.shards > 1 and self._shard == 0 and entry is not None and entry.kind == "external"
                       and not decoded.replica and not self._compat.sharded_waits())  # a run begun before they were served
-            self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now(),
-                                                                                         refuse_sharded=refuse)))
+
+            def apply() -> None:
+                self._signal_safely("subscribe", lambda: self._absorb(self._engine.subscribe(decoded, self._now(),
+                                                                                             refuse_sharded=refuse)))
+                self._poke()
+
+            if decoded.replica and self._copy_checked("subscribe", decoded.sub_id):
+                await self._apply_copy("subscribe", decoded.sub_id, apply)
+            else:
+                apply()
         self._poke()
 
     @workflow.signal(name=UNSUBSCRIBE_SIGNAL)
-    def unsubscribe(self, request: RawValue) -> None:
+    async def unsubscribe(self, request: RawValue) -> None:
         self._signals += 1
         decoded = self._decode_signal(request, UnsubscribeRequest, "unsubscribe")
         if decoded is not None:
-            self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
+            def apply() -> None:
+                self._signal_safely("unsubscribe", lambda: self._absorb(self._engine.unsubscribe(decoded, self._now())))
+                self._poke()
+
+            if self._engine.holds_copy(decoded.sub_id).value and self._copy_checked("unsubscribe", decoded.sub_id):
+                await self._apply_copy("unsubscribe", decoded.sub_id, apply)
+            else:
+                apply()
         self._poke()
 
     @workflow.signal(name=LIFECYCLE_SIGNAL)
@@ -217,36 +238,61 @@ class DeliveryHandlers:
         parent takes no id that moved from then on)."""
         return self._pending_spec or self._spec
 
-    def _owner(self, request: DeliveryRequest) -> int:
-        spec = self._routing_spec()
-        if spec.shards <= 1:
-            return 0
-        if request.lane is not None and request.lane.shards == spec.shards and request.lane.shard < spec.shards:
-            return request.lane.shard  # its id's shard took the id and routed it to its key's (core.sharding)
-        paths = {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"}
-        return delivery_shard(paths, request.entry, request.payload, spec.shards)
+    def _route(self, request: DeliveryRequest) -> Route:
+        """The router's verdict for ``request`` sent to this shard (core.routing); the shell acts on it."""
+        key = self._event_key(request)
+        claim = (request.lane.shards, request.lane.shard) if request.lane is not None else None
+        return route(self._routing_spec(), self._shard, request.entry, request.payload, claim=claim,
+                     key_lane=lambda: self._engine.key_lane(request.entry, request.payload).value,
+                     answered=lambda: key is None or self._engine.lookup(event_key(*key)) is not None,
+                     prior_shards=request.prior.shards if request.prior is not None else None, split=self._spec.split)
+
+    def _act_on(self, verdict: Route, request: DeliveryRequest) -> None:
+        """A signalled delivery this shard does not take: passed on to the shard the verdict names, or
+        refused and recorded (a claim no shard of the activation makes)."""
+        if verdict.verdict is Verdict.FORGED:
+            self._refuse_forged(verdict)
+        elif verdict.verdict is Verdict.ASK_PARENT:  # a split's parent may hold the id: it answers, then passes it back
+            self._pass_on(verdict.shard, request, "ask the split's parent")
+        else:  # a sender with a stale routing: its shard takes it (a signal is kept)
+            self._pass_on(verdict.shard, request, "forward a misrouted delivery")
+
+    async def _parent_answered(self, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
+        """An update's deliveries; on a split's child, those of ids it does not hold with the parent's
+        own answer (workflows/_splits.py), or refused to be sent again when the parent cannot answer."""
+        if self._spec.shards <= 1 or not self._asks_parent(requests):
+            return requests
+        answered = await self._with_parent_answers(requests)
+        if isinstance(answered, str):
+            raise ApplicationError(f"shard {self._shard} of {self._spec.workflow!r} asks its split's parent about ids it "
+                                   f"does not hold, and cannot now ({answered}): nothing was recorded; retry", type=REBINDING)
+        return answered
+
+    def _defer_unanswered(self, request: DeliveryRequest, why: str) -> None:
+        """A signalled delivery of an id the split's parent could not be asked about: recorded as deferred
+        (the operator sees it; deliver it again), never taken as new."""
+        self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.deliver(
+            request.entry, request.payload, self._now(),
+            defer_new=f"the split's parent could not be asked whether it holds this id ({why}); deliver it again")))
+
+    def _refuse_forged(self, verdict: Route) -> None:
+        self._absorb(self._engine.record_error(self._now(), "forged_routing", f"shard {self._shard} refused {verdict.reason}"))
 
     # ------------------------------------------------------------------ splits (core.sharding, "splitting")
     def _event_key(self, request: DeliveryRequest) -> tuple[str, str] | None:
         """(entry, delivery id) of an external delivery, or None when it has none (it is invalid)."""
-        paths = {e.name: e.delivery_id_path for e in self._spec.entries if e.kind == "external"}
-        name = request.entry if request.entry is not None else (next(iter(paths)) if len(paths) == 1 else None)
-        if name is None or name not in paths:
-            return None
-        ident = delivery_identity(paths[name], request.payload)
-        return None if ident is None else (name, ident)
+        return delivery_key(external_paths(self._spec), request.entry, request.payload)
 
-    def _needs_parent(self, request: DeliveryRequest) -> bool:
-        """A child of a split judges an id it does not know only with its parent's answer for it."""
-        if not is_child(self._shard, self._spec.split):
-            return False
-        if request.prior is not None and request.prior.shards == self._spec.shards:
-            return False
-        key = self._event_key(request)
-        return key is not None and self._engine.lookup(event_key(*key)) is None
-
-    def _refuse_without_parent(self, requests: list[DeliveryRequest]) -> None:
-        if any(self._needs_parent(r) for r in requests):
+    def _refuse_misrouted(self, requests: list[DeliveryRequest]) -> None:
+        """An update's deliveries this shard does not take are refused before anything is recorded:
+        its sender routes them again (``Misrouted``) or asks the split's parent (``ConsultParent``)."""
+        verdicts = [self._route(r) for r in requests]
+        wrong = next((v.shard for v in verdicts if v.verdict is Verdict.ELSEWHERE), None)
+        if wrong is not None:
+            raise ApplicationError(
+                f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
+                "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
+        if any(v.verdict is Verdict.ASK_PARENT for v in verdicts):
             parent = parent_of(self._shard, self._spec.split)  # type: ignore[arg-type]
             raise ApplicationError(
                 f"shard {self._shard} of {self._spec.workflow!r} was split from shard {parent}, which may hold this "
@@ -288,13 +334,6 @@ class DeliveryHandlers:
         return {"shards": self._routing_spec().shards,
                 "records": [self._engine.delivery(str(k[0]), str(k[1])) if len(k) == 2 else None for k in keys[:MAX_BULK]]}
 
-    def _refuse_misrouted(self, requests: list[DeliveryRequest]) -> None:
-        wrong = next((self._owner(r) for r in requests if self._owner(r) != self._shard), None)
-        if wrong is not None:
-            raise ApplicationError(
-                f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
-                "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
-
     def _pass_on(self, owner: int, request: DeliveryRequest, why: str) -> None:
         """Signal ``request`` to shard ``owner`` (counted from now: continue-as-new waits for it,
         ``ActivationWorkflow._settle_deliveries``)."""
@@ -317,7 +356,16 @@ class DeliveryHandlers:
     # ------------------------------------------------------------------ helpers
     def _deliver_one(self, request: DeliveryRequest, now: datetime | None = None, *,
                      defer_new: str | None = None) -> DeliveryResult:
-        """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md)."""
+        """A delivery to the engine, or its refusal while the activation is deactivated (docs/lifecycle.md);
+        one claiming a lane it is not for (core.routing, ``FORGED``) is refused and recorded, never taken."""
+        if request.lane is not None and self._spec.shards > 1:
+            verdict = self._route(request)
+            if verdict.verdict is Verdict.FORGED:
+                self._refuse_forged(verdict)
+                key = self._event_key(request)
+                return DeliveryResult(entry=request.entry, delivery_id=key[1] if key else None,
+                                      disposition=Disposition.INVALID, message=verdict.reason,
+                                      activation_id=self._engine.spec.activation_id)
         return self._absorb(self._engine.deliver(request.entry, request.payload, now or self._now(), defer_new=defer_new,
                                                  prior=self._prior_record(request), lane=self._laned(request)))
 

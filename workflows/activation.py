@@ -23,25 +23,15 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import FailureError
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
     from wf_initiation.core import limits  # the carry limits are read at each carry (tests lower them)
-    from wf_initiation.core.activation import ActivationSpec, Split, spec_problems
-    from wf_initiation.core.engine import (
-        LANES_SIGNAL,
-        Command,
-        Decision,
-        Dispatcher,
-        Engine,
-        LaneNotice,
-        decode_state,
-        initial_state,
-    )
+    from wf_initiation.core.activation import ActivationSpec, spec_problems
+    from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
     from wf_initiation.core.limits import DELIVERIES_PER_TASK, MAX_SIGNALS_PER_RUN, fit_to_bytes
-    from wf_initiation.core.sharding import children_of, drain_step, is_child, split_problem
+    from wf_initiation.core.sharding import is_child
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
@@ -49,9 +39,7 @@ with workflow.unsafe.imports_passed_through():
         DELIVERY_QUERY,
         EVENTS_QUERY,
         OPERATE_UPDATE,
-        PARENT_DRAINED_SIGNAL,
         ROUTING_QUERY,
-        SPLIT_LOOKUP_QUERY,
         STATE_QUERY,
         SUMMARY_QUERY,
         ActivateResult,
@@ -60,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
         DeactivateResult,
         OperatorRequest,
         OperatorResult,
-        shard_workflow_id,
     )
     from wf_initiation.wire import search_attributes as sa
 
@@ -74,10 +61,6 @@ with workflow.unsafe.imports_passed_through():
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
-# How often a split's parent checks whether the ids it held at the split have expired (a quarter of
-# dedup_retention, within these bounds).
-SPLIT_CHECK_MIN = timedelta(seconds=2)
-SPLIT_CHECK_MAX = timedelta(minutes=10)
 
 
 def encode_state(engine: Engine) -> bytes:
@@ -117,6 +100,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._carry_retry_at = 0
         self._signals = 0  # signals this run took (the server refuses a run's 10,001st)
         self._forwarding = 0  # deliveries being passed on to another shard (_deliveries._forward)
+        self._init_splits()
         # Re-issues what the previous run left unfinished; activates a deactivated activation again.
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
@@ -244,71 +228,6 @@ class ActivationWorkflow(DeliveryHandlers):
             wait_for_instant, 0.0, start_to_close_timeout=timedelta(seconds=10),
             summary=f"next workflow task for {queued} queued deliveries",
         )
-
-    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
-    async def _drain_split(self) -> None:
-        """A split's parent: once every id it held at the split has expired, tell its children (they
-        then judge new ids alone)."""
-        retention = self._engine.spec.policies.dedup_retention
-        interval = min(max(retention / 4, SPLIT_CHECK_MIN), SPLIT_CHECK_MAX)
-        while True:
-            split = self._spec.split
-            if split is None or split.drained:
-                return
-            await workflow.sleep(interval, summary="split: has every id held at the split expired?")
-            split = self._spec.split
-            if split is None or split.seq is None:
-                return
-            step = drain_step(split, self._engine.unreleased_through(split.seq), self._now(), retention)
-            if step.drained:
-                for child in children_of(self._shard, split, self._spec.shards):
-                    try:
-                        await workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, child)).signal(
-                            PARENT_DRAINED_SIGNAL, self._shard)
-                    except FailureError as exc:  # the child ended (deactivated, terminated): it asks nobody any more
-                        self._absorb(self._engine.record_error(self._now(), "signal_failed", f"shard {child} could not be "
-                                                               f"told that its split's parent drained: {exc}"))
-            self._set_split(step)
-
-    def _set_split(self, split: Split | None) -> None:
-        """This shard's part in a split, changed mid-run (carried by continue-as-new with the spec)."""
-        self._spec = self._spec.model_copy(update={"split": split})
-        if self._pending_spec is not None:
-            self._pending_spec = self._pending_spec.model_copy(update={"split": split})
-        self._poke()
-
-    @workflow.signal(name=PARENT_DRAINED_SIGNAL)
-    def parent_drained(self, parent: RawValue) -> None:
-        """The split's parent holds no id of the split any more: this child judges new ids alone."""
-        self._signals += 1
-        if is_child(self._shard, self._spec.split):
-            self._set_split(None)
-
-    @workflow.signal(name=LANES_SIGNAL)
-    def lanes_noticed(self, notice: RawValue) -> None:
-        """The split's parent names the moved queue keys that still run there, or that no longer do
-        (core/engine/_lanes.py): their first runs here may start."""
-        self._signals += 1
-        decoded = self._decode_signal(notice, LaneNotice, LANES_SIGNAL)
-        if decoded is not None:
-            self._signal_safely(LANES_SIGNAL, lambda: self._absorb(self._engine.lanes_noticed(decoded, self._now())))
-        self._poke()
-
-    @workflow.query(name=SPLIT_LOOKUP_QUERY)
-    def split_lookup(self, keys: list[list[str]]) -> dict[str, Any]:
-        return fit_to_bytes(self.split_answer(keys))
-
-    def _split_refusal(self, spec: ActivationSpec) -> str | None:
-        """Why this shard cannot take ``spec`` (a split) now; None when it can."""
-        current = self._spec
-        problem = split_problem(current.shards, spec.shards)
-        if problem is None and (spec.split is None or spec.split.from_shards != current.shards):
-            problem = (f"a split from {current.shards} shards must say so (`split.from_shards`); "
-                       "`wfi activate` and WfiClient.activate do")
-        if problem is None and current.split is not None and not current.split.drained:
-            problem = ("its previous split has not drained yet (a parent drains once every id it held then has "
-                       "expired: `wfi state --summary` shows each shard's split); split it again after that")
-        return problem
 
     # ------------------------------------------------------------------ continue-as-new
     def _should_continue_as_new(self) -> bool:

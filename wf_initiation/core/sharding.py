@@ -65,10 +65,18 @@ def delivery_shard(paths: Mapping[str, str | None], entry: str | None, payload: 
     answers what is wrong with the delivery). What clients and every shard compute alike."""
     if shards <= 1:
         return 0
+    key = delivery_key(paths, entry, payload)
+    return 0 if key is None else shard_of(key[0], key[1], shards)
+
+
+def delivery_key(paths: Mapping[str, str | None], entry: str | None, payload: Any) -> tuple[str, str] | None:
+    """(entry, delivery id) of a delivery to ``entry`` (None: the only external entry), or None when
+    it has none (it is then invalid on any shard). The one key function of clients and shards."""
     name = entry if entry is not None else (next(iter(paths)) if len(paths) == 1 else None)
     if name is None or name not in paths:
-        return 0
-    return shard_of(name, delivery_identity(paths[name], payload), shards)
+        return None
+    ident = delivery_identity(paths[name], payload)
+    return None if ident is None else (name, ident)
 
 
 def value_at(path: str | None, payload: Any) -> Any:

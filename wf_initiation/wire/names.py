@@ -4,16 +4,22 @@ Histories, webhook bridges, the Temporal UI/CLI and other workers address the ac
 strings: each is written here once, and everything else (workflows, activities, client, CLI,
 ingress, conformance, bench) imports it. Changing one breaks recorded histories and running
 deployments. The signal names the pure engine emits as commands, and the activation workflow id
-prefix, are defined in ``core.engine`` (``_subscriptions``, ``_offer``) (core imports nothing above it) and re-exported
-here.
+prefix and shard id format, are defined in ``core.engine`` (core imports nothing above it; its public
+names) and re-exported here: this module is where every other layer reads them.
 """
 
 from __future__ import annotations
 
+from wf_initiation.core.engine import (
+    ACTIVATION_ID_PREFIX,
+    LANES_SIGNAL,
+    LIFECYCLE_SIGNAL,
+    SUBSCRIBE_SIGNAL,
+    UNSUBSCRIBE_SIGNAL,
+    shard_workflow,
+)
 from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
-from wf_initiation.core.engine import LANES_SIGNAL, LIFECYCLE_SIGNAL, SUBSCRIBE_SIGNAL, UNSUBSCRIBE_SIGNAL
 from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
-from wf_initiation.core.engine._lanes import ACTIVATION_ID_PREFIX, shard_workflow
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"
@@ -50,6 +56,13 @@ ROUTING_QUERY = "routing"
 SPLIT_LOOKUP_QUERY = "split_lookup"
 """A split's parent answers what it holds of ids that moved to a child: ``{"shards": its count,
 "records": [dedup entry or None, ...]}`` for ``[[entry, delivery id], ...]`` (core.sharding)."""
+SUBSCRIPTIONS_CHECK_QUERY = "subscriptions_check"
+"""Shard 0 answers a shard that asks whether a subscription copy it was sent (or told to drop) is one
+of shard 0's: ``{"held": [the asked sub ids shard 0 holds as originals]}`` (core.routing)."""
+SPLIT_LANES_CHECK_QUERY = "split_lanes_check"
+"""A split's parent answers a child that asks whether a lane notice it got is the parent's:
+``{"handed": bool, "handover": {part: digest}, "busy": [keys it still runs]}`` for ``(child, keys)``
+(core/engine/_lanes.py, core.routing.notice_problem)."""
 
 # --- activity names (histories carry them: never rename)
 START_RUNS_ACTIVITY = "wfi.start_runs"
@@ -57,6 +70,8 @@ WATCH_RUNS_ACTIVITY = "wfi.watch_runs"
 CONTROL_RUN_ACTIVITY = "wfi.control_run"
 PUBLISH_LIFECYCLE_ACTIVITY = "wfi.publish_lifecycle"
 WAIT_ACTIVITY = "wfi.wait_for_instant"
+ASK_SHARD_ACTIVITY = "wfi.ask_shard"
+"""A shard asks another shard of its activation a query (the split protocol's checks, core.routing)."""
 POLL_ACTIVITY_PREFIX = "wfi.poll."
 """Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
 
@@ -82,5 +97,5 @@ __all__ = [
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "ROUTING_QUERY", "SPLIT_LOOKUP_QUERY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
+    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SUBSCRIPTIONS_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

@@ -22,7 +22,7 @@ from ._dispatch import (
 from ._engine import initial_state
 from ._facade import Engine
 from ._keys import event_key, payload_digest
-from ._lanes import LANES_SIGNAL, LaneNotice
+from ._lanes import ACTIVATION_ID_PREFIX, LANES_SIGNAL, LaneNotice, shard_workflow
 from ._lifecycle import lifecycle_event_id
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
 from ._poll import PollItemIn, PollResultIn
@@ -58,10 +58,11 @@ from ._types import (
 )
 
 __all__ = [
-    "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "ACTIVATION_ID_PREFIX", "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
     "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
-    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "summary", "transition_event",
+    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "shard_workflow", "summary",
+    "transition_event",
 ]

@@ -16,6 +16,9 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from wf_initiation.errors import UnknownEntry
+
+from .._expr import ExpressionFault
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
@@ -102,6 +105,30 @@ class Engine:
 
     def lookup(self, key: str) -> EventRecord | None:
         return self._core.lookup(key)
+
+    def key_lane(self, entry: str | None, payload: Any) -> Decision[int | None]:
+        """The lane the routing function names for this delivery's key (core.sharding.lane_key; None:
+        its entry relates no events, or its key cannot be computed: its id's shard judges it).
+        Decides nothing (no commands): the router's question to the engine (core.routing.route)."""
+        core = self._core
+        try:
+            return self._decide(core.lane(core.resolve_entry(entry), payload))
+        except (UnknownEntry, ExpressionFault, ValueError, TypeError):
+            return self._decide(None)
+
+    def subscriptions_check(self, sub_ids: list[str]) -> Decision[dict[str, Any]]:
+        """Shard 0 asked whether it holds these subscriptions as originals (their copies are its); no commands."""
+        subs = self._core.state.subscriptions
+        return self._decide({"held": [i for i in sub_ids if i in subs and not subs[i].replica]})
+
+    def holds_copy(self, sub_id: str) -> Decision[bool]:
+        """Whether this shard holds a copy of shard 0's subscription ``sub_id``; no commands."""
+        sub = self._core.state.subscriptions.get(sub_id)
+        return self._decide(sub is not None and sub.replica)
+
+    def lanes_check(self, child: int, keys: list[str]) -> Decision[dict[str, Any]]:
+        """A split's parent asked by ``child`` about a lane notice it got (core/engine/_lanes.py); no commands."""
+        return self._decide(_lanes.lanes_check(self._core, child, keys))
 
     def next_wakeup(self, wake_ahead: timedelta = timedelta(0)) -> datetime | None:
         return self._core.next_wakeup(wake_ahead)

@@ -21,10 +21,11 @@ the parent has finished them.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..routing import handover_digest
 from ..sharding import activation_wide, batch_lane_text, children_of, is_child, lane_of, parent_of
 from ._lifecycle import keep
 from ._types import RunRecord, SignalRun
@@ -88,6 +89,7 @@ def hand_over(runs: Ledger) -> None:
     if split is None or is_child(spec.shard, split) or state.lanes_handed == spec.shards or not keyed(spec):
         return
     state.lanes_handed = spec.shards
+    state.lanes_sent = {}
     moved: dict[int, list[str]] = {c: [] for c in children_of(spec.shard, split, spec.shards)}
     busy = [key for key, queue in state.queues.items() if _external(runs, state.runs.get(queue[0]) if queue else None)]
     busy += [batch_lane_text(b.entry, b.partition) for b in state.batches.values()
@@ -100,6 +102,7 @@ def hand_over(runs: Ledger) -> None:
     for child, keys in moved.items():
         chunks = _chunks(sorted(keys))
         for n, chunk in enumerate(chunks):
+            state.lanes_sent[f"{child}/{n}"] = handover_digest(chunk, n, len(chunks))
             _notice(runs, child, LaneNotice(parent=spec.shard, kind="handover", keys=chunk, part=n, parts=len(chunks)),
                     f"handover\x1f{n}")
 
@@ -128,6 +131,18 @@ def lane_done(runs: Ledger, queue_key: str) -> None:
     child = runs.state.lanes_busy.pop(queue_key, None)
     if child is not None:
         _notice(runs, child, LaneNotice(parent=runs.spec.shard, kind="free", keys=[queue_key]), f"free\x1f{queue_key}")
+
+
+def lanes_check(runs: Ledger, child: int, keys: list[str]) -> dict[str, Any]:
+    """A parent's answer to a child that asks whether a notice it got is this parent's
+    (``core.routing.notice_problem`` judges it): whether it handed its keys over for the shard
+    count it runs on, the digest of each handover part it sent the child, which of ``keys`` it
+    still runs."""
+    state = runs.state
+    prefix = f"{child}/"
+    return {"handed": state.lanes_handed is not None and state.lanes_handed == runs.spec.shards,
+            "handover": {k.removeprefix(prefix): d for k, d in state.lanes_sent.items() if k.startswith(prefix)},
+            "busy": [k for k in keys if state.lanes_busy.get(k) == child]}
 
 
 def noticed(runs: Ledger, notice: LaneNotice, now: datetime) -> list[str]:

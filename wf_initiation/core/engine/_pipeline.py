@@ -20,7 +20,7 @@ from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
-from ..sharding import activation_wide, lane_key
+from ..sharding import activation_wide, lane_key, shard_of
 from . import _batch, _intake, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
@@ -191,6 +191,16 @@ class Pipeline(Runs):
         partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
         return lane_key(self.spec, entry, queue_key, partition)
 
+    def _home_unless_keyed(self, entry: EntrySpec, delivery_id: str | None) -> int | None:
+        """For an event routed here by another shard: its id's shard when that is not this one and its
+        entry orders no events by key (only a subscription copy's match routes such an event, to
+        shard 0, core.engine._offer); None when this shard may take it."""
+        home = shard_of(entry.name, delivery_id, self.spec.shards)
+        if home == self.spec.shard or entry.kind != "external" or entry.queue_by or entry.batch \
+                or activation_wide(self.spec):
+            return None
+        return home
+
     def _routed(self, entry: EntrySpec, payload: Any, delivery_id: str, detail: str | None) -> DeliveryResult:
         """The answer for an id this shard took and another shard takes: where to send it (named by
         the routed record's detail, else computed again from the payload: a retired record keeps only
@@ -230,6 +240,10 @@ class Pipeline(Runs):
                 self.count("routed")
                 return retain(Disposition.ROUTED, delivered.detail)
             return delivered
+        home = self._home_unless_keyed(entry, delivery_id) if laned else None
+        if home is not None:  # shard 0 takes another shard's event only for a subscription (core.routing)
+            self.count("routed")
+            return Outcome(Disposition.ROUTED, None, f"{ROUTED_TO}{home}")
         scope = {entry.name: payload, "inputs": self.spec.inputs}
         try:
             if entry.when and not self._eval.guard(entry.when, scope):

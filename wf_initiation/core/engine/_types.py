@@ -316,6 +316,9 @@ class EngineState(_M):
                                        "here -> the child told when they end.")
     lanes_waiting: list[str] = Field(default_factory=list, description="A split's child: batch runs waiting for "
                                      "their partition's earlier batch on the parent, in order.")
+    lanes_sent: dict[str, str] = Field(default_factory=dict, description="A split's parent: '<child>/<part>' -> the "
+                                       "digest of each handover part it sent (core.routing.handover_digest), "
+                                       "which a child checks the part it got against.")
 
 
 class StartRun(_M):
