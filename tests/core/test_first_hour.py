@@ -81,3 +81,24 @@ def test_pause_and_resume_with_nothing_to_pause_say_so(tmp_path: pathlib.Path) -
         assert "`wfi deactivate`" in message
     assert engine.state.operator_log == []  # refused: nothing recorded, nothing changed
     assert_still_starts_a_run(engine, T0 + timedelta(seconds=1))
+
+
+def test_the_text_summary_shows_the_capacity_fill(tmp_path: pathlib.Path) -> None:
+    # issue 32, item 6: `wfi state --summary` (text) showed no capacity fill; the JSON had it.
+    import json
+
+    from wf_initiation.cli.state import render_state
+    from wf_initiation.core.limits import CAPACITY_WARNING
+
+    engine = engine_for(tmp_path)
+    for i in range(20):
+        engine.deliver(None, mail(f"m-{i}"), T0 + timedelta(seconds=i))
+    summary = json.loads(json.dumps(engine.summary(), default=str))  # as the query's JSON carries it
+    fill = summary["capacity"]["fill"]
+    [line] = [line for line in render_state(summary, None).splitlines() if line.startswith("  capacity ")]
+    assert line.startswith(f"  capacity {fill:.0%} full (") and "20 dedup ids; at capacity: refuse)" in line
+    assert "WARNING" not in line
+    near = {**summary, "capacity": {**summary["capacity"], "fill": CAPACITY_WARNING}, "shards": [{"shard": 0}, {"shard": 1}]}
+    text = render_state(near, None)
+    assert "  capacity 80% full on the fullest shard (" in text and "WARNING: near capacity" in text
+    assert_still_starts_a_run(engine, T0 + timedelta(minutes=1))
