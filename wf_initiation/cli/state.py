@@ -77,16 +77,19 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
 
 
 def _capacity_line(summary: dict[str, Any]) -> list[str]:
-    """``  capacity 12% full (1.2 MB of 10 MB carried, 8,123 dedup ids; at capacity: refuse)``."""
+    """``  capacity 12% full (123 KiB of 1.0 MiB carried, 812 dedup ids; at capacity: refuse)``."""
     cap = summary.get("capacity")
     if not isinstance(cap, dict) or not isinstance(cap.get("fill"), int | float):
         return []
-    mb = 1024 * 1024
     fullest = " on the fullest shard" if isinstance(summary.get("shards"), list) else ""
     warn = " WARNING: near capacity (docs/limits.md)" if cap["fill"] >= CAPACITY_WARNING else ""
-    return [f"  capacity {cap['fill']:.0%} full{fullest} ({cap.get('estimated_state_bytes', 0) / mb:.1f} MB of "
-            f"{cap.get('capacity_bytes', 0) / mb:.0f} MB carried, {cap.get('retained_ids', 0):,} dedup ids; at capacity: "
+    return [f"  capacity {cap['fill']:.0%} full{fullest} ({_size(cap.get('estimated_state_bytes', 0))} of "
+            f"{_size(cap.get('capacity_bytes', 0))} carried, {cap.get('retained_ids', 0):,} dedup ids; at capacity: "
             f"{cap.get('policy', 'refuse')}){warn}"]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:,.0f} KiB" if n < 1024 * 1024 else f"{n / (1024 * 1024):,.1f} MiB"
 
 
 def _shard_lines(shards: Any) -> list[str]:
