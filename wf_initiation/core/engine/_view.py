@@ -35,6 +35,8 @@ MAX_ERROR_GROUPS = 4  # recent errors, grouped by kind and entry
 # A reference to the specification's clauses, "(EXT-3, EXT-4)" or "(BATCH-1..7)": the page is read by
 # operators, who have no use for them (the messages keep them for `wfi state` and the logs).
 _CLAUSES = re.compile(r"\s*\((?:(?:INIT|BATCH|SCHED|EXT|POLL|CAP|TRIG|COMP)-\d+(?:\.\.\d+)?(?:,\s*)?)+\)")
+# An instant in a message's text (ISO-8601 with its offset): shown as every instant of the page is.
+_INSTANT = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^:/@\s]*):[^@\s/]+@")
 _SECRET_KEY = re.compile(r"pass|secret|token|key|credential|auth|dsn|conninfo|connection_string", re.I)
 # What an operator does about an error of each kind that a sender causes (docs/webhooks.md, "Responses").
@@ -90,7 +92,7 @@ def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS, *, pro
 
     A long text keeps its start and its end (where an error usually says what went wrong). A
     ``prose`` text (a message, not an identifier) loses its references to spec clauses."""
-    text = _CLAUSES.sub("", str(text)) if prose else str(text)
+    text = _INSTANT.sub(lambda m: utc(m.group(0).replace("Z", "+00:00")), _CLAUSES.sub("", str(text))) if prose else str(text)
     one = " ".join(redact(text, secrets).split())
     if "`" in one:
         one = one.replace("`", "'")
@@ -313,7 +315,9 @@ class _View:
 
     def _error_disposition(self, e: ErrorRecord) -> str:
         ident = f"`{clip(e.delivery_id, self.secrets, 40)}` " if e.delivery_id else ""
-        return f"{utc(e.at)} {ident}**{e.kind}** — `{clip(e.message, self.secrets, 100, prose=True)}`"
+        # The line names the id already: an invalid one's message keeps its problems alone.
+        message = e.message.removeprefix(f"delivery {e.delivery_id!r} failed validation: ")
+        return f"{utc(e.at)} {ident}**{e.kind}** — `{clip(message, self.secrets, 100, prose=True)}`"
 
     # -------------------------------------------------------------- errors
     def _errors(self, detail: int) -> list[str]:
