@@ -331,16 +331,13 @@ class Target:
                                        f"a worker on task queue {task_queue!r} to run a first task of {workflow_type}",
                                        timeout=timeout)
         except CaseFailed:
-            verdict = "no worker"
+            verdict = None  # no answer yet (no worker, or a loaded one): the case goes on and says what it sees
         finally:
             await _terminate_quietly(handle)
         if verdict == "missing":
             return (f"the worker on task queue {task_queue!r} does not register the workflow type {workflow_type!r}, "
                     "which the kit's runs use (its sample run workflows wfi.EchoRun and wfi.WaitForExample): start "
                     "that worker with WfiPlugin(sample_runs=True) (`wfi up` and `wfi worker` register them)")
-        if verdict == "no worker":
-            return (f"no worker ran a task of {workflow_type!r} on task queue {task_queue!r} within {timeout:g}s: start "
-                    "a worker there with WfiPlugin(sample_runs=True)")
         return None
 
     async def cleanup(self, timeout: float = CLEANUP_TIMEOUT) -> str:
