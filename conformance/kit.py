@@ -315,17 +315,22 @@ class Target:
         without them would take every activation and then never start a run, and each case would
         time out saying only that no run started."""
         key = (task_queue, workflow_type)
-        if key not in self._served:
-            self._served[key] = await self._probe(workflow_type, task_queue, timeout)
-        problem = self._served[key]
+        problem = self._served[key] if key in self._served else await self._probe(workflow_type, task_queue, timeout)
+        if self.connected:  # not connected: Temporal was not asked, ask again next time
+            self._served[key] = problem
         check(problem is None, problem or "")
 
     async def _probe(self, workflow_type: str, task_queue: str, timeout: float) -> str | None:
         from datetime import timedelta
 
-        client = await self.client()
-        handle = await client.start_workflow(workflow_type, id=self.unique("probe"), task_queue=task_queue,
-                                             execution_timeout=timedelta(seconds=timeout + 30))
+        from temporalio.service import RPCError
+
+        try:
+            client = await self.client()
+            handle = await client.start_workflow(workflow_type, id=self.unique("probe"), task_queue=task_queue,
+                                                 execution_timeout=timedelta(seconds=timeout + 30))
+        except (WfiError, RPCError):
+            return None  # Temporal cannot be asked: the case's own command says so, in its words
         try:
             verdict = await eventually(lambda: _first_task(handle), lambda v: v is not None,
                                        f"a worker on task queue {task_queue!r} to run a first task of {workflow_type}",
