@@ -19,6 +19,7 @@ A case module declares its cases with :func:`case` and lists them, explicitly, i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -332,7 +333,7 @@ class Target:
         except (WfiError, RPCError):
             return None  # Temporal cannot be asked: the case's own command says so, in its words
         try:
-            verdict = await eventually(lambda: _first_task(handle), lambda v: v is not None,
+            verdict = await eventually(lambda: _first_task(handle, client.data_converter), lambda v: v is not None,
                                        f"a worker on task queue {task_queue!r} to run a first task of {workflow_type}",
                                        timeout=timeout)
         except CaseFailed:
@@ -462,14 +463,19 @@ class Target:
 NOT_REGISTERED = "is not registered on this worker"  # the SDK's words for a workflow type it does not run
 
 
-async def _first_task(handle: Any) -> str | None:
+async def _first_task(handle: Any, converter: Any) -> str | None:
     """"missing" when the workflow's first task failed because its type is not registered, "ran"
-    when a task completed (or failed for another reason), None while no worker has answered."""
+    when a task completed (or failed for another reason), None while no worker has answered. A
+    failure whose message the team's failure converter encoded is decoded with ``converter``."""
     from temporalio.api.enums.v1 import EventType
 
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-            failed = event.workflow_task_failed_event_attributes.failure.message
+            failure = event.workflow_task_failed_event_attributes.failure
+            failed = failure.message
+            if failure.HasField("encoded_attributes"):
+                with contextlib.suppress(Exception):  # undecodable: judged by what is in the clear
+                    failed = str(await converter.decode_failure(failure))
             return "missing" if NOT_REGISTERED in failed else "ran"
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             return "ran"
