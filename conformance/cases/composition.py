@@ -126,6 +126,7 @@ class Session:
 
     async def start_waiter(self, workflow: str, thread: str) -> Any:
         request = WaitRequest(workflow=workflow, trigger="reply", match={"body.thread": thread})
+        await self.target.require_workflow_type(WAIT_FOR_EXAMPLE_WORKFLOW, self.queue)
         return await self.client.start_workflow(WAIT_FOR_EXAMPLE_WORKFLOW, request, id=self.target.unique(f"waiter-{thread}"),
                                                 task_queue=self.queue, result_type=dict)
 

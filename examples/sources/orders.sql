@@ -1,6 +1,6 @@
 -- The example SQLite source (`orders-db` in ../deployment.yaml). `wfi up` creates the database
 -- from this script when the file the connection names does not exist yet; insert rows into it
--- (sqlite3 /tmp/wfi-examples/orders.db "INSERT INTO orders ...") and the pollers start their runs.
+-- (sqlite3 examples/.wfi/sources/orders.db "INSERT INTO orders ...") and the pollers start their runs.
 
 -- orders-poller: new orders; those of 1000 or more start a run, one customer at a time.
 CREATE TABLE orders (

@@ -25,8 +25,6 @@ from wf_initiation.core.deployment import load_deployment
 
 EXAMPLES_DIR = ROOT / "examples"
 EXAMPLES = sorted(p for p in EXAMPLES_DIR.glob("*.yaml") if p.name != "deployment.yaml")  # the rest are Workfiles
-SHIPPED_SOURCES = "/tmp/wfi-examples"
-SHIPPED_FEED = "127.0.0.1:8781"
 
 
 def documented_commands() -> list[list[str]]:
@@ -37,21 +35,17 @@ def documented_commands() -> list[list[str]]:
 
 
 class Up:
-    """`wfi up --activate` of a copy of examples/ in its own session, on free ports, with its own live sources.
+    """`wfi up --activate` of a copy of examples/ as it is, in its own session, on free ports.
 
-    The copy differs from examples/ in the two places a second `up` on this machine could collide:
-    the sources' folder and the example feed's port."""
+    The copy's live sources and feed port are its own (wf_initiation/cli/_example_sources.py): a
+    second `up` on this machine, of another clone, collides with it nowhere."""
 
     def __init__(self, tmp_path: pathlib.Path) -> None:
         self.dir = tmp_path / "examples"
-        shutil.copytree(EXAMPLES_DIR, self.dir, ignore=shutil.ignore_patterns("*.db"))
+        shutil.copytree(EXAMPLES_DIR, self.dir, ignore=shutil.ignore_patterns("*.db", ".wfi"))
         self.deployment = self.dir / "deployment.yaml"
-        text = self.deployment.read_text()
-        assert SHIPPED_SOURCES in text and SHIPPED_FEED in text, "the test knows where the examples' sources are"
-        self.live = tmp_path / "live-sources"
-        self.port, self.feed_port = free_port(), free_port()
-        self.deployment.write_text(text.replace(SHIPPED_SOURCES, str(self.live))
-                                   .replace(SHIPPED_FEED, f"127.0.0.1:{self.feed_port}"))
+        self.live = self.dir / ".wfi" / "sources"
+        self.port = free_port()
         self.stderr = tmp_path / "up.stderr"
         self.lines: list[str] = []
         self.proc: asyncio.subprocess.Process | None = None
@@ -60,7 +54,7 @@ class Up:
         with self.stderr.open("wb") as err:
             self.proc = await asyncio.create_subprocess_exec(
                 *WFI, "up", "--activate", "--deployment", str(self.deployment), "--port", str(self.port),
-                "--ui-port", str(free_port()), "--ingress-port", str(free_port()), "--db-file", str(self.live.parent / "up.db"),
+                "--ui-port", str(free_port()), "--ingress-port", str(free_port()), "--db-file", str(self.dir.parent / "up.db"),
                 stdout=asyncio.subprocess.PIPE, stderr=err, env=cli_env(), start_new_session=True)
 
     async def activated(self, count: int, timeout: float = 180) -> None:
@@ -106,6 +100,9 @@ async def test_up_activate_with_the_examples_starts_a_run_of_every_example_withi
     began = asyncio.get_running_loop().time()
     sources = [line for line in up.lines if line.startswith("example sources: ")]
     assert len(sources) == 3, up.lines  # the database created, the sheet copied, the feed served
+    feed_port = int((up.live / "feed-port").read_text())
+    assert f"example sources: created {up.live / 'orders.db'} from {up.dir / 'sources' / 'orders.sql'}" in up.lines
+    assert f"example sources: serving the feeds of {up.dir / 'sources'} at http://127.0.0.1:{feed_port}/" in up.lines
     address = ("--address", f"127.0.0.1:{up.port}")
     for command in documented_commands():
         assert command[0] == "wfi", command

@@ -8,7 +8,6 @@ import pathlib
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -58,12 +57,13 @@ async def test_the_page_shows_dispositions_with_reasons_and_errors_with_their_te
     assert "`m-102` **suppressed** — `when` was false" in support
     assert "`m-104` **guard_fault** — " in support and "TypeError: '>' not supported" in support
     assert "`m-100` **conflict** — `delivery 'm-100' was accepted" in support and "the first payload stands" in support
-    assert "`m-103` **invalid** — `delivery 'm-103' failed validation: payload: 'recipient' is a required property" in support
+    assert ("`m-103` **invalid** — `2 problems: payload: 'recipient' is a required property; payload: 'subject' is a "
+            "required property`") in support  # every problem named, not "(and 1 more)"
     assert "**queues** 1 queue key(s), deepest: `\"t1\"` 2" in support  # m-100 holds thread t1, m-101 waits
     assert "### Recent errors (3 recorded)" in support
 
 
-async def test_the_page_shows_each_schedule_in_its_zone_with_cron_next_last_and_the_overflow_command(
+async def test_the_page_names_each_schedule_s_zone_and_shows_next_and_last_in_utc_with_the_overflow_command(
     scenario_pages: list[Page],
 ) -> None:
     # proves: SCHED-9, SCHED-10 (the policy, the bound and the omitted range, with what resolves it)
@@ -71,14 +71,13 @@ async def test_the_page_shows_each_schedule_in_its_zone_with_cron_next_last_and_
     text = nightly.markdown
     assert f"## {nightly.workflow} · NEEDS OPERATOR" in text
     assert "- cron `0 9 * * 1-5` in **Europe/Berlin** · missed: catch_up (bound 1)" in text
-    # The next weekday 09:00 in Berlin after the page was read (the clock is real: either side of 09:00).
+    # The next weekday 09:00 in Berlin after the page was read (the clock is real: either side of 09:00),
+    # shown in UTC as every instant of the page is (one zone, labelled).
     read = datetime.now(UTC)
     expected = {next_occurrences(parse_schedule({"cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"}), after, 1)[0]
                 for after in (read - timedelta(minutes=5), read)}
-    berlin = ZoneInfo("Europe/Berlin")
-    assert any(f"- next **{at.astimezone(berlin).isoformat(' ')}** ({at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z)" in text
-               for at in expected), (expected, text)
-    assert "- last 2026-11-27 09:00:00+01:00 → **backfilled**" in text
+    assert any(f"- next **{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC**" in text for at in expected), (expected, text)
+    assert "- last 2026-11-27 08:00:00 UTC → **backfilled**" in text  # 09:00 in Berlin
     assert "- interval `2s` in **Europe/Berlin**" in text
     assert "beyond the catch-up bound" in text
     assert f"`wfi operate --deployment FILE --workflow {nightly.workflow} decide_overflow --range-id pulse-" in text
@@ -194,12 +193,34 @@ CLAUSE_ID = re.compile(r"\b(?:INIT|BATCH|SCHED|EXT|POLL|CAP|TRIG|COMP)-\d+")
 async def test_external_dispositions_carry_a_date_and_zone_and_no_page_text_cites_a_clause(scenario_pages: list[Page]) -> None:
     # A time alone ("21:08:55") is ambiguous to an operator in another zone: each line says its date and zone.
     support = scenario_pages[0].markdown
-    dated = re.findall(r"^- (\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ) `m-10\d` \*\*", support, re.M)
+    dated = re.findall(r"^- (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC) `m-10\d` \*\*", support, re.M)
     assert len(dated) >= 4, support
     assert not re.search(r"^- \d\d:\d\d:\d\d ", support, re.M), "no time without its date and zone"
     assert "the first payload stands" in support  # the conflict's text, without "(EXT-3, EXT-4)"
     for page in scenario_pages:
         assert not CLAUSE_ID.search(page.markdown), (page.workflow, CLAUSE_ID.findall(page.markdown))
+
+
+UNLABELLED = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?! UTC)(?!\d|:|\.)")
+OFFSET = re.compile(r"\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z\b|[+-]\d\d:\d\d)")
+
+
+async def test_every_instant_on_a_page_is_in_utc_and_labelled_so(scenario_pages: list[Page]) -> None:
+    for page in scenario_pages:
+        assert "- times in UTC" in page.markdown
+        assert not UNLABELLED.findall(page.markdown), (page.workflow, UNLABELLED.findall(page.markdown))
+        assert not OFFSET.findall(page.markdown), (page.workflow, OFFSET.findall(page.markdown))  # no +01:00, no Z
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", scenario_pages[1].markdown)
+
+
+async def test_conflict_and_invalid_errors_say_what_to_do(scenario_pages: list[Page]) -> None:
+    support = scenario_pages[0].markdown
+    conflict = support.split("- **conflict**", 1)[1].split("\n- ", 1)[0]
+    assert "what to do: nothing changed and no second run started" in conflict
+    assert "A new event needs an id of its own" in conflict and "docs/webhooks.md" in conflict
+    invalid = support.split("- **invalid**", 1)[1].split("\n- ", 1)[0]
+    assert "what to do: no run started and the id is not consumed" in invalid
+    assert "send it again, with the same delivery id" in invalid
 
 
 def test_a_message_loses_its_clause_references_on_the_page_but_an_identifier_keeps_its_text() -> None:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import pathlib
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -147,9 +148,12 @@ def print_diagnostics(diagnostics: list[Diagnostic], file: str) -> None:
 
 
 def load(path: str) -> Deployment:
-    """The deployment file, or a UserError after its diagnostics (one line each)."""
+    """The deployment file, or a UserError after its diagnostics (one line each). An example
+    deployment (a ``sources/`` folder beside it) is read as this copy's own (``_example_sources.localize``)."""
+    from wf_initiation.cli._example_sources import localize
+
     try:
-        return load_deployment(path)
+        return localize(pathlib.Path(path), load_deployment(path))
     except DiagnosticError as exc:
         print_diagnostics(exc.diagnostics, path)
         raise UserError(f"the deployment file {path} is not valid (see above)") from None

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import json
 import pathlib
+import signal
 import sys
 import tempfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wf_initiation.cli._common import add_connection_flags, connect_flags, seconds
 from wf_initiation.core._diagnostics import DiagnosticError
@@ -69,7 +70,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from wf_initiation.cli import UserError
-    from wf_initiation.conformance.kit import Target, run_cases, select
+    from wf_initiation.conformance.kit import Interrupted, Target, run_cases, select
     from wf_initiation.conformance.report import progress_line, write_report
 
     out = sys.stderr if args.json else sys.stdout  # the progress; with --json stdout holds the report alone
@@ -88,8 +89,20 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UserError(str(exc), exit_code=2) from None
         print(f"running {len(only)} case(s) against {args.deployment} (each within {args.timeout:g}s)", file=out, flush=True)
-        report = asyncio.run(run_cases(target, cases, only=only, timeout=args.timeout,
-                                       on_result=lambda result: print(progress_line(result), file=out, flush=True)))
+        received: list[int] = []
+        try:
+            report = asyncio.run(_until_signalled(received, run_cases(
+                target, cases, only=only, timeout=args.timeout,
+                on_result=lambda result: print(progress_line(result), file=out, flush=True))))
+        except Interrupted as exc:
+            name = signal.Signals(received[0]).name if received else "a cancellation"
+            print(f"wfi conformance run: stopped by {name}: {exc}", file=sys.stderr, flush=True)
+            return 128 + (received[0] if received else signal.SIGINT)
+        except (asyncio.CancelledError, KeyboardInterrupt):  # a second signal while cleaning up
+            print(f"wfi conformance run: stopped again while cleaning up: workflows whose id starts with {target.tag} "
+                  f"(or wfi-activation:{target.tag}) may still run: `temporal workflow terminate --query "
+                  f"\"WorkflowId STARTS_WITH '{target.tag}'\"`", file=sys.stderr, flush=True)
+            return 128 + (received[-1] if received else signal.SIGINT)
     paths = write_report(report, pathlib.Path(args.out).resolve())
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -97,6 +110,25 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(_summary(report, paths["report.md"]))
     return 0 if report.ok else 1
+
+
+async def _until_signalled(received: list[int], run: Any) -> Any:
+    """Await ``run``; SIGINT or SIGTERM cancels it (the kit then deactivates what the running case
+    started and raises ``Interrupted``); each signal is appended to ``received``."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+
+    def cancel(signum: int) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            print(f"{signal.Signals(signum).name}: deactivating what the running case started "
+                  "(again to stop at once)", file=sys.stderr, flush=True)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, cancel, signum)
+    return await run
 
 
 def _totals(report: Report) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import re
 import sys
 from typing import Any
 
@@ -175,6 +176,12 @@ EXIT_PORT_IN_USE = 3
 RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
 RESTART_RESET = 60.0  # a child that served this long before it died is restarted after the first delay
 STOP_MARGIN = 10.0
+# Liveness: a child that is alive but answers no GET /healthz (hung: a stopped process, a blocked loop)
+# is killed, then restarted as a dead one is. /healthz is answered by the loop alone (no Temporal call).
+LIVENESS_EVERY = 5.0
+LIVENESS_TIMEOUT = 5.0
+LIVENESS_FAILURES = 4
+_SERVING = re.compile(r"webhook ingress on (http://\S+): POST")
 
 
 class IngressProcess:
@@ -244,11 +251,54 @@ class IngressProcess:
         with contextlib.suppress(ConnectionError):  # it died at once: its exit status says how
             proc.stdin.write(pickle.dumps({"deployment": self.deployment, "flags": self.flags, "port": self.port}))
             await proc.stdin.drain()
+        watch: asyncio.Task[None] | None = None
         while line := await proc.stdout.readline():
+            text = line.decode(errors="replace")
+            if watch is None and (serving := _SERVING.search(text)):
+                watch = asyncio.create_task(self._watch_liveness(proc, serving.group(1)), name="ingress liveness")
             with contextlib.suppress(OSError, ValueError):  # our own stdout gone: the child serves on
-                sys.stdout.write(line.decode(errors="replace"))
+                sys.stdout.write(text)
                 sys.stdout.flush()
-        return await proc.wait()
+        code = await proc.wait()
+        if watch is not None:
+            watch.cancel()
+        return code
+
+    async def _watch_liveness(self, proc: asyncio.subprocess.Process, url: str) -> None:
+        """Kill the child when it answers no ``GET /healthz`` :data:`LIVENESS_FAILURES` times in a row
+        (never while it drains): :meth:`_supervise` then restarts it."""
+        failures = 0
+        while proc.returncode is None:
+            await asyncio.sleep(LIVENESS_EVERY)
+            if self._stopping.is_set() or proc.returncode is not None:
+                return
+            failures = 0 if await _healthy(url, LIVENESS_TIMEOUT) else failures + 1
+            if failures >= LIVENESS_FAILURES:
+                print(f"warning: the webhook ingress (process {proc.pid}) answered no GET {url}/healthz within "
+                      f"{LIVENESS_TIMEOUT:g}s, {failures} times in a row: it hangs; killing it", file=sys.stderr, flush=True)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                return
+
+
+async def _healthy(url: str, timeout: float) -> bool:
+    """Whether the ingress at ``url`` answers ``GET /healthz`` with 200 within ``timeout`` seconds."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, parts.port or 80)
+            try:
+                writer.write(f"GET /healthz HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode())
+                await writer.drain()
+                status = await reader.readline()
+            finally:
+                writer.close()
+    except (OSError, TimeoutError):
+        return False
+    return status.split(b" ")[1:2] == [b"200"]
 
 
 def _exit_reason(code: int | str) -> str:

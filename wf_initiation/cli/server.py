@@ -141,9 +141,9 @@ async def _activate_all(client: Any, deployment: Deployment, specs: list[Any]) -
 # ---------------------------------------------------------------------------- up
 def _up(args: argparse.Namespace) -> int:
     path = _deployment_path(args.deployment)
-    deployment = load(str(path))
+    # Only a deployment with sources/ beside it (examples/README.md); first: it may give the feed another port.
+    deployment = prepare_example_sources(path, load(str(path)))
     specs, problems = _specs_to_activate(deployment) if args.activate else ([], 0)
-    prepare_example_sources(path, deployment)  # only a deployment with sources/ beside it: examples/README.md
     external = args.address or os.environ.get("TEMPORAL_ADDRESS")
     if external:
         print(f"using the Temporal at {external} (--address or TEMPORAL_ADDRESS); no embedded server", flush=True)

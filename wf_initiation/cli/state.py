@@ -14,6 +14,7 @@ from typing import Any
 
 from wf_initiation.cli import EXIT_OK
 from wf_initiation.cli._common import add_request_flags, emit, load, request
+from wf_initiation.core.limits import CAPACITY_WARNING
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,6 +54,7 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
         f"{summary.get('runs_running', 0)}, pending {summary.get('runs_pending', 0)}, dedup ids "
         f"{summary.get('dedup_entries', 0)}, errors {sum(summary.get('error_counts', {}).values())}",
     ]
+    lines += _capacity_line(summary)
     if summary.get("closed"):
         closed = summary["closed"]
         lines.append(f"  the activation workflow was {closed['status'].replace('_', ' ')} at {closed['at']} (run "
@@ -72,6 +74,22 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
     if full is not None:
         lines += _full_lines(full)
     return "\n".join(lines)
+
+
+def _capacity_line(summary: dict[str, Any]) -> list[str]:
+    """``  capacity 12% full (123 KiB of 1.0 MiB carried, 812 dedup ids; at capacity: refuse)``."""
+    cap = summary.get("capacity")
+    if not isinstance(cap, dict) or not isinstance(cap.get("fill"), int | float):
+        return []
+    fullest = " on the fullest shard" if isinstance(summary.get("shards"), list) else ""
+    warn = " WARNING: near capacity (docs/limits.md)" if cap["fill"] >= CAPACITY_WARNING else ""
+    return [f"  capacity {cap['fill']:.0%} full{fullest} ({_size(cap.get('estimated_state_bytes', 0))} of "
+            f"{_size(cap.get('capacity_bytes', 0))} carried, {cap.get('retained_ids', 0):,} dedup ids; at capacity: "
+            f"{cap.get('policy', 'refuse')}){warn}"]
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:,.0f} KiB" if n < 1024 * 1024 else f"{n / (1024 * 1024):,.1f} MiB"
 
 
 def _shard_lines(shards: Any) -> list[str]:

@@ -79,10 +79,7 @@ class Pipeline(Runs):
         errors = sorted(validator.iter_errors(payload), key=lambda e: list(map(str, e.absolute_path)))
         if not errors:
             return None
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path) or "payload"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"{where}: {first.message}{more}"
+        return listed_problems([("/".join(str(p) for p in e.absolute_path) or "payload", e.message) for e in errors])
 
     def resolve_entry(self, name: str | None) -> EntrySpec:
         """The external entry a delivery targets; :class:`UnknownEntry` names the choices."""
@@ -312,3 +309,35 @@ class _Retain:
         self.ledger.retain(self.entry, self.key, self.digest, self.delivery_id, disposition, self.now, detail,
                            run_key=run_key, kind=kind)
         return Outcome(disposition, run_key, detail)
+
+
+LISTED_PROBLEM_CHARS = 400  # the list within the recorded message's bound (MAX_MESSAGE_CHARS), the id before it
+MIN_PROBLEM_CHARS = 60
+
+
+def listed_problems(problems: list[tuple[str, str]], budget: int = LISTED_PROBLEM_CHARS) -> str:
+    """Every schema problem as ``where: message``, ``; ``-separated, so a sender fixes them all at
+    once: each message cut (in its middle, where a quoted value is) to its share of ``budget``; the
+    problems that do not fit even so are named by where they are."""
+    if len(problems) == 1:
+        where, message = problems[0]
+        return f"{where}: {message}"
+    head = f"{len(problems)} problems: "
+    share = max(MIN_PROBLEM_CHARS, (budget - len(head)) // len(problems) - 2)
+    parts: list[str] = []
+    used = len(head)
+    for i, (where, message) in enumerate(problems):
+        part = f"{where}: {_cut_middle(message, max(share - len(where) - 2, 20))}"
+        if parts and used + len(part) > budget:
+            parts.append(f"and {len(problems) - i} more at " + ", ".join(w for w, _ in problems[i:]))
+            break
+        parts.append(part)
+        used += len(part) + 2
+    return head + "; ".join(parts)
+
+
+def _cut_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = (limit - 1) // 2
+    return f"{text[:keep]}…{text[len(text) - (limit - 1 - keep):]}"

@@ -3,7 +3,8 @@
 What an operator needs first, per activation: its status; what needs them, with the exact command
 that resolves it; per entry the schedule (cron or interval in its zone, next and last instants),
 the poll (cursor, last success, failures with their text), and the last dispositions with their
-reasons; queue depths; the recent initiation errors with their text.
+reasons; queue depths; the recent initiation errors with their text and what to do about them.
+Every instant in one zone, UTC, each labelled so (a schedule's own zone is named with its cron).
 
 Bounded: at most :data:`MAX_BYTES` (the UI fetches it with every page view and it travels through
 the data converter): lists are cut to a few items, texts to :data:`TEXT_CHARS`, and the whole is
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import connections
-from . import _batch, _schedule
+from . import _batch
 from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
@@ -34,8 +35,18 @@ MAX_ERROR_GROUPS = 4  # recent errors, grouped by kind and entry
 # A reference to the specification's clauses, "(EXT-3, EXT-4)" or "(BATCH-1..7)": the page is read by
 # operators, who have no use for them (the messages keep them for `wfi state` and the logs).
 _CLAUSES = re.compile(r"\s*\((?:(?:INIT|BATCH|SCHED|EXT|POLL|CAP|TRIG|COMP)-\d+(?:\.\.\d+)?(?:,\s*)?)+\)")
+# An instant in a message's text (ISO-8601 with its offset): shown as every instant of the page is.
+_INSTANT = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]{0,30}://[^:/@\s]*):[^@\s/]+@")
 _SECRET_KEY = re.compile(r"pass|secret|token|key|credential|auth|dsn|conninfo|connection_string", re.I)
+# What an operator does about an error of each kind that a sender causes (docs/webhooks.md, "Responses").
+WHAT_TO_DO = {
+    "conflict": "nothing changed and no second run started: the sender re-used a delivery id for another payload, and "
+                "the first payload stands. A new event needs an id of its own (fix the sender); if the payloads differ "
+                "only in what the sender adds per attempt, narrow what is compared (docs/webhooks.md, \"The payload\")",
+    "invalid": "no run started and the id is not consumed: fix the payload at the sender (or the entry's schema in the "
+               "Workfile, then `wfi activate`) and send it again, with the same delivery id",
+}
 _REASONS = {
     Disposition.SUPPRESSED: "`when` was false",
     Disposition.SKIPPED: "overlap skip: a run was in flight",
@@ -81,7 +92,7 @@ def clip(text: str, secrets: Iterable[str] = (), limit: int = TEXT_CHARS, *, pro
 
     A long text keeps its start and its end (where an error usually says what went wrong). A
     ``prose`` text (a message, not an identifier) loses its references to spec clauses."""
-    text = _CLAUSES.sub("", str(text)) if prose else str(text)
+    text = _INSTANT.sub(lambda m: utc(m.group(0).replace("Z", "+00:00")), _CLAUSES.sub("", str(text))) if prose else str(text)
     one = " ".join(redact(text, secrets).split())
     if "`" in one:
         one = one.replace("`", "'")
@@ -96,21 +107,14 @@ def view_secrets(engine: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- formatting
-def utc(moment: datetime | None) -> str:
-    """``2026-12-01 21:08:55Z``: the instant in UTC, to the second, with its zone."""
-    if moment is None:
-        return "—"
-    return moment.astimezone(UTC).isoformat(sep=" ", timespec="seconds")[:19] + "Z"
-
-
-def local(engine: Any, moment: datetime | str | None, zone: str) -> str:
-    """``2026-12-01 09:00:00+01:00``: the instant in ``zone``, to the second (the zone loaded once per
-    engine: the page is rendered every workflow task, with a line per recent occurrence)."""
+def utc(moment: datetime | str | None) -> str:
+    """``2026-12-01 21:08:55 UTC``: the instant in UTC, to the second, labelled. The page shows every
+    instant so: one zone for an operator to read (a schedule's local zone is named beside its cron)."""
     if moment is None:
         return "—"
     when = datetime.fromisoformat(moment) if isinstance(moment, str) else moment
     when = when if when.tzinfo else when.replace(tzinfo=UTC)  # never the host's zone
-    return _schedule.local_iso(engine, when.replace(microsecond=0), zone).replace("T", " ")
+    return when.astimezone(UTC).isoformat(sep=" ", timespec="seconds")[:19] + " UTC"
 
 
 def operate(workflow: str, action: str, *args: str) -> str:
@@ -156,6 +160,7 @@ class _View:
         earlier = f" · {len(st.previous_activations)} earlier" if st.previous_activations else ""
         lines = [
             f"## {spec.workflow} · {self.status.replace('_', ' ').upper()}",
+            "- times in UTC",
             f"- activation `{spec.activation_id}`{earlier}; runs: `{spec.run.workflow_type}` on `{spec.run.task_queue}`",
             f"- **runs** {c.get('runs_started', 0)} started · {running} running · {starting} starting · "
             f"{pending} pending",
@@ -189,11 +194,10 @@ class _View:
                     f"- poll `{name}` holds an invalid item since {utc(p.held.since)}: `{clip(p.held.reason, self.secrets, prose=True)}`  \n"
                     f"  resolve: {operate(wf, 'release_held', '--entry', name, '--choice', 'quarantine')} (or `--choice retry` once the source is fixed)")
         for name, s in self.state.schedules.items():
-            zone = self._zone(name)
             for r in s.overflow:
                 if r.status == "awaiting_operator":
                     items.append(
-                        f"- schedule `{name}`: {r.count} missed occurrence(s) {local(self.engine, r.first, zone)} → {local(self.engine, r.last, zone)} "
+                        f"- schedule `{name}`: {r.count} missed occurrence(s) {utc(r.first)} → {utc(r.last)} "
                         f"beyond the catch-up bound  \n  resolve: {operate(wf, 'decide_overflow', '--range-id', r.range_id, '--choice', 'admit_all')} "
                         f"(or `--choice skip`, or `--choice admit_first --count N`)")
         for batch in _pending_batches(self.engine):
@@ -247,17 +251,17 @@ class _View:
         elif not s.active:
             lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets, prose=True)}")
         else:
-            lines.append(f"next **{local(self.engine, s.next_instant, zone)}** ({utc(s.next_instant)})")
+            lines.append(f"next **{utc(s.next_instant)}**")
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
         if counts:
             lines.append(f"occurrences: {counts}")
         for i, o in enumerate(reversed(s.occurrences[-max(min(detail, MAX_OCCURRENCES), 1):])):
             fired = ""
             if o.fired_at:
-                at, due = local(self.engine, o.fired_at, zone), local(self.engine, o.scheduled_at, zone)
+                at, due = utc(o.fired_at), utc(o.scheduled_at)
                 fired = f", fired {at[11:] if at[:10] == due[:10] else at}"
             run = f" ({self._run_state(o.run_key)})" if o.run_key else ""
-            lines.append(f"{'last' if i == 0 else 'before'} {local(self.engine, o.scheduled_at, zone)} → **{o.disposition}**{fired}{run}")
+            lines.append(f"{'last' if i == 0 else 'before'} {utc(o.scheduled_at)} → **{o.disposition}**{fired}{run}")
         return lines
 
     def _poll(self, name: str) -> list[str]:
@@ -311,7 +315,9 @@ class _View:
 
     def _error_disposition(self, e: ErrorRecord) -> str:
         ident = f"`{clip(e.delivery_id, self.secrets, 40)}` " if e.delivery_id else ""
-        return f"{utc(e.at)} {ident}**{e.kind}** — `{clip(e.message, self.secrets, 100, prose=True)}`"
+        # The line names the id already: an invalid one's message keeps its problems alone.
+        message = e.message.removeprefix(f"delivery {e.delivery_id!r} failed validation: ")
+        return f"{utc(e.at)} {ident}**{e.kind}** — `{clip(message, self.secrets, 100, prose=True)}`"
 
     # -------------------------------------------------------------- errors
     def _errors(self, detail: int) -> list[str]:
@@ -334,7 +340,8 @@ class _View:
             entries = list(dict.fromkeys(e.entry for e in found if e.entry))
             where = " on " + ", ".join(f"`{n}`" for n in entries[:3]) + (" …" if len(entries) > 3 else "") if entries else ""
             times = f" ×{len(found)} recently" if len(found) > 1 else ""
-            lines.append(f"- **{kind}**{times}{where}, latest {utc(latest.at)}: `{clip(latest.message, self.secrets, prose=True)}`")
+            todo = f"  \n  what to do: {WHAT_TO_DO[kind]}" if kind in WHAT_TO_DO else ""
+            lines.append(f"- **{kind}**{times}{where}, latest {utc(latest.at)}: `{clip(latest.message, self.secrets, prose=True)}`{todo}")
         if len(groups) > MAX_ERROR_GROUPS:
             lines.append(f"- … {len(groups) - MAX_ERROR_GROUPS} more kinds: query `state` (field `errors`)")
         return lines

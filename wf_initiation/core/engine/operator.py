@@ -196,25 +196,36 @@ def _targets(engine: Pipeline, req: Request, kinds: tuple[str, ...]) -> list[str
     return [req.entry]
 
 
+def _nothing_to(verb: str, engine: Pipeline) -> ValueError:
+    """``pause``/``resume`` of an activation without schedules or polls: refused, saying why and what stops deliveries."""
+    return ValueError(f"nothing to {verb}: the activation of {engine.spec.workflow!r} has no schedule or poll entry "
+                      f"({verb} acts on those only; its external deliveries are always taken: to stop them, "
+                      "`wfi deactivate`)")
+
+
 def _pause(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
+    if not names:
+        raise _nothing_to("pause", engine)
     for name in names:
         if name in engine.state.schedules:
             engine.state.schedules[name].paused, engine.state.schedules[name].paused_at = True, now
         if name in engine.state.polls:
             engine.state.polls[name].paused = True
-    return f"paused {', '.join(names) or 'nothing'}"
+    return f"paused {', '.join(names)}"
 
 
 def _resume(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
+    if not names:
+        raise _nothing_to("resume", engine)
     for name in names:
         if name in engine.state.schedules:
             st = engine.state.schedules[name]
             st.paused, st.paused_at, st.next_instant = False, None, None  # re-evaluated at once: missed ones follow the policy
         if name in engine.state.polls:
             engine.state.polls[name].paused, engine.state.polls[name].next_poll_at = False, now
-    return f"resumed {', '.join(names) or 'nothing'}"
+    return f"resumed {', '.join(names)}"
 
 
 def _poll_now(engine: Pipeline, req: Request, now: datetime) -> str:
