@@ -157,7 +157,7 @@ async def test_an_unreachable_host_raises_source_unavailable(feed_server):
 async def test_a_document_that_is_not_a_feed_raises_source_unavailable(feed_server):
     feed_server.serve("<html><body>maintenance</body></html>", content_type="text/html")
     error = await poll_error(feed_server)
-    assert error.type == POLL_SOURCE_UNAVAILABLE and "not an RSS or Atom feed" in error.message
+    assert error.type == POLL_SOURCE_UNAVAILABLE and "not an RSS, Atom, RDF or CDF feed" in error.message and "'feed'" in error.message
 
 
 async def test_connection_headers_are_sent_with_the_request(feed_server):
