@@ -91,8 +91,12 @@ def parse_feed(body: bytes, url: str, headers: Mapping[str, str] | None = None) 
     response_headers = {str(k).lower(): str(v) for k, v in (headers or {}).items()}
     location = response_headers.get("content-location")
     response_headers["content-location"] = urllib.parse.urljoin(url, location) if location else url
-    # A stream, never the bytes: feedparser opens a bytes argument as a file name when it can.
-    parsed = feedparser.parse(io.BytesIO(body), response_headers=response_headers)
+    parsed = _parse(body, response_headers)
+    if not parsed.get("version") and not parsed.entries and "content-type" in response_headers:
+        # The charset the server claims (or RFC 3023's us-ascii for text/xml without one) made the
+        # document unreadable: let its byte order mark and XML declaration decide instead.
+        fallback = _parse(body, {k: v for k, v in response_headers.items() if k != "content-type"})
+        parsed = fallback if fallback.get("version") or fallback.entries else parsed
     empty = not parsed.entries and _root_element(body, parsed.get("encoding")) in _FEED_ROOTS
     if not parsed.get("version") and not parsed.entries and not empty:
         problem = parsed.get("bozo_exception") or ("an empty body" if not body.strip() else "no feed element")
@@ -102,6 +106,11 @@ def parse_feed(body: bytes, url: str, headers: Mapping[str, str] | None = None) 
     entries = _numbered([to_entry(raw, url) for raw in parsed.entries])
     ordered = list(reversed(entries)) if _newest_first(entries) else entries
     return ordered[-MAX_FEED_ENTRIES:]
+
+
+def _parse(body: bytes, response_headers: dict[str, str]) -> Any:
+    # A stream, never the bytes: feedparser opens a bytes argument as a file name when it can.
+    return feedparser.parse(io.BytesIO(body), response_headers=response_headers)
 
 
 _FEED_ROOTS = frozenset({"rss", "feed", "rdf", "channel"})
