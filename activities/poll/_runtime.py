@@ -75,7 +75,7 @@ def poll_deadline(cap: float | None = None) -> float:
     return max(MIN_DEADLINE_S, seconds)
 
 
-def deadline_limit(deadline: float, cap: float | None) -> str:
+def deadline_bound(deadline: float, cap: float | None) -> str:
     """What bounds a poll's ``deadline``, for messages: the connector's own cap (the connection's
     ``timeout``) when it is the smaller, else the deployment's ``poll.timeout``."""
     if cap is not None and deadline >= cap:
@@ -136,7 +136,7 @@ async def run_poll(
             if not timer.expired():
                 raise
             raise source_unavailable(
-                f"{req.connector}: the poll did not finish within {deadline_limit(deadline, capped)}: the source is "
+                f"{req.connector}: the poll did not finish within {deadline_bound(deadline, capped)}: the source is "
                 "too slow or stalled; raise it if the source is only slow, polling retries with backoff"
             ) from None
     except ApplicationError as exc:

@@ -124,3 +124,15 @@ def test_the_http_charset_and_the_feed_url_decide_as_feedparser_over_http_does()
     assert entry.payload["summary"] == '<a href="http://feeds.example.test/a.html">x</a>'
     (moved,) = parse_feed(body, URL, {"Content-Type": "text/xml; charset=windows-1251", "Content-Location": "/x/"})
     assert moved.payload["url"] == "http://feeds.example.test/posts/1.html" and moved.payload["title"] == "Привет"
+
+
+def test_an_edited_copy_added_beside_its_original_is_emitted_for_the_activation_to_find_a_conflict():
+    def item(title: str, day: int) -> str:
+        return f"<item><guid>urn:p</guid><title>{title}</title><pubDate>{day:02d} May 2024 10:00:00 GMT</pubDate></item>"
+
+    older = "<item><guid>urn:o</guid><title>O</title><pubDate>01 May 2024 10:00:00 GMT</pubDate></item>"
+    first = select_new(parse_feed(rss(item("Post", 2) + older), URL), RssCursor(), None, limit=10)
+    assert [i.payload["title"] for i in first.items] == ["O", "Post"]
+    newest_first = parse_feed(rss(item("Post, edited", 3) + item("Post", 2) + older), URL)
+    again = select_new(newest_first, parse_cursor(first.cursor), first.cursor, limit=10)
+    assert [(i.payload["id"], i.payload["title"]) for i in again.items] == [("urn:p", "Post, edited")]

@@ -2,7 +2,7 @@
 
 Cursor design (see docs/poll-contract.md): a feed is a sliding window, not a log, so the cursor
 remembers which items of the window were already emitted, as short digests of their delivery ids
-with their publication instants (``seen``), and a ``floor``: the newest publication instant among
+(and, for an id that several items of a document carry, of its occurrence) with their publication instants (``seen``), and a ``floor``: the newest publication instant among
 emitted items that have since left the window. An item is new when its digest is not in ``seen``
 and it is not dated at or before ``floor``. So an item that re-appears, in the window or after
 leaving it, is not emitted again, and the cursor stays as small as the window.
@@ -40,7 +40,7 @@ class FeedEntry:
     epoch: int | None
     payload: dict[str, Any]
     occurrence: int = 0
-    """How many items before this one in the document carry the same id (0 for the first)."""
+    """How many older items of the document carry the same id (0 for the first)."""
 
     @property
     def digest(self) -> str:
@@ -103,9 +103,9 @@ def parse_feed(body: bytes, url: str, headers: Mapping[str, str] | None = None) 
         raise source_unavailable(
             f"feed {url} is not an RSS, Atom, RDF or CDF feed ({problem}); check the trigger's 'feed' URL"
         )
-    entries = _numbered([to_entry(raw, url) for raw in parsed.entries])
+    entries = [to_entry(raw, url) for raw in parsed.entries]
     ordered = list(reversed(entries)) if _newest_first(entries) else entries
-    return ordered[-MAX_FEED_ENTRIES:]
+    return _numbered(ordered)[-MAX_FEED_ENTRIES:]
 
 
 def _parse(body: bytes, response_headers: dict[str, str]) -> Any:
@@ -134,7 +134,8 @@ def _root_element(body: bytes, encoding: str | None) -> str | None:
 
 
 def _numbered(entries: list[FeedEntry]) -> list[FeedEntry]:
-    """The entries with their ``occurrence`` among items of the same id, in document order."""
+    """The entries with their ``occurrence`` among items of the same id, oldest first: an edited copy
+    added to a feed that keeps the original is the later one, emitted (and found a ``conflict``)."""
     counts: dict[str, int] = {}
     numbered = []
     for entry in entries:

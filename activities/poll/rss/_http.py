@@ -8,7 +8,7 @@
 - At most :data:`MAX_FEED_BYTES` of body, counted after content decoding (a gzip bomb stops there).
 - The total time is bounded by the caller's deadline (the poll's ``asyncio.timeout``); the per-read
   timeout below only makes a dead connection fail sooner. Either expiring is reported as a
-  timeout of the fetch, naming the setting that bounds it (:func:`fetch`'s ``limit``).
+  timeout of the fetch, naming the setting that bounds it (:func:`fetch`'s ``bound``).
 - Logging: httpx logs every request at INFO on its ``httpx`` logger; inside :func:`fetch` those
   records are dropped (a filter on that logger, acting only on this module's requests: a worker's
   own httpx calls log as before), and the fetch logs one DEBUG line on ``wf_initiation.poll.rss``.
@@ -90,14 +90,14 @@ def check_http_url(url: str, what: str) -> None:
         )
 
 
-async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, limit: str) -> Fetched:
+async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, bound: str) -> Fetched:
     """GET ``url`` following at most MAX_REDIRECTS redirects; the body, at most MAX_FEED_BYTES.
 
     Args:
         url: The feed URL (already checked by :func:`check_http_url`).
         headers: The connection's headers, sent only to the feed's origin.
         read_timeout: Seconds one connect or read may take.
-        limit: The setting that bounds the fetch's time, named when it expires.
+        bound: What bounds the fetch's time (the setting that fixes it), named when it expires.
     """
     home, started = origin(url), time.monotonic()
     timeout = httpx.Timeout(read_timeout)
@@ -105,7 +105,7 @@ async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, limit
         async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
             for _ in range(MAX_REDIRECTS + 1):
                 sent = {"User-Agent": USER_AGENT, **(headers if origin(url) == home else {})}
-                next_url, fetched = await _get(client, url, sent, limit)
+                next_url, fetched = await _get(client, url, sent, bound)
                 if fetched is not None:
                     LOG.debug("fetched feed %s: %d bytes in %.2fs", describe_url(url), len(fetched.body),
                               time.monotonic() - started)
@@ -117,7 +117,7 @@ async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, limit
     )
 
 
-async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str], limit: str) -> tuple[str, Fetched | None]:
+async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str], bound: str) -> tuple[str, Fetched | None]:
     """One request: (the redirect target, None) or (``url``, what was fetched)."""
     shown = describe_url(url)
     try:
@@ -138,7 +138,7 @@ async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str], lim
         ) from None
     except httpx.TimeoutException as exc:
         raise source_unavailable(
-            f"fetching feed {shown} timed out ({type(exc).__name__}) within {limit}: the feed is too slow or "
+            f"fetching feed {shown} timed out ({type(exc).__name__}) within {bound}: the feed is too slow or "
             "stalled; raise it if the feed is only slow, polling retries with backoff"
         ) from None
     except httpx.HTTPError as exc:
