@@ -151,7 +151,10 @@ async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str], bou
 def _redirect_target(url: str, response: httpx.Response) -> str:
     location = response.headers.get("location")
     if not location:
-        raise source_unavailable(f"feed {describe_url(url)} answered HTTP {response.status_code} without a Location")
+        raise source_unavailable(
+            f"feed {describe_url(url)} answered HTTP {response.status_code} without a Location; check the trigger's "
+            "'feed' URL"
+        )
     target = urllib.parse.urljoin(url, location)
     check_http_url(target, f"feed {describe_url(url)} redirected to")
     return target
@@ -163,6 +166,6 @@ async def _read_body(response: httpx.Response, shown: str) -> bytes:
         body += chunk
         if len(body) > MAX_FEED_BYTES:
             raise source_unavailable(
-                f"feed {shown} is larger than {MAX_FEED_BYTES:,} bytes; point the trigger at a smaller feed"
+                f"feed {shown} is larger than {MAX_FEED_BYTES:,} bytes; point the trigger's 'feed' at a smaller feed"
             )
     return bytes(body)
