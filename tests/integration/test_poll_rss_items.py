@@ -111,3 +111,31 @@ async def test_two_items_of_one_response_with_one_id_are_a_duplicate_or_a_record
 def _item(e: Entry) -> str:
     return (f"<item><guid>{e.guid}</guid><title>{e.title}</title><link>{e.link}</link>"
             f"<pubDate>Sat, 01 Jun 2024 00:00:00 GMT</pubDate></item>")
+
+
+async def test_an_empty_cdf_channel_polls_empty_and_a_windows_1251_item_runs_with_its_title_and_absolute_url(
+    wfi, dev_env, task_queue, tmp_path, feed_server
+):
+    # A CDF channel without items (feedparser's tests/wellformed/cdf/channel_title.xml): an empty poll.
+    feed_server.serve("<CHANNEL>\n  <TITLE>Example feed</TITLE>\n</CHANNEL>", content_type="text/xml")
+    name, activation_id = await activate_feed(wfi, tmp_path, task_queue, feed_server)
+
+    async def polled_empty_twice() -> None:
+        poll = (await wfi.state(name))["polls"]["post"]
+        assert poll["failures"] == 0 and poll["last_success_at"] and poll["last_error"] is None, poll
+        assert len(feed_server.received_headers()) >= 2
+
+    await assert_eventually(polled_empty_twice)
+    document = ('<rss version="2.0"><channel><title>Лента</title><item><guid>urn:ru:1</guid>'
+                "<title>Как пережить новогоднюю ночь</title><link>/posts/1.html</link></item></channel></rss>")
+    feed_server.serve(document.encode("cp1251"), content_type="application/rss+xml; charset=windows-1251")
+    run_key = f"{activation_id}/post/urn:ru:1"
+
+    async def ran() -> None:
+        assert run_key in await run_ids(dev_env.client, activation_id)
+
+    await assert_eventually(ran)
+    result = await dev_env.client.get_workflow_handle(run_key).result()
+    payload = result["input"]["bindings"]["post"]
+    assert payload["title"] == "Как пережить новогоднюю ночь"
+    assert payload["url"] == f"{feed_server.origin}/posts/1.html"
