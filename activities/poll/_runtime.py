@@ -75,6 +75,14 @@ def poll_deadline(cap: float | None = None) -> float:
     return max(MIN_DEADLINE_S, seconds)
 
 
+def deadline_bound(deadline: float, cap: float | None) -> str:
+    """What bounds a poll's ``deadline``, for messages: the connector's own cap (the connection's
+    ``timeout``) when it is the smaller, else the deployment's ``poll.timeout``."""
+    if cap is not None and deadline >= cap:
+        return f"its deadline of {deadline:.1f}s, the connection's 'timeout' (set on the connection in the deployment)"
+    return f"its deadline of {deadline:.1f}s, the deployment's poll.timeout less a margin"
+
+
 def read_secret_file(path: str) -> str:
     """A secret file's text, read by the one secret-file reader (:mod:`wf_initiation._secret_files`)."""
     return read_secret_bytes(path).decode("utf-8")
@@ -118,7 +126,8 @@ async def run_poll(
     try:
         connection = resolve_connection(req.connection, req.connector)
         redactor = connection.redactor()
-        deadline = poll_deadline(cap(connection))
+        capped = cap(connection)
+        deadline = poll_deadline(capped)
         timer = asyncio.timeout(deadline)
         try:
             async with timer:
@@ -127,9 +136,8 @@ async def run_poll(
             if not timer.expired():
                 raise
             raise source_unavailable(
-                f"{req.connector}: the poll did not finish within its deadline of {deadline:.1f}s (the "
-                "deployment's poll.timeout, less a margin): the source is too slow or stalled; polling retries "
-                "with backoff"
+                f"{req.connector}: the poll did not finish within {deadline_bound(deadline, capped)}: the source is "
+                "too slow or stalled; raise it if the source is only slow, polling retries with backoff"
             ) from None
     except ApplicationError as exc:
         raise _redacted(exc, redactor) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
@@ -157,7 +158,7 @@ async def test_an_unreachable_host_raises_source_unavailable(feed_server):
 async def test_a_document_that_is_not_a_feed_raises_source_unavailable(feed_server):
     feed_server.serve("<html><body>maintenance</body></html>", content_type="text/html")
     error = await poll_error(feed_server)
-    assert error.type == POLL_SOURCE_UNAVAILABLE and "not an RSS or Atom feed" in error.message
+    assert error.type == POLL_SOURCE_UNAVAILABLE and "not an RSS, Atom, RDF or CDF feed" in error.message and "'feed'" in error.message
 
 
 async def test_connection_headers_are_sent_with_the_request(feed_server):
@@ -270,3 +271,50 @@ async def test_requests_and_responses_survive_the_pydantic_data_converter(feed_s
     for value in (request, response):
         (decoded,) = converter.from_payloads(converter.to_payloads([value]), [type(value)])
         assert decoded == value
+
+
+# --- What a fetch says when it is slow, and what it logs (issue 31 item 4) ---------------------
+
+
+async def test_the_connections_timeout_expiring_is_a_fetch_timeout_naming_that_setting(feed_server):
+    feed_server.serve(rss_document(newest_first(1)), delay=4.0)  # no byte at all: httpx's read timeout fires
+    error = await poll_error(feed_server, timeout=1)
+    assert error.type == POLL_SOURCE_UNAVAILABLE and "the connection's 'timeout'" in error.message
+    assert "poll.timeout" not in error.message and "deadline of 1.0s" in error.message
+    feed_server.trickle(0.2)  # bytes keep coming: the poll's own deadline fires, capped by the same setting
+    error = await poll_error(feed_server, timeout=1)
+    assert "the connection's 'timeout'" in error.message and "poll.timeout" not in error.message
+
+
+async def test_the_poll_timeout_expiring_names_the_deployments_poll_timeout(feed_server):
+    feed_server.trickle(0.2)
+    req = PollRequest(connector=CONNECTOR, config={"feed": feed_server.url}, connection={}, cursor=None)
+    with pytest.raises(ApplicationError) as caught:
+        await activity_env(2.0).run(poll_rss, req)  # start-to-close 2 s, the connection's timeout 30 s
+    assert "poll.timeout" in caught.value.message and "'timeout'" not in caught.value.message
+
+
+async def test_a_fetch_logs_one_debug_line_and_no_httpx_info_while_other_httpx_calls_still_log(feed_server, caplog):
+    import httpx
+
+    feed_server.serve(rss_document(newest_first(1, 2)))
+    with caplog.at_level(logging.DEBUG):
+        await poll(feed_server)
+        await poll(feed_server)
+    ours = [r for r in caplog.records if r.name == "wf_initiation.poll.rss"]
+    assert [r.levelno for r in ours] == [logging.DEBUG, logging.DEBUG] and "fetched feed" in ours[0].getMessage()
+    assert not [r for r in caplog.records if r.name.startswith("httpx") and r.levelno >= logging.INFO]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        async with httpx.AsyncClient() as client:  # the worker's own httpx calls: untouched
+            await client.get(feed_server.url)
+    assert [r for r in caplog.records if r.name == "httpx" and r.levelno == logging.INFO]
+
+
+async def test_a_failing_fetch_logs_no_line_of_its_own_besides_the_error_it_raises(feed_server, caplog):
+    feed_server.fail(503)
+    with caplog.at_level(logging.DEBUG):
+        error = await poll_error(feed_server)
+    assert "503" in error.message
+    assert not [r for r in caplog.records if r.name.startswith(("httpx", "wf_initiation.poll.rss"))
+                and r.levelno >= logging.INFO]

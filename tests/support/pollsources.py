@@ -45,6 +45,7 @@ class FeedContent:
     delay: float = 0.0  # wait this long before answering
     received_headers: list[dict[str, str]] = field(default_factory=list)
     received_paths: list[str] = field(default_factory=list)  # path and query of each request
+    documents: dict[str, tuple[bytes, dict[str, str]]] = field(default_factory=dict)  # path -> body, headers
     active: int = 0  # requests being answered now
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -73,6 +74,12 @@ class FeedServer:
         with self.content.lock:
             self.content.status, self.content.content_type, self.content.body = 200, content_type, data
             self.content.redirect, self.content.trickle, self.content.delay = None, None, delay
+
+    def serve_documents(self, documents: dict[str, tuple[bytes, dict[str, str]]]) -> None:
+        """Answer 200 for each path (``/name.xml``) with its body and response headers (``Content-Type``
+        among them), besides the single document; other paths answer as before."""
+        with self.content.lock:
+            self.content.documents.update(documents)
 
     def fail(self, status: int = 500) -> None:
         """Answer ``status`` with an empty body from now on."""
@@ -123,10 +130,13 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
                 content.active += 1
                 status, ctype, body = content.status, content.content_type, content.body
                 redirect, trickle, delay = content.redirect, content.trickle, content.delay
+                document = content.documents.get(self.path)
             try:
-                if delay:
+                if delay and document is None:
                     content.stopping.wait(delay)
-                if redirect is not None and self.path == "/feed.xml":
+                if document is not None:
+                    self._document(*document)
+                elif redirect is not None and self.path == "/feed.xml":
                     self._answer(302, ctype, b"", location=redirect)
                 elif trickle is not None:
                     self._trickle(trickle)
@@ -144,6 +154,14 @@ def _handler_for(content: FeedContent) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             if location is not None:
                 self.send_header("Location", location)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _document(self, body: bytes, headers: dict[str, str]) -> None:
+            self.send_response(200)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 

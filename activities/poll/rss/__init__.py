@@ -1,4 +1,4 @@
-"""`rss.item_published`: new items of an RSS 2.0 or Atom feed fetched over HTTP(S).
+"""`rss.item_published`: new items of an RSS, Atom, RDF or CDF feed fetched over HTTP(S).
 
 ``manifest.yaml`` (beside this file) is the contract; ``activity.py`` the poll activity, ``_http.py``
 the bounded fetch, ``_feed.py`` parsing and the cursor. See docs/poll-contract.md.

@@ -7,12 +7,23 @@
   origin (scheme, host and port): a redirect to another origin is followed without them.
 - At most :data:`MAX_FEED_BYTES` of body, counted after content decoding (a gzip bomb stops there).
 - The total time is bounded by the caller's deadline (the poll's ``asyncio.timeout``); the per-read
-  timeout below only makes a dead connection fail sooner.
+  timeout below only makes a dead connection fail sooner. Either expiring is reported as a
+  timeout of the fetch, naming the setting that bounds it (:func:`fetch`'s ``bound``).
+- Logging: httpx logs every request at INFO on its ``httpx`` logger; inside :func:`fetch` those
+  records are dropped (a filter on that logger, acting only on this module's requests: a worker's
+  own httpx calls log as before), and the fetch logs one DEBUG line on ``wf_initiation.poll.rss``.
+  A failing fetch fails the poll, which the worker logs once per source (``wf_initiation._poll_log``).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 
 import httpx
 
@@ -24,6 +35,38 @@ MAX_REDIRECTS = 5
 USER_AGENT = "wf-initiation/rss"
 _REDIRECTS = {301, 302, 303, 307, 308}
 _SCHEMES = ("http", "https")
+LOG = logging.getLogger("wf_initiation.poll.rss")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A fetched feed: the URL it came from (after redirects), its response headers and body."""
+
+    url: str
+    headers: dict[str, str]
+    body: bytes
+
+
+_FETCHING: ContextVar[bool] = ContextVar("wfi_rss_fetching", default=False)
+
+
+class _QuietFetches(logging.Filter):
+    """Drops httpx's per-request records below WARNING emitted inside :func:`fetch`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _FETCHING.get()
+
+
+@contextmanager
+def _quiet_httpx() -> Iterator[None]:
+    logger = logging.getLogger("httpx")
+    if not any(isinstance(f, _QuietFetches) for f in logger.filters):
+        logger.addFilter(_QuietFetches())
+    token = _FETCHING.set(True)
+    try:
+        yield
+    finally:
+        _FETCHING.reset(token)
 
 
 def origin(url: str) -> str:
@@ -47,57 +90,71 @@ def check_http_url(url: str, what: str) -> None:
         )
 
 
-async def fetch(url: str, headers: dict[str, str], *, read_timeout: float) -> bytes:
+async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, bound: str) -> Fetched:
     """GET ``url`` following at most MAX_REDIRECTS redirects; the body, at most MAX_FEED_BYTES.
 
     Args:
         url: The feed URL (already checked by :func:`check_http_url`).
         headers: The connection's headers, sent only to the feed's origin.
         read_timeout: Seconds one connect or read may take.
+        bound: What bounds the fetch's time (the setting that fixes it), named when it expires.
     """
-    home = origin(url)
+    home, started = origin(url), time.monotonic()
     timeout = httpx.Timeout(read_timeout)
-    async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
-        for _ in range(MAX_REDIRECTS + 1):
-            sent = {"User-Agent": USER_AGENT, **(headers if origin(url) == home else {})}
-            next_url, body = await _get(client, url, sent)
-            if next_url is None:
-                return body
-            url = next_url
+    with _quiet_httpx():
+        async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
+            for _ in range(MAX_REDIRECTS + 1):
+                sent = {"User-Agent": USER_AGENT, **(headers if origin(url) == home else {})}
+                next_url, fetched = await _get(client, url, sent, bound)
+                if fetched is not None:
+                    LOG.debug("fetched feed %s: %d bytes in %.2fs", describe_url(url), len(fetched.body),
+                              time.monotonic() - started)
+                    return fetched
+                url = next_url
     raise source_unavailable(
-        f"feed {describe_url(url)} redirected more than {MAX_REDIRECTS} times; point the trigger at the final URL"
+        f"feed {describe_url(url)} redirected more than {MAX_REDIRECTS} times; point the trigger's 'feed' at the "
+        "final URL"
     )
 
 
-async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> tuple[str | None, bytes]:
-    """One request: (the redirect target, b"") or (None, the body)."""
+async def _get(client: httpx.AsyncClient, url: str, headers: dict[str, str], bound: str) -> tuple[str, Fetched | None]:
+    """One request: (the redirect target, None) or (``url``, what was fetched)."""
     shown = describe_url(url)
     try:
         async with client.stream("GET", url, headers=headers) as response:
             if response.status_code in _REDIRECTS:
-                return _redirect_target(url, response), b""
+                return _redirect_target(url, response), None
             if response.status_code >= 400:
                 raise source_unavailable(
-                    f"feed {shown} answered HTTP {response.status_code} {response.reason_phrase}; check the feed "
-                    "URL and the connection's credentials, polling retries with backoff"
+                    f"feed {shown} answered HTTP {response.status_code} {response.reason_phrase}; check the trigger's "
+                    "'feed' URL and the connection's credentials ('headers'), polling retries with backoff"
                 )
-            return None, await _read_body(response, shown)
+            body = await _read_body(response, shown)
+            return url, Fetched(url=url, headers=dict(response.headers.items()), body=body)
     except httpx.InvalidURL:  # httpx parses a redirect's Location before handing the response over
         raise config_invalid(
             f"rss.item_published: feed {shown} redirected to a URL that is not a valid http:// or https:// URL; "
             "only http:// and https:// URLs are fetched (file:, ftp:, data: and other schemes are refused)"
         ) from None
+    except httpx.TimeoutException as exc:
+        raise source_unavailable(
+            f"fetching feed {shown} timed out ({type(exc).__name__}) within {bound}: the feed is too slow or "
+            "stalled; raise it if the feed is only slow, polling retries with backoff"
+        ) from None
     except httpx.HTTPError as exc:
         raise source_unavailable(
             f"feed {shown} could not be fetched ({type(exc).__name__}: {exc or 'no detail'}); check that the host "
-            "is reachable, polling retries with backoff"
+            "of the trigger's 'feed' URL is reachable, polling retries with backoff"
         ) from None
 
 
 def _redirect_target(url: str, response: httpx.Response) -> str:
     location = response.headers.get("location")
     if not location:
-        raise source_unavailable(f"feed {describe_url(url)} answered HTTP {response.status_code} without a Location")
+        raise source_unavailable(
+            f"feed {describe_url(url)} answered HTTP {response.status_code} without a Location; check the trigger's "
+            "'feed' URL"
+        )
     target = urllib.parse.urljoin(url, location)
     check_http_url(target, f"feed {describe_url(url)} redirected to")
     return target
@@ -109,6 +166,6 @@ async def _read_body(response: httpx.Response, shown: str) -> bytes:
         body += chunk
         if len(body) > MAX_FEED_BYTES:
             raise source_unavailable(
-                f"feed {shown} is larger than {MAX_FEED_BYTES:,} bytes; point the trigger at a smaller feed"
+                f"feed {shown} is larger than {MAX_FEED_BYTES:,} bytes; point the trigger's 'feed' at a smaller feed"
             )
     return bytes(body)

@@ -8,7 +8,7 @@ from typing import Any
 from temporalio import activity
 
 from wf_initiation.activities.poll._contract import PollRequest, PollResponse, activity_name_for, config_invalid, require_str
-from wf_initiation.activities.poll._runtime import LIMITS, run_poll
+from wf_initiation.activities.poll._runtime import LIMITS, deadline_bound, run_poll
 from wf_initiation.activities.poll.rss._feed import CONNECTOR, parse_cursor, parse_feed, select_new
 from wf_initiation.activities.poll.rss._http import check_http_url, fetch, origin
 from wf_initiation.core.connections import ResolvedConnection, origin_of
@@ -33,9 +33,10 @@ async def _poll(req: PollRequest, connection: ResolvedConnection, deadline: floa
     cursor = parse_cursor(req.cursor)
     headers = headers_of(connection.settings)
     source = origin(url)
+    bound = deadline_bound(deadline, timeout_of(connection.settings))
     with LIMITS.poll(source, CONNECTOR):
-        body = await fetch(url, headers, read_timeout=deadline)
-        entries = await LIMITS.run_blocking(source, lambda: parse_feed(body, url))
+        fetched = await fetch(url, headers, read_timeout=deadline, bound=bound)
+        entries = await LIMITS.run_blocking(source, lambda: parse_feed(fetched.body, fetched.url, fetched.headers))
     return select_new(entries, cursor, req.cursor, limit=req.limit)
 
 

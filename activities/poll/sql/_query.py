@@ -23,6 +23,7 @@ from wf_initiation.activities.poll._contract import (
 CONNECTOR = "sql.row_inserted"
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,14 @@ def parse_cursor(cursor: str | None) -> Any:
         raise config_invalid(
             f"cursor {cursor[:80]!r} is not an {CONNECTOR} cursor (the JSON of a column value); "
             "clear it to read the table from the start"
+        )
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        # No SQL integer column holds it (SQLite's and PostgreSQL's are at most 64 bits; NUMERIC
+        # values come back as text), so no poll returned it; binding it fails in the driver.
+        raise config_invalid(
+            f"cursor {cursor[:40]!r}... is an integer of {len(str(abs(value))):,} digits, outside the 64-bit "
+            f"range of SQL integer columns, so no {CONNECTOR} poll returned it: set the cursor to a value of the "
+            "table's 'column' (wfi operate set_cursor --entry ENTRY --cursor VALUE), or clear it (omit --cursor) to read the table from the start"
         )
     return value
 
