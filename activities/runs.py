@@ -31,11 +31,13 @@ from wf_initiation.activities.lifecycle import Publisher
 from wf_initiation.core.engine import LifecycleEvent, transition_event
 from wf_initiation.wire import (
     CONTROL_RUN_ACTIVITY,
+    CONTROL_RUNS_ACTIVITY,
     START_RUNS_ACTIVITY,
     WATCH_RUNS_ACTIVITY,
     WFI_ACTIVATION,
     WFI_WORKFLOW,
     ControlRequest,
+    ControlRunsRequest,
     RunOutcome,
     RunToStart,
     StartedRun,
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 
 # The longest a report of ended runs waits for more endings of the same burst (see watch_runs).
 MAX_LINGER = 1.0
+# Cancel / terminate calls of one control page made at once (a page holds up to 100 runs).
+CONTROLS_AT_ONCE = 16
 
 
 class RunActivities:
@@ -160,6 +164,32 @@ class RunActivities:
         so the activity is retried: a control that was decided is never dropped (under
         ``cancel_other`` the next run waits for it).
         """
+        return await self._control_one(req)
+
+    @activity.defn(name=CONTROL_RUNS_ACTIVITY)
+    async def control_runs(self, req: ControlRunsRequest) -> list[str]:
+        """Cancel or terminate a page of runs, ``CONTROLS_AT_ONCE`` calls at a time; one answer per
+        run, in order, as :meth:`control_run` gives it.
+
+        A transient error of any run fails the activity after the others were tried: it is retried
+        whole, and a repeated cancel or terminate of a run changes nothing (a closed run answers
+        ``not applied``).
+        """
+        room = asyncio.Semaphore(CONTROLS_AT_ONCE)
+
+        async def one(control: ControlRequest) -> str:
+            async with room:
+                result = await self._control_one(control)
+                activity.heartbeat()
+                return result
+
+        results = await asyncio.gather(*(one(c) for c in req.runs), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return [str(r) for r in results]
+
+    async def _control_one(self, req: ControlRequest) -> str:
         handle = self._client.get_workflow_handle(req.run_key)
         try:
             if req.action == "terminate":
@@ -173,7 +203,7 @@ class RunActivities:
         return "applied"
 
     def all(self) -> list[Any]:
-        return [self.start_runs, self.watch_runs, self.control_run]
+        return [self.start_runs, self.watch_runs, self.control_run, self.control_runs]
 
 
 async def wait_for_burst(

@@ -16,6 +16,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``forwards_land()`` | patch ``wfi-forwards-land`` | 2 Dec 2026 | continue-as-new did not wait for deliveries being passed to another shard (the server drops a signal whose sender has closed) |
 | ``verified_splits()`` | patch ``wfi-verified-splits`` | 4 Dec 2026 | a split's child acted on its parent's signals (drained, lane notices) unchecked |
 | ``faults_fail_task()`` | patch ``wfi-task-faults`` | 3 Dec 2026 | an exception one of the activation's unawaited tasks did not handle was only logged (workflows/_tasks.py) |
+| ``paged_controls()`` | patch ``wfi-paged-controls`` | 4 Dec 2026 | one ``wfi.control_run`` activity per run cancelled or terminated, all at once (past 2,000 the server refused the task) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -23,7 +24,7 @@ runs are past the namespace's retention (``legacy_evaluation``: once every such 
 re-activated, since the spec travels across continue-as-new).
 
 The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last five are asked lazily, where the behaviour first differs, and then kept:
+the history). The last seven are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -45,6 +46,7 @@ FORWARDS_LAND_PATCH = "wfi-forwards-land"
 SHARDED_WAITS_PATCH = "wfi-sharded-waits"
 TASK_FAULTS_PATCH = "wfi-task-faults"
 VERIFIED_SPLITS_PATCH = "wfi-verified-splits"
+PAGED_CONTROLS_PATCH = "wfi-paged-controls"
 
 
 class RunCompat:
@@ -62,6 +64,14 @@ class RunCompat:
         self._sharded_waits: bool | None = None
         self._faults_fail_task: bool | None = None
         self._verified_splits: bool | None = None
+        self._paged_controls: bool | None = None
+
+    def paged_controls(self) -> bool:
+        """Whether runs are cancelled / terminated in pages (``core.engine.Dispatcher``; asked when
+        the first control comes)."""
+        if self._paged_controls is None:
+            self._paged_controls = workflow.patched(PAGED_CONTROLS_PATCH)
+        return self._paged_controls
 
     def wake_ahead(self) -> bool:
         """Whether anticipated occurrences are held by a wait activity (asked only for a schedule

@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.limits import MIB
     from wf_initiation.wire import (
         ControlRequest,
+        ControlRunsRequest,
         PollRequest,
         PollResponse,
         PublishRequest,
@@ -177,18 +178,28 @@ class Executor:
                                   for r in call.runs], publish_for=spec.workflow if publish else None)
 
     async def _control(self, call: ControlCall) -> None:
-        command = call.command
-        self._dispatcher.control_began()
+        self._dispatcher.control_began(call)
+        retry = RetryPolicy(maximum_interval=timedelta(seconds=30))  # transient errors retry (the run may be open)
         try:
-            await workflow.execute_activity_method(
-                RunActivities.control_run, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),  # transient errors retry (the run may be open)
-            )
+            if call.paged:
+                results: list[str] = await workflow.execute_activity_method(
+                    RunActivities.control_runs,
+                    ControlRunsRequest(runs=[ControlRequest(run_key=c.run_key, action=c.action, reason=c.reason)
+                                             for c in call.commands]),
+                    start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=timedelta(seconds=30),
+                    retry_policy=retry, summary=f"{call.command.action} {len(call.commands)} run(s)",
+                )
+            else:
+                command = call.command
+                results = [await workflow.execute_activity_method(
+                    RunActivities.control_run, ControlRequest(run_key=command.run_key, action=command.action, reason=command.reason),
+                    start_to_close_timeout=timedelta(seconds=30), retry_policy=retry,
+                )]
         finally:
-            self._dispatcher.control_ended()
-            if self._engine.deactivation_status() is not None:  # only then: histories before it must replay
-                self._poke()
+            self._dispatcher.control_ended(call)
+            if self._engine.deactivation_status() is not None or (call.paged and self._dispatcher.controls_waiting):
+                self._poke()  # only then: histories before it must replay
+        self._absorb(self._engine.runs_controlled([c.run_key for c in call.commands], results))
 
     # ------------------------------------------------------------------ signals and lifecycle events
     async def _signal(self, call: SignalCall) -> None:

@@ -85,7 +85,7 @@ class ActivationWorkflow(DeliveryHandlers):
             # A parent started again from the state it ended in, split on the way (wf_initiation/client.py
             # _split): the ids it holds now are those its children ask about.
             self._spec = spec.model_copy(update={"split": spec.split.model_copy(update={"seq": self._engine.last_seq})})
-        self._dispatcher = Dispatcher(bounded=self._engine.bounded)
+        self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
                             task_marker=lambda: workflow.info().get_current_history_length()) \
@@ -244,7 +244,7 @@ class ActivationWorkflow(DeliveryHandlers):
         # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
         await self._until(lambda: self._dispatcher.start_calls == 0)
         if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
-            await self._until(lambda: self._dispatcher.controls == 0)
+            await self._until(lambda: self._dispatcher.controls == 0)  # those waiting for room are issued again
         # Queued deliveries live in memory only (a replay rebuilds them): take them all first; a
         # signal still waiting for room is recorded as deferred (none is carried).
         if self._inbox is not None:
@@ -301,7 +301,7 @@ class ActivationWorkflow(DeliveryHandlers):
     def _deactivated(self) -> bool:
         """Settled, and nothing of ours in flight: starts, controls, notices, lifecycle publishes."""
         d = self._dispatcher
-        return (self._engine.deactivation_settled() and not d.starts_pending and d.controls == 0 and not d.acking
+        return (self._engine.deactivation_settled() and not d.starts_pending and not d.controls_pending and not d.acking
                 and self._inbox_empty())
 
     async def _complete(self) -> DeactivatedResult:

@@ -274,3 +274,51 @@ def test_a_continue_as_new_while_deactivating_goes_on_and_issues_its_controls_ag
     assert not carried.resume(T0 + timedelta(seconds=1))
     assert carried.status() == "deactivating"
     assert [(c.run_key, c.action) for c in carried.take_commands() if isinstance(c, ControlRun)] == [(keys["h1"], "terminate")]
+
+
+def test_terminating_thousands_of_running_runs_goes_out_in_bounded_pages_with_its_progress_counted(
+        tmp_path: pathlib.Path) -> None:
+    # Past Temporal's 2,000 pending activities per workflow, one activity per run failed every task
+    # (issue 32): the dispatcher pages them, and the answers count as the deactivation's progress.
+    from wf_initiation.core.engine import ControlCall, Dispatcher
+    from wf_initiation.core.engine._dispatch import CONTROL_PAGE, MAX_CONTROL_ACTIVITIES
+
+    e = engine_for(spec(tmp_path))
+    runs = 2_500
+    for i in range(runs):
+        out = e.deliver("hook", hook(f"h{i}", key=f"k{i}"), T0)
+        e.run_started(out.run_key, f"r{i}", T0)
+    e.take_commands()
+    e.state.unacked.clear()
+    e.deactivate(Req("cancel", "terminate"), T0)
+    dispatcher = Dispatcher(bounded=True)
+    in_flight: list[ControlCall] = []
+    controlled: list[str] = []
+    calls = dispatcher.plan(e.take_commands()).calls
+    while calls or in_flight:
+        in_flight += [c for c in calls if type(c) is ControlCall]
+        assert len(in_flight) <= MAX_CONTROL_ACTIVITIES and all(len(c.commands) <= CONTROL_PAGE for c in in_flight)
+        done = in_flight.pop(0)
+        dispatcher.control_ended(done)
+        keys = [c.run_key for c in done.commands]
+        controlled += keys
+        e.runs_controlled(keys, ["applied"] * (len(keys) - 1) + ["not applied: the run is not open"])
+        e.tick(T0)  # nothing is decided twice
+        calls = dispatcher.plan(e.take_commands()).calls
+    assert sorted(controlled) == sorted(e.state.deactivation.controlled) and len(controlled) == runs
+    d = e.summary()["deactivation"]
+    pages = -(-runs // CONTROL_PAGE)
+    assert (d["controlled_runs"], d["controls_applied"], d["controls_not_applied"]) == (runs, runs - pages, pages)
+    assert not dispatcher.controls_pending
+
+
+def test_a_dispatcher_of_a_run_begun_before_the_pages_controls_one_run_per_activity() -> None:
+    from wf_initiation.core.engine import ControlCall, Dispatcher
+
+    asked: list[bool] = []
+    dispatcher = Dispatcher(bounded=True, paged=lambda: asked.append(False) or False)
+    assert dispatcher.plan([]).calls == [] and asked == [], "asked only when the first control comes"
+    calls = dispatcher.plan([ControlRun(run_key=f"r{i}", action="cancel", reason="x") for i in range(3)]).calls
+    assert [(type(c), len(c.commands), c.paged) for c in calls] == [(ControlCall, 1, False)] * 3 and asked == [False]
+    dispatcher.plan([ControlRun(run_key="r9", action="cancel", reason="x")])
+    assert asked == [False], "asked once"

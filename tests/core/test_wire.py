@@ -32,6 +32,7 @@ PINNED = {
     "EVENTS_QUERY": "events", "DELIVERY_QUERY": "delivery", "ECHO_RUN_RELEASE_SIGNAL": "release",
     "ECHO_RUN_RECEIVED_QUERY": "received", "START_RUNS_ACTIVITY": "wfi.start_runs",
     "WATCH_RUNS_ACTIVITY": "wfi.watch_runs", "CONTROL_RUN_ACTIVITY": "wfi.control_run",
+    "CONTROL_RUNS_ACTIVITY": "wfi.control_runs",
     "PUBLISH_LIFECYCLE_ACTIVITY": "wfi.publish_lifecycle", "WAIT_ACTIVITY": "wfi.wait_for_instant",
     "POLL_ACTIVITY_PREFIX": "wfi.poll.", "INVALID_ARGUMENT": "InvalidArgument", "HANDLER_FAILED": "HandlerFailed",
     "REBINDING": "Rebinding", "NO_ACTIVATION": "NoActivation", "SUBSCRIPTION_REFUSED": "SubscriptionRefused",
@@ -156,9 +157,9 @@ def test_the_activation_calls_its_activities_by_reference_and_their_names_stay()
 
     names = {fn: activity._Definition.must_from_callable(fn).name for fn in (
         wait_for_instant, RunActivities.start_runs, RunActivities.watch_runs, RunActivities.control_run,
-        LifecycleActivities.publish)}
+        RunActivities.control_runs, LifecycleActivities.publish)}
     assert list(names.values()) == [wire.WAIT_ACTIVITY, wire.START_RUNS_ACTIVITY, wire.WATCH_RUNS_ACTIVITY,
-                                    wire.CONTROL_RUN_ACTIVITY, wire.PUBLISH_LIFECYCLE_ACTIVITY]
+                                    wire.CONTROL_RUN_ACTIVITY, wire.CONTROL_RUNS_ACTIVITY, wire.PUBLISH_LIFECYCLE_ACTIVITY]
     called = []
     source = "\n".join((ROOT / "workflows" / name).read_text() for name in ("activation.py", "_executor.py"))
     tree = ast.parse(source)
@@ -171,6 +172,6 @@ def test_the_activation_calls_its_activities_by_reference_and_their_names_stay()
                        and "activity" in n.attr]
     assert set(called) == {
         "wait_for_instant", "workflow.execute_local_activity_method", "workflow.execute_activity_method",
-        "RunActivities.watch_runs", "RunActivities.control_run", "LifecycleActivities.publish",
+        "RunActivities.watch_runs", "RunActivities.control_run", "RunActivities.control_runs", "LifecycleActivities.publish",
         "activity_name_for(c.connector)"}, called
     assert "RunActivities.start_runs" in ast.unparse(tree), "the start activity by reference, local or regular"

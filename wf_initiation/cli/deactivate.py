@@ -103,9 +103,22 @@ async def _wait(wfi: Any, args: argparse.Namespace, seconds: float) -> Deactivat
 
 
 def _left_line(summary: dict[str, Any]) -> str:
-    """``  left: 1 pending, 0 starting, 2 running run(s), 0 open batch(es)``."""
-    return (f"  left: {summary.get('runs_pending', 0)} pending, {summary.get('runs_starting', 0)} starting, "
+    """``  left: 1 pending, 0 starting, 2 running run(s), 0 open batch(es)``, and while runs are
+    cancelled or terminated (in pages, as a backfill admits them) how far that got:
+    ``; cancel: 300 of 2,100 (14%): 290 applied, 10 had closed``."""
+    line = (f"  left: {summary.get('runs_pending', 0)} pending, {summary.get('runs_starting', 0)} starting, "
             f"{summary.get('runs_running', 0)} running run(s), {summary.get('open_batches', 0)} open batch(es)")
+    return line + _control_progress(summary.get("deactivation") or {})
+
+
+def _control_progress(d: dict[str, Any]) -> str:
+    total = d.get("controlled_runs", 0)
+    if not total or d.get("running") not in ("cancel", "terminate"):
+        return ""
+    applied, closed = d.get("controls_applied", 0), d.get("controls_not_applied", 0)
+    settled = min(applied + closed, total)
+    return (f"; {d['running']}: {settled:,} of {total:,} ({100 * settled // total}%): {applied:,} applied, "
+            f"{closed:,} had closed")
 
 
 async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:

@@ -91,6 +91,13 @@ class ControlRequest(BaseModel):
     reason: str
 
 
+class ControlRunsRequest(BaseModel):
+    """The input of ``wfi.control_runs``: cancel or terminate a page of runs (``core.engine``'s
+    ``CONTROL_PAGE`` at most); the answer is one ``applied`` / ``not applied: ...`` per run, in order."""
+
+    runs: list[ControlRequest]
+
+
 # --- wfi.publish_lifecycle
 class PublishRequest(BaseModel):
     """The input of ``wfi.publish_lifecycle``: lifecycle events of runs, for the activations subscribed to them."""
@@ -173,6 +180,6 @@ class WaitRequest(BaseModel):
 
 
 __all__ = [
-    "ControlRequest", "PollItem", "PollRequest", "PollResponse", "PublishRequest", "PublishResult", "RunOutcome",
+    "ControlRequest", "ControlRunsRequest", "PollItem", "PollRequest", "PollResponse", "PublishRequest", "PublishResult", "RunOutcome",
     "RunToStart", "StartRunsRequest", "StartedRun", "WaitRequest", "WatchRequest", "WatchedRun", "subscribers_query",
 ]

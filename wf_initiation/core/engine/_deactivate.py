@@ -140,6 +140,8 @@ def _escalate(engine: Pipeline, d: Deactivation, req: Request, now: datetime) ->
     if queued != d.queued:
         d.queued = queued  # type: ignore[assignment]
         _settle_queued(engine, d, now)
+    if running != d.running:
+        d.controls_applied = d.controls_not_applied = 0  # the runs are controlled again, the new way
     d.running = running  # type: ignore[assignment]
     return f"deactivating, escalated from {was} to {_how(d)}"
 
@@ -206,6 +208,20 @@ def progress(engine: Pipeline) -> None:
         run.cancel_requested = True
         engine.outbox.append(ControlRun(run_key=run.run_key, action=want,  # type: ignore[arg-type]
                                         reason=f"activation of {engine.spec.workflow} deactivated"))
+
+
+def controlled(engine: Pipeline, run_keys: list[str], results: list[str]) -> None:
+    """Count what a control activity answered for the deactivation's runs (its progress)."""
+    d = engine.state.deactivation
+    if d is None or d.completed_at is not None:
+        return
+    for key, result in zip(run_keys, results, strict=False):
+        if key not in d.controlled:
+            continue  # an overlap policy's control, not the deactivation's
+        if result == "applied":
+            d.controls_applied += 1
+        else:
+            d.controls_not_applied += 1
 
 
 def remaining(engine: Pipeline) -> dict[str, int]:
@@ -317,10 +333,14 @@ def on_start(engine: Pipeline) -> Deactivation | None:
     if d is None:
         return None
     if d.completed_at is None:
+        again = 0
         for run in engine.in_flight():
             if run.status == "running" and run.run_key in d.controlled:
+                again += 1
                 engine.outbox.append(ControlRun(run_key=run.run_key, action=d.controlled[run.run_key],
                                                 reason=f"activation of {engine.spec.workflow} deactivated"))
+        # The runs controlled again are counted when their answers come; the others have closed.
+        d.controls_applied, d.controls_not_applied = len(d.controlled) - again, 0
         return None
     engine.state.deactivation = None
     engine.spec = d.spec

@@ -395,6 +395,11 @@ class Engine:
         """Apply (or escalate) a deactivation (docs/lifecycle.md)."""
         return self._decide(_deactivate.deactivate(self._core, request, now))
 
+    def runs_controlled(self, run_keys: list[str], results: list[str]) -> Decision[None]:
+        """A control activity answered ``results`` (``applied`` / ``not applied: ...``) for ``run_keys``."""
+        _deactivate.controlled(self._core, run_keys, results)
+        return self._decide(None)
+
     def finish_deactivation(self, now: datetime) -> Decision[dict[str, Any]]:
         """Mark a settled deactivation complete; ``value`` is its record for the workflow's result."""
         return self._decide(_deactivate.finish(self._core, now))

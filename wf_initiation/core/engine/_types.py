@@ -267,6 +267,9 @@ class Deactivation(_M):
     closed_batches: int = Field(default=0, description="drain: batches without max_wait, closed at deactivation.")
     controlled: dict[str, Literal["cancel", "terminate"]] = Field(
         default_factory=dict, description="Run key -> the control the deactivation requested for that running run.")
+    controls_applied: int = Field(default=0, description="Controls of `controlled` the server applied (since the "
+                                  "last escalation): the progress of a deactivation over many runs.")
+    controls_not_applied: int = Field(default=0, description="Controls of `controlled` not applied: the run had closed.")
     left_running: int = 0
     paused_polls: list[str] = Field(default_factory=list, description="Polls the deactivation paused (resumed on re-activation).")
     refused: int = Field(default=0, description="Deliveries refused since the deactivation.")

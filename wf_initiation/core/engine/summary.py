@@ -8,6 +8,7 @@ from ..limits import CAPACITY_WARNING
 from . import _batch, _deactivate, _intake, _view
 from ._engine import Core
 from ._keys import event_key
+from ._types import Deactivation
 
 
 def status(engine: Core) -> str:
@@ -55,8 +56,13 @@ def short(engine: Core) -> dict[str, Any]:
                           "counts": s.counts} for n, s in st.schedules.items()},
         "polls": {n: {"cursor": p.cursor, "paused": p.paused, "held": p.held is not None, "failures": p.failures,
                       "last_error": p.last_error} for n, p in st.polls.items()},
-        "deactivation": st.deactivation.model_dump(mode="json", exclude={"spec", "controlled"}) if st.deactivation else None,
+        "deactivation": _deactivation(st.deactivation) if st.deactivation else None,
     }
+
+
+def _deactivation(d: Deactivation) -> dict[str, Any]:
+    """The deactivation without its binding and run keys: ``controlled_runs`` counts them."""
+    return {**d.model_dump(mode="json", exclude={"spec", "controlled"}), "controlled_runs": len(d.controlled)}
 
 
 MAX_EVENTS_IN_STATE = 500
