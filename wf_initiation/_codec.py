@@ -28,11 +28,15 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.converter import DataConverter, PayloadCodec
 
 from wf_initiation._sdk import unknown_encoding
-from wf_initiation.core.deployment import CODEC_ENDPOINT_URL, DATA_CONVERTER_REFERENCE
+from wf_initiation.core.connections import describe_url, redact
+from wf_initiation.core.deployment import DATA_CONVERTER_REFERENCE, codec_endpoint_problem
 from wf_initiation.errors import CodecError
 
 CODEC_FIX = ("give every command the team's codec: --data-converter MODULE:ATTR or --codec-endpoint URL, "
              "or temporal.data_converter / temporal.codec_endpoint in the deployment (wfi help deployment)")
+CODEC_TIMEOUT = 10.0
+"""Seconds one call of a codec server may take: well within a delivery's 30 s and a command's 60 s,
+so a hanging codec server is reported as a codec failure, not as a worker that does not answer."""
 HISTORY_PAGE = 64  # events read to find out how the activation's payloads are encoded
 SAMPLE = 8  # encoded payloads decoded as a probe
 
@@ -56,10 +60,8 @@ def reference_problem(value: str) -> str | None:
 
 
 def endpoint_problem(value: str) -> str | None:
-    """Why ``value`` is not a codec server URL, or None."""
-    if CODEC_ENDPOINT_URL.match(value):
-        return None
-    return f"{value!r} is not an http:// or https:// URL, e.g. https://codec.example.com"
+    """Why ``value`` is not a codec server URL (or one with credentials in it), or None."""
+    return codec_endpoint_problem(value)
 
 
 # ---------------------------------------------------------------------------- the converter
@@ -164,13 +166,19 @@ class RemoteCodec(PayloadCodec):
         timeout: Seconds one call may take.
     """
 
-    def __init__(self, endpoint: str, *, namespace: str, auth: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, endpoint: str, *, namespace: str, auth: str | None = None, timeout: float = CODEC_TIMEOUT) -> None:
         self.endpoint = endpoint.replace("{namespace}", namespace).rstrip("/")
         self._headers = {"Content-Type": "application/json", "X-Namespace": namespace}
         if auth:
             self._headers["Authorization"] = auth
         self._timeout = timeout
         self._clients: dict[int, Any] = {}  # one httpx client per event loop (a client is bound to its loop)
+
+    @property
+    def shown(self) -> str:
+        """The endpoint fit for a message: never credentials (a URL with them is refused, this is the
+        second line of defence)."""
+        return redact(describe_url(self.endpoint))
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return await self._call("encode", payloads)
@@ -179,29 +187,38 @@ class RemoteCodec(PayloadCodec):
         return await self._call("decode", payloads)
 
     async def _call(self, operation: str, payloads: Sequence[Payload]) -> list[Payload]:
+        """One call. Its errors name the server and what went wrong, and never quote what the server
+        answered (a body or header may echo the Authorization header back)."""
         import httpx
 
         if not payloads:
             return []
         url = f"{self.endpoint}/{operation}"
+        where = f"the codec server at {self.shown}/{operation}"
         body = json_format.MessageToJson(Payloads(payloads=payloads))
         try:
             response = await self._client().post(url, content=body, headers=self._headers)
+        except httpx.TimeoutException:
+            raise CodecError(f"{where} did not answer within {self._timeout:g}s (a payload codec failure, nothing was "
+                             "sent to Temporal); check that the codec server is up, or --codec-endpoint / "
+                             "TEMPORAL_CODEC_ENDPOINT / temporal.codec_endpoint") from None
         except httpx.HTTPError as exc:
-            raise CodecError(f"the codec server at {url} did not answer ({type(exc).__name__}: {_line(exc)}); "
-                             "check --codec-endpoint / TEMPORAL_CODEC_ENDPOINT") from None
+            raise CodecError(f"{where} could not be reached ({type(exc).__name__}; a payload codec failure, nothing was "
+                             "sent to Temporal); check --codec-endpoint / TEMPORAL_CODEC_ENDPOINT / "
+                             "temporal.codec_endpoint") from None
         if response.status_code in (401, 403):
-            raise CodecError(f"the codec server at {url} refused the credentials (HTTP {response.status_code}); "
-                             "check --codec-auth / TEMPORAL_CODEC_AUTH")
+            raise CodecError(f"{where} refused the credentials (HTTP {response.status_code}); "
+                             "check --codec-auth / TEMPORAL_CODEC_AUTH / the profile's codec.auth")
         if response.status_code != 200:
-            raise CodecError(f"the codec server at {url} answered HTTP {response.status_code}: "
-                             f"{_line(Exception(response.text[:200]))}")
+            raise CodecError(f"{where} answered HTTP {response.status_code} (a payload codec failure; its answer is "
+                             "not shown, it may hold credentials): see the codec server's own log")
         try:
             out = json_format.Parse(response.text, Payloads(), ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise CodecError(f"the codec server at {url} answered something other than payloads: {_line(exc)}") from None
+        except json_format.ParseError:
+            raise CodecError(f"{where} answered something other than payloads (not shown); is it a Temporal codec "
+                             "server?") from None
         if len(out.payloads) != len(payloads):
-            raise CodecError(f"the codec server at {url} answered {len(out.payloads)} payloads for {len(payloads)}")
+            raise CodecError(f"{where} answered {len(out.payloads)} payloads for {len(payloads)}")
         return list(out.payloads)
 
     def _client(self) -> Any:
@@ -212,6 +229,24 @@ class RemoteCodec(PayloadCodec):
         if client is None:
             client = self._clients[loop] = httpx.AsyncClient(timeout=self._timeout)
         return client
+
+
+PROBE_TIMEOUT = 5.0
+
+
+async def codec_problem(converter: DataConverter) -> str | None:
+    """Why the converter's codec server cannot be used now (one encode of an empty payload, at most
+    ``PROBE_TIMEOUT`` seconds), or None; None too for an in-process codec (nothing to reach)."""
+    codec = converter.payload_codec
+    if not isinstance(codec, RemoteCodec):
+        return None
+    try:
+        await asyncio.wait_for(codec.encode([Payload(metadata={"encoding": b"binary/null"})]), PROBE_TIMEOUT)
+    except CodecError as exc:
+        return str(exc)
+    except TimeoutError:
+        return f"the codec server at {codec.shown}/encode did not answer within {PROBE_TIMEOUT:g}s"
+    return None
 
 
 # ---------------------------------------------------------------------------- the history check
@@ -240,6 +275,52 @@ async def history_problem(client: Any, workflow_id: str) -> str | None:
     if still:
         return f"{what}; this client's codec leaves them encoded as {', '.join(still)}: is it the team's codec? {CODEC_FIX}"
     return None
+
+
+SIBLINGS = 3  # other activations of the task queue looked at before a first activation
+
+
+async def first_activation_problem(client: Any, task_queue: str) -> str | None:
+    """Why ``client`` must not start a new activation on ``task_queue``, or None: its codec server
+    cannot be reached (the start would fail half-way), or it has no codec while the other activations
+    of the task queue were written through one (the new one's start event would hold its spec in
+    plaintext: a new activation has no history of its own to check)."""
+    problem = await codec_problem(client.data_converter)
+    if problem is not None:
+        return f"{problem}; nothing was started"
+    if client.data_converter.payload_codec is not None:
+        return None
+    from wf_initiation.wire import ACTIVATION_WORKFLOW
+
+    query = f"WorkflowType = '{ACTIVATION_WORKFLOW}' AND TaskQueue = '{task_queue}'"
+    async for sibling in client.list_workflows(query, limit=SIBLINGS, page_size=SIBLINGS):
+        problem = await history_problem(client, sibling.id)
+        if problem is not None:
+            return f"another activation of task queue {task_queue!r}: {problem}; nothing was started"
+    return None
+
+
+async def discard_started(client: Any, workflow_ids: list[str]) -> str:
+    """A first activation failed on its codec after it started: end what it started. Without a codec
+    its history holds the spec in plaintext, so it is deleted; with one it is terminated (its history
+    is encrypted). Returns what was done, for the error's message."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+    from temporalio.service import RPCError, RPCStatusCode
+
+    plaintext = client.data_converter.payload_codec is None
+    for wid in workflow_ids:
+        try:
+            if plaintext:
+                await client.workflow_service.delete_workflow_execution(DeleteWorkflowExecutionRequest(
+                    namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=wid)), retry=True)
+            else:
+                await client.get_workflow_handle(wid).terminate(reason="wfi activate failed on the payload codec")
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+    return ("the activation it started was deleted (its start event held the spec in plaintext)" if plaintext
+            else "the activation it started was terminated")
 
 
 async def _foreign_payloads(client: Any, workflow_id: str) -> list[Payload]:

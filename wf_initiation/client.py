@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from wf_initiation._codec import history_problem
+from wf_initiation._codec import discard_started, first_activation_problem, history_problem
 from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
 from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
@@ -252,13 +252,21 @@ class WfiClient:
             current = (await self._routing.get(spec.workflow)).shards
             if current != spec.shards:
                 return await self._shards.split(spec, current)
-        first = await self._activate_shard(spec, 0)
-        if spec.shards > 1:  # each shard by its own idempotent update-with-start (core.sharding)
-            others = await asyncio.gather(*(self._activate_shard(spec, k) for k in range(1, spec.shards)))
-            started = [k for k, a in enumerate(others, start=1) if a.outcome == "activated"]
-            if started and first.outcome != "activated":
-                first = first.model_copy(update={"note": f"shard(s) {', '.join(map(str, started))} started again"})
-            self._routing.forget(spec.workflow)
+        elif (problem := await first_activation_problem(self.client, self.task_queue)) is not None:
+            raise CodecError(problem)
+        try:
+            first = await self._activate_shard(spec, 0)
+            if spec.shards > 1:  # each shard by its own idempotent update-with-start (core.sharding)
+                others = await asyncio.gather(*(self._activate_shard(spec, k) for k in range(1, spec.shards)))
+                started = [k for k, a in enumerate(others, start=1) if a.outcome == "activated"]
+                if started and first.outcome != "activated":
+                    first = first.model_copy(update={"note": f"shard(s) {', '.join(map(str, started))} started again"})
+                self._routing.forget(spec.workflow)
+        except CodecError as exc:  # a first activation leaves nothing running, nothing in plaintext
+            if latest is not None:
+                raise
+            ended = await discard_started(self.client, [shard_workflow_id(spec.workflow, k) for k in range(spec.shards)])
+            raise CodecError(f"{exc}; {ended}") from exc
         return first
 
     async def _activate_shard(self, spec: ActivationSpec, shard: int) -> Activation:

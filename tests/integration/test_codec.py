@@ -289,7 +289,8 @@ async def test_wfi_serve_with_the_deployment_s_codec_answers_with_the_dispositio
     before = await _history_length(client, team.workflow_id)
     async with served(keyless, dev_env.client) as ingress:
         refused = await ingress.http.post(f"/hooks/{team.name}", json={"secret": "again"}, headers={"Idempotency-Key": "k-2"})
-    assert refused.status_code == 503 and refused.json()["error"] == "temporal_unavailable", refused.text
+    assert refused.status_code == 503 and refused.json()["error"] == "codec_unavailable", refused.text
+    assert "payload codec" in refused.json()["message"], "the codec is named (issue 31, item 6)"
     assert await _history_length(client, team.workflow_id) == before
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import pathlib
 import threading
 import uuid
@@ -88,6 +89,10 @@ class CodecServer:
         self.codec, self.auth = codec, auth
         self.calls: dict[str, int] = {}
         self.namespaces: set[str] = set()
+        # "ok"; "fail": HTTP 500 echoing the request's Authorization header in its body and a header;
+        # "hang": no answer until the server stops (or 60 s).
+        self.mode = "ok"
+        self._release = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -100,6 +105,7 @@ class CodecServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._release.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
@@ -114,6 +120,13 @@ class CodecServer:
                 server.namespaces.add(self.headers.get("X-Namespace", ""))
                 if server.auth is not None and self.headers.get("Authorization") != server.auth:
                     return self._answer(401, b'{"error": "unauthorized"}')
+                if server.mode == "hang":
+                    server._release.wait(60)
+                    return self._answer(503, b"{}")
+                if server.mode == "fail":
+                    echoed = self.headers.get("Authorization", "")
+                    return self._answer(500, json.dumps({"error": "boom", "authorization": echoed}).encode(),
+                                        {"X-Echo-Authorization": echoed})
                 if operation not in ("encode", "decode"):
                     return self._answer(404, b"{}")
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -121,8 +134,10 @@ class CodecServer:
                 done = asyncio.run(getattr(server.codec, operation)(payloads))
                 self._answer(200, json_format.MessageToJson(Payloads(payloads=done)).encode())
 
-            def _answer(self, status: int, body: bytes) -> None:
+            def _answer(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

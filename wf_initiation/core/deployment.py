@@ -57,7 +57,7 @@ from ._bounds import (
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
 from ._yaml import YamlTooDeep, check_depth
-from .connections import Connection
+from .connections import Connection, describe_url, embedded_password, redact
 from .ingress import IngressConfig
 from .sharding import MAX_SHARDS
 
@@ -123,6 +123,25 @@ class _Strict(BaseModel):
 
 DATA_CONVERTER_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 CODEC_ENDPOINT_URL = re.compile(r"^https?://[^\s/]+")
+_URL_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/?#\s]*@")
+
+
+def codec_endpoint_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a codec server's URL, or None. A URL with credentials in it
+    (``user:password@``, ``?token=``) is refused as a connection's inline secret is: it would be
+    printed in errors and logs. The message never quotes what it refuses."""
+    shown = redact(describe_url(value))
+    if _URL_USERINFO.match(value) or embedded_password(value):
+        return (f"{shown!r} holds credentials (user:password@): a codec server's URL is printed in errors and logs; "
+                "give its Authorization header with --codec-auth or TEMPORAL_CODEC_AUTH (or the profile's codec.auth) "
+                "and the URL without them")
+    if shown != value:
+        return (f"{shown!r} holds a secret in its query: a codec server's URL is printed in errors and logs; "
+                "give its Authorization header with --codec-auth or TEMPORAL_CODEC_AUTH instead")
+    if not CODEC_ENDPOINT_URL.match(value):
+        return f"{shown!r} is not an http:// or https:// URL, e.g. https://codec.example.com"
+    return None
+
 
 DEFAULT_TASK_QUEUE = "wfi-activations"
 """Where activation workflows and their activities run unless a deployment says otherwise."""
@@ -155,8 +174,9 @@ class TemporalTarget(_Strict):
     @field_validator("codec_endpoint")
     @classmethod
     def _endpoint(cls, value: str | None) -> str | None:
-        if value is not None and not CODEC_ENDPOINT_URL.match(value):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL, e.g. https://codec.example.com")
+        problem = codec_endpoint_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

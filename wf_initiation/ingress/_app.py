@@ -28,6 +28,7 @@ from starlette.routing import Route as StarletteRoute
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
+from wf_initiation._codec import codec_problem
 from wf_initiation.client import WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
@@ -36,6 +37,7 @@ from wf_initiation.errors import (
     ActivationError,
     ActivationNotFound,
     CallTimeout,
+    CodecError,
     DeliveryRefused,
     DeliveryTooLarge,
     SecretUnavailable,
@@ -113,6 +115,8 @@ DELIVERY_FAILURES: dict[type[WfiError], Failed] = {
     DeliveryTooLarge: Failed(413, "payload_too_large"),
     TemporalError: Failed(503, "temporal_error", "Temporal refused the delivery; retry later", "Temporal refused it: {error.detail}"),
     TemporalUnavailable: Failed(503, "temporal_unavailable", "Temporal cannot be reached; retry later", "{error}"),
+    CodecError: Failed(503, "codec_unavailable", "the payload codec (encryption) of this activation cannot be used by "
+                      "the ingress now; retry later", "payload codec: {error}"),
     CallTimeout: Failed(503, "timeout", "no durable disposition within {timeout:g}s; retrying is safe",
                         "no disposition within {timeout:g}s (is a worker running on task queue {task_queue!r}?)"),
     ActivationNotFound: Failed(503, "no_activation", "workflow {workflow!r} has no running activation; retry later"),
@@ -438,6 +442,9 @@ class Ingress:
             return 503, {"ready": False, "temporal": f"unreachable: {str(exc)[:200]}"}
         if not healthy:
             return 503, {"ready": False, "temporal": "not serving"}
+        codec = await codec_problem(client.data_converter)
+        if codec is not None:  # every delivery would fail on it
+            return 503, {"ready": False, "temporal": "ok", "codec": codec}
         workflows = self.served_workflows()
         states = dict(zip(workflows, await asyncio.gather(*(self._activation(client, w) for w in workflows))))
         serving = [w for w, state in states.items() if state == "running"]
