@@ -170,3 +170,22 @@ def test_a_run_begun_before_the_budgets_keeps_fixed_chunks_and_sends_signals_at_
                   [SignalRun(workflow_id="x", signal="s", payload={"x": "y" * MAX_TASK_BYTES}, key=f"k{i}") for i in range(3)])
     assert [len(c.runs) for c in starts(plan)] == [12] and plan.faults == []
     assert sum(type(c) is SignalCall for c in plan.calls) == 3
+
+
+def test_kept_signals_wait_while_the_most_that_may_be_in_flight_are_out() -> None:
+    # Temporal allows 2,000 pending signals per workflow: a deactivation ending 3,000 subscriptions
+    # must not send their notices all at once.
+    from wf_initiation.core.engine._dispatch import MAX_SIGNALS_OUT
+
+    d = Dispatcher(bounded=True)
+    signals = [SignalRun(workflow_id=f"w{i}", signal="s", payload={}, key=f"k{i}") for i in range(MAX_SIGNALS_OUT + 7)]
+    calls = d.plan(signals).calls
+    assert len(calls) == MAX_SIGNALS_OUT
+    d.new_task()
+    assert d.plan([]).calls == [], "none more while the first are out"
+    for call in calls[:5]:
+        d.signal_ended(call)
+    assert len(d.plan([]).calls) == 5
+    asked: list[bool] = []
+    legacy = Dispatcher(bounded=True, paged=lambda: asked.append(False) or False)
+    assert len(legacy.plan(signals).calls) == len(signals) and asked == [False], "a run begun before: all at once"

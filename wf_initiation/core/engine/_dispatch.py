@@ -15,7 +15,8 @@ flight and the budgets of one workflow task:
   are published in batches; running runs are watched by a bounded number of activities;
 * runs to cancel or terminate go out in pages (``paged``): at most ``CONTROL_PAGE`` runs per control
   activity and ``MAX_CONTROL_ACTIVITIES`` of them at once, the rest waits in order (a deactivation
-  of 10,000 running runs stays far below Temporal's 2,000 pending activities per workflow).
+  of 10,000 running runs stays far below Temporal's 2,000 pending activities per workflow); kept
+  signals likewise wait while ``MAX_SIGNALS_OUT`` are in flight (2,000 pending signals).
 
 A run begun before the budgets (``bounded`` false) keeps the earlier behaviour: fixed chunks, no
 byte budget, signals sent at once (its history was recorded that way). A run begun before the pages
@@ -39,6 +40,7 @@ MAX_WATCHERS = 8
 PUBLISH_BATCH = 200
 CONTROL_PAGE = 100
 MAX_CONTROL_ACTIVITIES = 4
+MAX_SIGNALS_OUT = 500  # kept signals in flight (paged): Temporal allows 2,000 pending signals per workflow
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -115,6 +117,7 @@ class Dispatcher:
         self._paged: bool | None = None
         self._controls: list[ControlRun] = []  # paged: controls waiting for room, in order
         self._controlling: set[tuple[str, str]] = set()  # (run key, action) waiting or in a control activity
+        self._signals_out = 0  # kept signals in flight
         self._starting: set[str] = set()  # run keys in the backlog or in a start activity
         self._backlog: list[StartRun] = []
         self.start_calls = 0  # start activities in flight
@@ -185,9 +188,7 @@ class Dispatcher:
     def _plan_controls(self, controls: list[ControlRun], plan: Plan) -> None:
         """Controls in pages of CONTROL_PAGE, at most MAX_CONTROL_ACTIVITIES in flight (a control
         already waiting or in flight is not taken twice); unpaged: one call per control."""
-        if controls and self._paged is None:
-            self._paged = self._paged_answer()
-        if not self._paged:
+        if controls and not self._pages():
             plan.calls.extend(ControlCall((c,), paged=False) for c in controls)  # counted by control_began
             return
         for c in controls:
@@ -198,6 +199,12 @@ class Dispatcher:
             page, self._controls = self._controls[:CONTROL_PAGE], self._controls[CONTROL_PAGE:]
             self.controls += 1
             plan.calls.append(ControlCall(tuple(page)))
+
+    def _pages(self) -> bool:
+        """Whether this run pages its controls and signals (asked once, where that first matters)."""
+        if self._paged is None:
+            self._paged = self._paged_answer()
+        return self._paged
 
     @property
     def controls_pending(self) -> bool:
@@ -254,6 +261,8 @@ class Dispatcher:
     def _issue_signals(self, plan: Plan) -> None:
         """The kept subscription deliveries and notices, within this task's byte budget."""
         while self._signals:
+            if self._signals_out >= MAX_SIGNALS_OUT and self._pages():
+                return  # the next ones go as these are confirmed (each brings a task)
             command = self._signals[0]
             size = json_size(command.payload)
             if self._task_bytes + size > MAX_TASK_BYTES and self._task_bytes > 0:
@@ -264,6 +273,7 @@ class Dispatcher:
             self._task_bytes += size
             if command.key:
                 self.acking.add(command.key)
+                self._signals_out += 1
             plan.calls.append(SignalCall(command))
 
     def _watch(self, running: list[WatchTarget], plan: Plan) -> None:
@@ -325,6 +335,8 @@ class Dispatcher:
     def signal_ended(self, call: SignalCall) -> None:
         if call.command.key is not None:
             self.acking.discard(call.command.key)
+            if self.bounded:
+                self._signals_out -= 1
 
     def publish_ended(self, call: PublishCall) -> None:
         self.acking.difference_update(c.key for c in call.events)
