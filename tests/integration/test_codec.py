@@ -244,7 +244,7 @@ async def test_a_codec_server_serves_every_command_from_the_flag_the_environment
         await assert_only_encrypted(client, team.workflow_id, [team.secret.encode()])
         assert server.calls.get("encode") and server.calls.get("decode") and server.namespaces == {"default"}
     gone = await wfi("state", *team.args("--codec-endpoint", server.url, "--codec-auth", "Bearer t0k"))
-    gone.assert_one_line_error(1, "did not answer", "--codec-endpoint")
+    gone.assert_one_line_error(1, "could not be reached", "--codec-endpoint")
 
 
 # ---------------------------------------------------------------------------- the ingress and wfi up
