@@ -290,9 +290,9 @@ async def first_activation_problem(client: Any, task_queue: str) -> str | None:
         return f"{problem}; nothing was started"
     if client.data_converter.payload_codec is not None:
         return None
-    from wf_initiation.wire import ACTIVATION_WORKFLOW
-
     from temporalio.service import RPCError, RPCStatusCode
+
+    from wf_initiation.wire import ACTIVATION_WORKFLOW
 
     query = f"WorkflowType = '{ACTIVATION_WORKFLOW}' AND TaskQueue = '{task_queue}'"
     try:
