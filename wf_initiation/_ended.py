@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -56,6 +56,24 @@ class _Capture(Interceptor):
         return Inbound
 
 
+async def replayed(client: Client, history: WorkflowHistory) -> Any:
+    """The activation workflow object that replaying ``history`` here builds (with the client's data
+    converter, so a team's codec decrypts it on the client): its state as of the run's last completed
+    workflow task. Also what re-activation recovers a closed run's state from (wf_initiation/_recovery.py).
+
+    Raises:
+        RuntimeError: the history does not replay with this build (a nondeterminism error, say).
+    """
+    capture = _Capture()
+    converter = compose_data_converter(client.data_converter)
+    replayer = Replayer(workflows=[ActivationWorkflow], workflow_runner=_runner(None), data_converter=converter,
+                        interceptors=[capture], namespace=client.namespace)
+    await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    if not capture.instances:
+        raise RuntimeError(f"replaying {history.workflow_id} built no workflow")  # cannot happen for an activation
+    return capture.instances[-1]
+
+
 async def answer_from_history(client: Client, workflow_id: str, run_id: str, query: str, args: Sequence[Any]) -> Any:
     """What ``query`` of the closed run ``run_id`` answers, computed by replaying its history here.
 
@@ -64,13 +82,7 @@ async def answer_from_history(client: Client, workflow_id: str, run_id: str, que
     """
     method = QUERY_METHODS[query]
     history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    capture = _Capture()
+    value = getattr(await replayed(client, history), method)(*args)
     converter = compose_data_converter(client.data_converter)
-    replayer = Replayer(workflows=[ActivationWorkflow], workflow_runner=_runner(None), data_converter=converter,
-                        interceptors=[capture], namespace=client.namespace)
-    await replayer.replay_workflow(history, raise_on_replay_failure=True)
-    if not capture.instances:
-        raise RuntimeError(f"replaying {workflow_id} run {run_id} built no workflow")  # cannot happen for an activation
-    value = getattr(capture.instances[-1], method)(*args)
     payloads = converter.payload_converter.to_payloads([value])
     return converter.payload_converter.from_payloads(payloads)[0]

@@ -61,8 +61,9 @@ async def restart_args(converter: Any, closed: Any, events: Sequence[Any], spec:
     status = closed.status.name.lower().replace("_", " ") if closed.status else "closed"
     when = closed.close_time.isoformat(timespec="seconds") if closed.close_time else "an unknown time"
     lost = (f"{recorded(events[1:])} that run recorded after its start are not carried: their dedup "
-            "entries, cursor moves and schedule progress are lost (a repeated delivery may be accepted again, "
-            "but under the run key it had, so it starts no second run)")
+            "entries, cursor moves and schedule progress are lost: a redelivery of one of them is accepted again, "
+            "and starts no second run only while the binding is the same (its run key is the one it had); after a "
+            "rebind (an edited Workfile) it starts a second run")
     try:
         payloads = list(started.input.payloads)
         hints: list[type] = [ActivationSpec, bytes]

@@ -40,7 +40,8 @@ from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, ch
 from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
-from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome, restart_args
+from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome
+from wf_initiation._recovery import Recovery, recover, shards_not_running
 from wf_initiation._sharded_client import ShardedCalls
 from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
 from wf_initiation.core.activation import ActivationSpec
@@ -231,9 +232,10 @@ class WfiClient:
     async def activate(self, spec: ActivationSpec) -> Activation:
         """Start the activation of ``spec``, or rebind it when its binding changed; idempotent (INIT-4).
 
-        A deactivated activation is started again from its final state; one that was terminated,
-        failed, timed out or cancelled is started again from the state its last run began with, and
-        what that run recorded after its start is named in the result's ``note`` (docs/lifecycle.md).
+        A deactivated (or cancelled: it settles as a deactivation) activation is started again from
+        its final state; one that was terminated, failed or timed out from its complete state,
+        replayed from its history here (wf_initiation/_recovery.py), the result's ``note`` saying
+        what holds (docs/lifecycle.md).
 
         Args:
             spec: The activation spec of one Workfile under one deployment (:func:`activation_spec`).
@@ -275,6 +277,7 @@ class WfiClient:
         before = await self._latest(spec.workflow, shard)
         start_args: list[Any] = [spec, None]
         update_id, note = f"activate-{spec.activation_id}" + (f"-{shard}" if shard else ""), None
+        recovery: Recovery | None = None
         if before is not None and before.status == WorkflowExecutionStatus.COMPLETED:
             carried = await self._final_state(spec.workflow, before.run_id, shard)
             start_args = [spec, carried]
@@ -282,7 +285,8 @@ class WfiClient:
             # a re-activation needs an id of its own (stable for retries of the same re-activation).
             update_id += f"-{hashlib.sha256(carried).hexdigest()[:16]}"
         elif before is not None and before.status != WorkflowExecutionStatus.RUNNING:
-            start_args, note = await self._restart_from(before, spec)
+            recovery = await self._restart_from(before, spec)
+            start_args, note = recovery.args, recovery.note
             update_id += f"-after-{before.run_id}"
 
         def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
@@ -297,6 +301,9 @@ class WfiClient:
             ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=ActivateAnswer,
             rpc_timeout=self.update_timeout,
         ), workflow=spec.workflow)
+        for request in recovery.resend if recovery is not None else []:  # told durable, never taken: again
+            await self._retry(functools.partial(self.client.get_workflow_handle(wid).signal, DELIVER_SIGNAL, request),
+                              workflow=spec.workflow)
         running = before is not None and before.status == WorkflowExecutionStatus.RUNNING
         return Activation(workflow=spec.workflow, activation_id=answer.activation_id, outcome=outcome(answer, running),
                           previous=answer.previous, note=note)
@@ -315,10 +322,11 @@ class WfiClient:
         result = await self._retry(lambda: closed.result(follow_runs=False), workflow=workflow)
         return result.state
 
-    async def _restart_from(self, closed: Any, spec: ActivationSpec) -> tuple[list[Any], str]:
+    async def _restart_from(self, closed: Any, spec: ActivationSpec) -> Recovery:
         history = await self._retry(self.client.get_workflow_handle(closed.id, run_id=closed.run_id).fetch_history,
                                     workflow=spec.workflow)
-        return await restart_args(self.client.data_converter, closed, history.events, spec)
+        return await recover(self.client, closed, history, spec,
+                             lambda k: self._query(spec.workflow, STATE_QUERY, shard=k, attempts=ROUTING_ATTEMPTS))
 
     async def deliver(self, workflow: str, payload: Any, *, entry: str | None = None, update_id: str | None = None) -> DeliveryResult:
         """Deliver one external event by update; returns once its disposition is durable (EXT-8).
@@ -564,6 +572,9 @@ class WfiClient:
         parts = await asyncio.gather(*(self._query(workflow, SUMMARY_QUERY, shard=k) for k in range(shards)))
         summary = parts[0] if shards == 1 else combined_summary(parts)
         await self._real_status(workflow, summary)
+        stopped = await shards_not_running(lambda k: self._latest(workflow, k), shards)
+        if stopped:  # their ids are answered 503 until `wfi activate` starts them again (wf_initiation/_recovery.py)
+            summary["shards_not_running"] = stopped
         return summary
 
     async def _real_status(self, workflow: str, summary: dict[str, Any] | None) -> None:

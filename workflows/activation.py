@@ -61,6 +61,11 @@ with workflow.unsafe.imports_passed_through():
     from ._telemetry import ActivationTelemetry
 
 R = TypeVar("R")
+# A cancellation request settles as a deactivation (ActivationWorkflow._settle_on_cancel); histories
+# of runs cancelled before it was built replay as they ran (they failed as cancelled).
+CANCEL_DEACTIVATES = "wfi-cancel-deactivates"
+CANCEL_NOTE = ("cancellation requested (Temporal UI or `temporal workflow cancel`): deactivated with its state kept; "
+               "`wfi activate` activates it again with everything it accepted")
 
 
 def encode_state(engine: Engine) -> bytes:
@@ -116,6 +121,14 @@ class ActivationWorkflow(DeliveryHandlers):
         if split is not None and not split.drained and not is_child(self._shard, split):
             self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
         self._publish(initial=True)
+        try:
+            return await self._serve()
+        except asyncio.CancelledError:
+            if not self._settle_on_cancel():
+                raise
+        return await self._serve()
+
+    async def _serve(self) -> DeactivatedResult:
         while True:
             now = workflow.now()
             self._new_task()
@@ -133,6 +146,19 @@ class ActivationWorkflow(DeliveryHandlers):
             self._wake = bool(self._commands)  # e.g. a start fault released a queued run: go on
             self._arm_timer(self._now())
             await self._until(lambda: self._wake)
+
+    def _settle_on_cancel(self) -> bool:
+        """A cancellation request (the Temporal UI's "Request Cancellation", ``temporal workflow cancel``)
+        is a deactivation that loses nothing: deliveries are refused from now on, queued runs drain,
+        running ones are left alone, and the workflow completes with its final state, which ``wfi
+        activate`` carries (docs/operator-view.md). False in a run that began before this build."""
+        if not workflow.patched(CANCEL_DEACTIVATES):
+            return False
+        request = DeactivateRequest(queued="drain", running="leave", action_id=f"cancel-requested:{workflow.info().run_id}",
+                                    note=CANCEL_NOTE)
+        self._absorb(self._engine.deactivate(request, self._now()))
+        self._poke()
+        return True
 
     def _absorb(self, decision: Decision[R]) -> R:
         """Keep a decision's commands for :meth:`_dispatch`; return its answer."""

@@ -62,6 +62,7 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
     if summary.get("previous_activations"):
         lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
     lines += _shard_lines(summary.get("shards"))
+    lines += _stopped_lines(summary.get("shards_not_running"))
     for name, s in summary.get("schedules", {}).items():
         when = f"next {s['next']}" if s.get("next") else "no next occurrence"
         reason = f" (inactive: {s['inactive_reason']})" if s.get("inactive_reason") else ""
@@ -112,6 +113,15 @@ def _shard_lines(shards: Any) -> list[str]:
         else:
             lines.append(f"  shard {k}: split from {n} shards; runs of ids it held then are still going")
     return lines
+
+
+def _stopped_lines(stopped: Any) -> list[str]:
+    """Shards whose workflow is not running: their ids are answered 503 until started again."""
+    if not isinstance(stopped, list):
+        return []
+    return [f"  shard {s.get('shard')}: NOT RUNNING ({s.get('status')}"
+            + (f" at {s['at']}" if s.get("at") else "") + "): its deliveries are answered 503 and its queue keys wait; "
+            f"`{s.get('restart')}` starts it again with its complete state" for s in stopped]
 
 
 def _lane_lines(part: dict[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
 from wf_initiation._codec import codec_problem
+from wf_initiation._recovery import describer, shards_not_running
 from wf_initiation.client import WfiClient
 from wf_initiation.core.deployment import Deployment
 from wf_initiation.core.engine import DeliveryResult, Disposition
@@ -449,7 +450,18 @@ class Ingress:
         states = dict(zip(workflows, await asyncio.gather(*(self._activation(client, w) for w in workflows))))
         serving = [w for w, state in states.items() if state == "running"]
         ready = bool(serving)
-        return (200 if ready else 503), {"ready": ready, "temporal": "ok", "serving": serving, "activations": states}
+        body = {"ready": ready, "temporal": "ok", "serving": serving, "activations": states}
+        stopped = dict(zip(serving, await asyncio.gather(*(self._stopped_shards(client, w) for w in serving))))
+        if any(stopped.values()):  # their ids are answered 503 until `wfi activate` starts them again
+            body["shards_not_running"] = {w: shards for w, shards in stopped.items() if shards}
+        return (200 if ready else 503), body
+
+    async def _stopped_shards(self, client: Any, workflow: str) -> list[dict[str, Any]]:
+        try:
+            shards = await asyncio.wait_for(self._wfi(client).shards(workflow), 5)
+            return await shards_not_running(describer(client, workflow), shards)
+        except Exception:  # noqa: BLE001 - readiness reports what it can read; an unread shard count lists nothing
+            return []
 
     async def _activation(self, client: Any, workflow: str) -> str:
         from wf_initiation.wire import workflow_id_for

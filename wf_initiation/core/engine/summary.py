@@ -135,6 +135,11 @@ def markdown(engine: Core) -> str:
 
 
 def _deactivation_line(d: dict[str, Any], s: dict[str, Any]) -> str:
+    why = f" · {d['note']}" if d.get("note") else ""  # e.g. a cancellation request (workflows/activation.py)
+    return _deactivation_progress(d, s) + why
+
+
+def _deactivation_progress(d: dict[str, Any], s: dict[str, Any]) -> str:
     if d["completed_at"]:
         return (f"**deactivated** at {d['completed_at']} (requested {d['requested_at']}): {d['dropped_runs']} pending "
                 f"run(s) and {d['dropped_batches']} batch(es) dropped, {d['left_running']} run(s) left running, "
