@@ -94,7 +94,7 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
 
 
 @pytest.mark.parametrize("end", ["terminate", "cancel"])
-async def test_an_activation_terminated_from_the_ui_is_activated_again_and_its_runs_start(
+async def test_an_activation_terminated_or_cancelled_from_the_ui_is_activated_again_with_everything_it_accepted(
     dev_env, task_queue: str, tmp_path: pathlib.Path, end: str,
 ) -> None:
     # proves: INIT-4, EXT-3
@@ -110,10 +110,10 @@ async def test_an_activation_terminated_from_the_ui_is_activated_again_and_its_r
         handle = dev_env.client.get_workflow_handle(workflow_id_for(name))
         if end == "terminate":  # what an operator does from the UI
             await handle.terminate(reason="operator pressed terminate")
-        else:
+        else:  # "Request Cancellation": a deactivation that keeps the state (docs/operator-view.md)
             await handle.cancel()
         await assert_eventually(lambda: _closed(handle), timeout=30)
-        status = "terminated" if end == "terminate" else "canceled"
+        status = "terminated" if end == "terminate" else "deactivated"
 
         summary = await cli("state", *pair.target, "--summary")
         assert summary.code == 0 and f"[{status}]" in summary.stdout and "wfi activate" in summary.stdout, summary.stdout
@@ -123,16 +123,16 @@ async def test_an_activation_terminated_from_the_ui_is_activated_again_and_its_r
         again = await cli("activate", str(pair.workfile), "--deployment", str(pair.deployment), "--json")
         assert again.code == 0 and again.json()["outcome"] == "activated", again.stdout + again.stderr
         note = again.json()["note"]
-        assert status in note and "the 1 delivery update(s), 0 signal(s)" in note and "not carried" in note, note
+        if end == "terminate":
+            assert "terminated" in note and "complete state replayed" in note and "the 1 delivery update(s)" in note, note
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING, "a fresh run serves it"
         assert "[active]" in (await cli("state", *pair.target, "--summary")).stdout
 
         m2 = (await cli("deliver", *pair.target, "--payload", cli_mail("m2", thread="t2"), "--json")).json()
         assert m2["disposition"] == "accepted", m2
-        # m1's dedup entry was recorded after the closed run began: lost, so m1 is accepted again,
-        # under the run key it had, and the run it started is not started twice.
+        # m1's dedup entry is in the recovered state: a redelivery is a duplicate of the run it started.
         m1_again = (await cli("deliver", *pair.target, "--payload", cli_mail("m1"), "--update-id", "m1-again", "--json")).json()
-        assert m1_again["run_key"] == m1["run_key"]
+        assert m1_again["disposition"] == "duplicate" and m1_again["run_key"] == m1["run_key"], m1_again
 
         async def both_ran() -> None:
             for key in (m1["run_key"], m2["run_key"]):

@@ -59,6 +59,9 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
         closed = summary["closed"]
         lines.append(f"  the activation workflow was {closed['status'].replace('_', ' ')} at {closed['at']} (run "
                      f"{closed['run_id']}); it serves nothing until `wfi activate WORKFILE` starts it again")
+    deactivation = summary.get("deactivation") or {}
+    if deactivation.get("note"):  # e.g. a cancellation request (docs/operator-view.md)
+        lines.append(f"  deactivation: {deactivation['note']}")
     if summary.get("previous_activations"):
         lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
     lines += _shard_lines(summary.get("shards"))
