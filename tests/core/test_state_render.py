@@ -41,3 +41,14 @@ def test_the_summary_shows_each_shard_s_part_in_moving_keys_and_partitions() -> 
     assert "shard 2: 2 moved key(s)/partition(s) wait for their earlier events" in text and "1 closed batch(es)" in text
     assert "shard 3: holds every queue key and batch partition until shard 1 hands over" in text
     assert "  shard 1:" not in text, "a shard with no part in it: nothing to say"
+
+
+def test_the_summary_names_a_shard_that_is_not_running_with_the_command_that_starts_it_again() -> None:
+    summary = {"workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {},
+               "shards": [{"shard": 0}, {"shard": 1}],
+               "shards_not_running": [{"shard": 1, "status": "terminated", "run_id": "r", "at": "2026-12-04T10:00:00+00:00",
+                                       "restart": "wfi activate WORKFILE --deployment FILE"}]}
+    text = render_state(summary, None)
+    assert ("  shard 1: NOT RUNNING (terminated at 2026-12-04T10:00:00+00:00): its deliveries are answered 503 and its "
+            "queue keys wait; `wfi activate WORKFILE --deployment FILE` starts it again with its complete state") in text
+    assert "NOT RUNNING" not in render_state({k: v for k, v in summary.items() if k != "shards_not_running"}, None)

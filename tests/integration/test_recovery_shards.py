@@ -19,8 +19,10 @@ from temporalio.worker import Worker
 
 from tests.support.activation import KEYED_HOOKS, make_spec, unique
 from tests.support.hostile import hook, still_serves
+from tests.support.ingress import deployment_with, served
 from tests.support.replay import assert_replays
 from tests.support.waits import assert_eventually
+from wf_initiation.cli.state import render_state
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import lane_of, shard_of
 from wf_initiation.plugin import WfiPlugin
@@ -71,6 +73,13 @@ async def test_a_terminated_child_shard_is_started_again_whole_and_its_moved_key
         stopped = summary.get("shards_not_running", [])
         assert [(s["shard"], s["status"]) for s in stopped] == [(child, "terminated")], summary
         assert stopped[0]["restart"].startswith("wfi activate"), stopped
+        assert f"shard {child}: NOT RUNNING (terminated" in render_state(summary, None)
+        served_by = deployment_with(tmp_path, {name: KEYED_HOOKS.format(name=name)}, task_queue=task_queue,
+                                    ingress={"default_auth": {"scheme": "none"}})
+        async with served(served_by, client) as s:
+            ready = (await s.http.get("/readyz")).json()
+        listed = ready.get("shards_not_running", {}).get(name, [])
+        assert [(x["shard"], x["status"]) for x in listed] == [(child, "terminated")], ready
 
         # The parent runs the key's earlier events meanwhile; its free of the key cannot reach the child.
         await client.get_workflow_handle(order[0].run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
