@@ -12,7 +12,7 @@ data converter, so a team's codec decrypts it on the client and nothing is writt
 answers the query from the replayed workflow. The replay stops at the last completed workflow task:
 the answer is the state the activation was really in when it ended; events that arrived after it
 (a signal the run never took) are not in it, as they were never in the activation. ``wfi activate``
-reports those as not carried (wf_initiation/_reactivation.py).
+recovers a closed run's state the same way and signals those deliveries again (wf_initiation/_recovery.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Re-activation after an activation workflow ended without a deactivation (terminated, cancelled,
-failed, timed out): the arguments of its new run and the note of what was lost; and the words of the
-``activate`` update's answer, whichever build of the activation wrote it (docs/lifecycle.md)."""
+"""Re-activation after an activation workflow ended without a deactivation (terminated, failed, timed
+out) whose history this build cannot replay: the arguments of its new run from its start input and the
+note of what was lost (the usual way recovers the complete state: wf_initiation/_recovery.py); and the
+words of the ``activate`` update's answer, whichever build of the activation wrote it (docs/lifecycle.md)."""
 
 from __future__ import annotations
 
