@@ -187,3 +187,33 @@ async def current_details(client: Client, name: str) -> str:
     metadata = await client.get_workflow_handle(workflow_id_for(name)).query(
         "__temporal_workflow_metadata", result_type=WorkflowMetadata)
     return metadata.current_details
+
+
+async def test_a_terminated_run_begun_by_continue_as_new_keeps_what_it_accepted_since(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-3
+    client, name = dev_env.client, unique("after-can")
+    spec_can = make_spec(tmp_path, WORKFILE.format(name=name, team="blue"), task_queue=task_queue, lifecycle_events=False,
+                         max_history_events=200)
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec_can)
+        handle = client.get_workflow_handle(workflow_id_for(name))
+        first_run = (await handle.describe()).run_id
+        keys: dict[str, str] = {}
+        n = 0
+        while (await handle.describe()).run_id == first_run or len(keys) < n + 3:  # 3 more after the continue-as-new
+            result = await wfi.deliver(name, hook(f"c{len(keys)}"))
+            assert result.disposition == Disposition.ACCEPTED, result
+            keys[result.delivery_id] = result.run_key
+            if (await handle.describe()).run_id == first_run:
+                n = len(keys)
+            assert len(keys) < 200, "the activation never continued as new"
+        for key in keys.values():
+            await run_started(client, key)
+        await handle.terminate(reason="operator pressed terminate")
+        await closed(client, name, WorkflowExecutionStatus.TERMINATED)
+        again = await wfi.activate(spec(tmp_path, name, task_queue, team="red"))  # and a rebind
+        assert "complete state replayed" in (again.note or ""), again
+        await redeliveries_are_duplicates(wfi, client, name, keys)
