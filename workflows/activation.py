@@ -151,7 +151,8 @@ class ActivationWorkflow(DeliveryHandlers):
         """A cancellation request (the Temporal UI's "Request Cancellation", ``temporal workflow cancel``)
         is a deactivation that loses nothing: deliveries are refused from now on, queued runs drain,
         running ones are left alone, and the workflow completes with its final state, which ``wfi
-        activate`` carries (docs/operator-view.md). False in a run that began before this build."""
+        activate`` carries (docs/operator-view.md). False when replaying a history cancelled before
+        this build (it ended cancelled)."""
         if not workflow.patched(CANCEL_DEACTIVATES):
             return False
         request = DeactivateRequest(queued="drain", running="leave", action_id=f"cancel-requested:{workflow.info().run_id}",
