@@ -217,3 +217,29 @@ async def test_a_terminated_run_begun_by_continue_as_new_keeps_what_it_accepted_
         again = await wfi.activate(spec(tmp_path, name, task_queue, team="red"))  # and a rebind
         assert "complete state replayed" in (again.note or ""), again
         await redeliveries_are_duplicates(wfi, client, name, keys)
+
+
+async def test_a_history_that_cannot_be_replayed_starts_from_the_run_s_start_input_and_says_what_that_loses(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client, name = dev_env.client, unique("unreplayable")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec(tmp_path, name, task_queue))
+        first = await wfi.deliver(name, hook("a1"))
+        await run_started(client, first.run_key)
+        await client.get_workflow_handle(workflow_id_for(name)).terminate(reason="operator pressed terminate")
+        await closed(client, name, WorkflowExecutionStatus.TERMINATED)
+
+        async def nondeterministic(*_: object) -> None:
+            raise RuntimeError("nondeterminism error")  # as a history of an incompatible build would
+
+        monkeypatch.setattr("wf_initiation._recovery.replayed", nondeterministic)
+        again = await wfi.activate(spec(tmp_path, name, task_queue))
+        note = again.note or ""
+        assert "its history could not be replayed here: RuntimeError" in note, note
+        assert "starts no second run only while the binding is the same" in note and "second run" in note, note
+        repeated = await wfi.deliver(name, hook("a1"), update_id="a1-again")
+        assert (repeated.disposition, repeated.run_key) == (Disposition.ACCEPTED, first.run_key), "as the note says"
+        await still_serves(wfi, client, name, "after-fallback")
+        assert len([k for k in await runs_of(client, name) if k == first.run_key]) == 1
