@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
     {"_view"},                                    # the operator's page
     {"summary"},                                  # operator views
     {"_facade"},                                  # the public face: Decisions
+    {"recovery"},                                 # a recovered state rejoining a split's lane handover
     {"__init__"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
