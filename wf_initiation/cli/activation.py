@@ -3,7 +3,9 @@
 Prints `activated` (the activation was not running: it is now), `unchanged` (it runs this very
 binding already: nothing changed) or `rebound` (it ran another binding: this one takes over, the
 previous activation ids listed). After an activation workflow that was terminated (or failed, timed
-out, was cancelled), `activated` is followed by what the new run carries and what was lost. Exit status: 0 done; 1 invalid Workfile or deployment, Temporal
+out), `activated` is followed by what holds: its complete state recovered from its history, so every
+delivery it accepted is `duplicate` when redelivered (a cancelled one deactivated itself and is
+activated again from its final state). Exit status: 0 done; 1 invalid Workfile or deployment, Temporal
 unreachable, no worker; 3 unsupported (a capability the deployment does not claim, CAP-7).
 """
 
@@ -40,7 +42,7 @@ async def activate_one(wfi: Any, spec: Any) -> Any:
 
 
 def render_activation(result: Any) -> str:
-    """``activated NAME: ID``; a rebind adds the previous activation ids; a restart what was lost."""
+    """``activated NAME: ID``; a rebind adds the previous activation ids; a restart what holds."""
     line = f"{result.outcome} {result.workflow}: {result.activation_id}"
     if result.outcome == "rebound" and result.previous:
         line += f" (previous: {', '.join(result.previous)})"
