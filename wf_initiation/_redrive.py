@@ -8,6 +8,7 @@ it by update, which answers with its disposition; once taken, the activation lis
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,8 @@ async def redrive(wfi: WfiClient, workflow: str, delivery_id: str, entry: str | 
             if request is None:
                 raise UnknownEntry(f"the signal of deferred delivery {delivery_id!r} is no longer in the history of run "
                                    f"{ref.run_id} (past the namespace's retention?): its sender must deliver it again")
-            return await wfi.deliver(workflow, request.payload, entry=ref.entry)
+            # An update id of its own: one derived from the payload would be answered by the first redrive's result.
+            return await wfi.deliver(workflow, request.payload, entry=ref.entry, update_id=f"redrive-{uuid.uuid4().hex}")
     raise UnknownEntry(f"{workflow!r} lists no deferred signal with delivery id {delivery_id!r}"
                        + (f" of entry {entry!r}" if entry else "") + ": `wfi state --deferred-signals` lists them")
 

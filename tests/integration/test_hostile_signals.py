@@ -114,7 +114,7 @@ async def test_past_what_the_activation_keeps_waiting_a_signal_is_recorded_for_t
 
         await assert_eventually(rest_taken, timeout=90)
 
-        async def redriven():  # its payload read back from history, delivered by update (deferred while q is full)
+        async def redriven() -> object:  # its payload read back from history, delivered by update (deferred while q is full)
             result = await _redrive.redrive(wfi, name, "s0")
             assert result.disposition.value in ("accepted", "queued"), result
             return result
