@@ -21,12 +21,14 @@ from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, histories, hook, plain_signal, plain_update, still_serves, task_failures
+from tests.support.replay import assert_replays
 from tests.support.waits import assert_eventually
 from wf_initiation import _redrive
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import _intake
 from wf_initiation.core.limits import BYTES_PER_LIVE_RECORD, CAPACITY_BYTES, STATE_BASE_BYTES
 from wf_initiation.plugin import WfiPlugin
+from wf_initiation.wire import workflow_id_for
 
 SPEC = HOOK.format(name="{name}", extra='  when: "{{ hook.body.go }}"\n  queue_by: "{{ hook.body.key }}"')
 TEXT = "x" * 1000
@@ -146,6 +148,7 @@ async def test_waiting_signals_survive_continue_as_new_caused_by_unrelated_updat
         assert [e["delivery_id"] for e in events] == [f"s{i}" for i in range(400)], "taken in the order they arrived"
         assert await errors_of(wfi, name, "deferred_signal") == []
         assert await task_failures(client, name) == []
+        await assert_replays(client, workflow_id_for(name))  # the recovery from history included
         await still_serves(wfi, client, name, key="fresh", go=True)
 
 

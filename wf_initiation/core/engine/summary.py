@@ -147,8 +147,8 @@ def markdown(engine: Core) -> str:
                      f"`wfi state --deferred-signals --workflow {engine.spec.workflow}`; deliver each again with "
                      "`wfi deliver --redrive ID`")
     if kept["deferred_unlisted"]:
-        notes.append(f"**{kept['deferred_unlisted']} signalled deliveries deferred and not listed** (more than "
-                     f"{MAX_DEFERRED_SIGNALS} were deferred): their senders must deliver them again")
+        notes.append(f"**{kept['deferred_unlisted']} signalled deliveries deferred and not run, not listed** (past "
+                     f"the {MAX_DEFERRED_SIGNALS} listed): their senders must deliver them again")
     if engine.spec.shards > 1:  # each shard's page is its own: say where the whole activation is
         notes.append(f"**shard {engine.spec.shard} of {engine.spec.shards}**: this page shows this shard's deliveries"
                      + (" and the schedules and polls" if engine.spec.shard == 0 else "")
