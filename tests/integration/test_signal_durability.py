@@ -20,6 +20,8 @@ import pytest
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
+from tests.support.cli import MAIL_WORKFILE, Pair, mail
+from tests.support.cli import wfi as cli
 from tests.support.hostile import HOOK, errors_of, histories, hook, plain_signal, plain_update, still_serves, task_failures
 from tests.support.replay import assert_replays
 from tests.support.waits import assert_eventually
@@ -186,3 +188,32 @@ async def test_at_capacity_every_deferred_signal_is_listed_and_delivered_again_f
         assert set(dispositions.values()) == {"suppressed"}
         assert await task_failures(client, name) == []
         await still_serves(wfi, client, name, key="fresh", go=True)
+
+
+async def test_the_cli_lists_a_deferred_signal_and_delivers_it_again(
+    worker, dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: EXT-8
+    name = unique("clisig")
+    pair = Pair(name, tmp_path / f"{name}.yaml", tmp_path / "deployment.yaml")
+    pair.workfile.write_text(MAIL_WORKFILE.format(name=name))
+    pair.write_deployment(dev_env.client.service_client.config.target_host, task_queue)
+    dep = ("--deployment", str(pair.deployment), "--workflow", name)
+    assert (await cli("activate", str(pair.workfile), "--deployment", str(pair.deployment))).code == 0
+    monkeypatch.setattr(_intake, "CAPACITY_BYTES", STATE_BASE_BYTES)  # the in-process worker has no room for new ids
+    sent = await cli("deliver", *dep, "--signal", "--payload", mail("m1"))
+    assert sent.code == 0 and "kept until disposed or listed as deferred" in sent.stdout, sent.stdout + sent.stderr
+
+    async def listed() -> list[dict[str, Any]]:
+        out = await cli("state", *dep, "--deferred-signals", "--json")
+        assert out.code == 0 and [s["delivery_id"] for s in out.json()] == ["m1"], out.stdout + out.stderr
+        return out.json()
+
+    [signal] = await assert_eventually(listed, timeout=60)
+    assert signal["entry"] == "message" and signal["run_id"] and "capacity" in signal["reason"]
+    monkeypatch.setattr(_intake, "CAPACITY_BYTES", CAPACITY_BYTES)
+    again = await cli("deliver", *dep, "--redrive", "m1", "--json")
+    assert (again.code, again.json()["disposition"]) == (0, "accepted"), again.stdout + again.stderr
+    missing = await cli("deliver", *dep, "--redrive", "m1")
+    assert missing.code == 1 and "lists no deferred signal" in missing.stderr, missing.stdout + missing.stderr
+    assert (await cli("state", *dep, "--deferred-signals", "--json")).json() == []
