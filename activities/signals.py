@@ -19,9 +19,10 @@ from temporalio import activity
 from temporalio.client import Client
 
 from wf_initiation.core.engine import SignalRef, payload_digest
-from wf_initiation.wire import DELIVER_SIGNAL, DeliveryRequest
+from wf_initiation.wire import DEFERRED_SIGNALS_QUERY, DELIVER_SIGNAL, DeliveryRequest
 
 RECOVER_SIGNALS_ACTIVITY = "wfi.recover_signals"
+__all__ = ["DEFERRED_SIGNALS_QUERY", "RECOVER_SIGNALS_ACTIVITY", "RecoverRequest", "SignalActivities", "signalled_requests"]
 
 
 class RecoverRequest(BaseModel):
@@ -75,6 +76,3 @@ class SignalActivities:
     def all(self) -> Sequence[Any]:
         return [self.recover]
 
-
-DEFERRED_SIGNALS_QUERY = "deferred_signals"
-"""The activation's query of the deferred signals it lists: ``(offset, limit)`` -> a page (``Engine.deferred_signals``)."""

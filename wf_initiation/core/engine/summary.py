@@ -120,7 +120,7 @@ def _kept_signal(engine: Core, key: str) -> dict[str, Any] | None:
 def kept_signal(engine: Core, ref: SignalRef, disposition: str) -> dict[str, Any]:
     """The ``delivery`` answer for a signal kept by reference."""
     return {"entry": ref.entry, "delivery_id": ref.delivery_id, "disposition": disposition, "digest": ref.digest,
-            "run_key": None, "run_status": None, "accepted_at": None, "kept_at": ref.at.isoformat(),
+            "run_key": None, "run_status": None, "kept_at": ref.at.isoformat(),
             "detail": ref.reason, "signal": {"workflow_run_id": ref.run_id, "bytes": ref.size},
             "activation_id": engine.spec.activation_id}
 
