@@ -50,7 +50,7 @@ STATE_QUERY = "state"
 SUMMARY_QUERY = "summary"
 EVENTS_QUERY = "events"
 DELIVERY_QUERY = "delivery"
-DEFERRED_SIGNALS_QUERY = "deferred_signals"
+DEFERRED_SIGNALS_QUERY = "deferred_signal_list"
 """The signalled deliveries an activation deferred and lists, a page at a time: ``(offset, limit)``."""
 ROUTING_QUERY = "routing"
 """Shard 0 answers how deliveries are spread: ``{"shards": N, "entries": {name: delivery id path}}``

@@ -31,7 +31,7 @@ from ._operator import OperatorRequest
 
 WIRE_VERSION = 2
 """The contract's version: shapes of every argument and result below, as of docs/wire.md's list."""
-SHAPES = {1: "63a4a7ea06d3198e", 2: "1cf23b8c22172656"}
+SHAPES = {1: "63a4a7ea06d3198e", 2: "d5bed65622692b0e"}
 """The digest of :func:`contract`'s handlers for each version (what the test compares)."""
 
 Kind = Literal["update", "signal", "query", "run input"]
@@ -49,7 +49,7 @@ class DeliveryRecord(EventRecord):
 class KeptSignal(BaseModel):
     """The ``delivery`` query's answer for a signalled delivery the activation keeps by reference to its
     signal in history: ``waiting_signal`` (waiting for room, taken in arrival order) or ``deferred_signal``
-    (listed by ``deferred_signals``; ``wfi deliver --redrive`` delivers it again)."""
+    (listed by the ``deferred_signal_list`` query; ``wfi deliver --redrive`` delivers it again)."""
 
     model_config = ConfigDict(extra="allow")
     entry: str
