@@ -387,8 +387,10 @@ class WfiClient:
 
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
-        """Deliver one event by signal: durable when this returns, with no disposition (read it with
-        :meth:`delivery`). Faster than an update under volume; no answer to wait for.
+        """Deliver one event by signal: in the activation's history when this returns, with no
+        disposition (read it with :meth:`delivery`); kept until disposed, or deferred and listed for
+        a redrive (docs/webhooks.md, "What a signal sender can rely on", has the bounds). Faster than
+        an update under volume; no answer to wait for.
 
         Args:
             workflow: The workflow identity (the Workfile's ``name``).

@@ -39,6 +39,7 @@ from wf_initiation.activities.poll import poll_activities as resolve_poll_activi
 from wf_initiation.activities.poll._grant import ConnectionsInterceptor
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.activities.shards import ShardActivities
+from wf_initiation.activities.signals import SignalActivities
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.connections import WorkerConnections
 from wf_initiation.core.deployment import Deployment, load_deployment
@@ -222,7 +223,8 @@ class WfiPlugin(SimplePlugin):
                        if isinstance(i, temporalio.worker.Interceptor)]
         config["interceptors"] = [*config.get("interceptors", []), *worker_side, self._connections]
         config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry, publish_client=client).all(),
-                                *LifecycleActivities(client).all(), *ShardActivities(client).all()]
+                                *LifecycleActivities(client).all(), *ShardActivities(client).all(),
+                                *SignalActivities(client).all()]
         return config
 
     def _activities_client(self, client: Client) -> Client:

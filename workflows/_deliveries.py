@@ -174,7 +174,9 @@ class DeliveryHandlers(SplitHandlers):
             carrier = current_carrier()
             if self._inbox is not None:
                 size = len(request.payload.data) if isinstance(request, RawValue) else 0
-                self._inbox.offer(lambda turn: self._take_signalled(decoded, carrier, turn), waited=False, size=size)
+                origin = workflow.info().run_id  # its history holds the signal (a kept one's reference)
+                self._inbox.offer(lambda turn: self._take_signalled(decoded, carrier, turn, origin), waited=False, size=size,
+                                  kept=(decoded, origin))
             else:
                 await self._tickets.admit(1)
                 self._take_signalled(decoded, carrier, NO_PRESSURE)
@@ -383,11 +385,13 @@ class DeliveryHandlers(SplitHandlers):
         claim = request.lane
         return claim is not None and claim.shards == self._spec.shards and claim.shard == self._shard
 
-    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None, turn: Turn) -> object | None:
-        """A signalled delivery to the engine: TAKEN, or None to keep it waiting (no room yet)."""
+    def _take_signalled(self, decoded: DeliveryRequest, carrier: dict[str, str] | None, turn: Turn,
+                        origin: str | None = None) -> object | None:
+        """A signalled delivery to the engine: TAKEN, or None to keep it waiting (no room yet). ``origin``:
+        the run whose history holds the signal (a deferred one is listed with it)."""
         outcome = self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.take_signal(
             decoded.entry, decoded.payload, self._now(), may_wait=turn.may_wait, prior=self._prior_record(decoded),
-            lane=self._laned(decoded))) or WAIT)
+            lane=self._laned(decoded), run_id=origin)) or WAIT)
         if outcome is WAIT:
             return None
         if isinstance(outcome, DeliveryResult):
@@ -397,8 +401,12 @@ class DeliveryHandlers(SplitHandlers):
                 if outcome.shard != self._shard:
                     self._pass_on(outcome.shard, routed, "pass on to its queue key's shard")
                 elif not self._laned(decoded):  # its key's queue is this shard's: taken now, with the routing
-                    return self._take_signalled(routed, carrier, turn)
+                    return self._take_signalled(routed, carrier, turn, origin)
         return TAKEN
+
+    def _take_carried(self, request: DeliveryRequest, origin: str) -> Callable[[Turn], object | None]:
+        """A signal the previous run left waiting, read back from history (workflows/_carried.py)."""
+        return lambda turn: self._take_signalled(request, None, turn, origin)
 
     def _decode_many(self, requests: Any) -> list[DeliveryRequest]:
         return decode(requests, list[DeliveryRequest], max_bytes=self._max_bytes(MAX_BULK_BYTES),

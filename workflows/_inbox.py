@@ -18,9 +18,11 @@ Signalled deliveries are never dropped silently (their senders were told they ar
 that the held-bytes budget would defer stays here, and the signals behind it stay behind it, until
 the activation has room (each new task and each turn of the main loop tries again); updates that
 arrive meanwhile are answered at once, a new id ``deferred`` so it cannot pass them. The inbox keeps
-at most ``MAX_WAITING_SIGNALS`` / ``MAX_WAITING_BYTES`` of them, and none across continue-as-new
-(:meth:`Inbox.flush`): past that a signalled delivery is recorded as ``deferred_signal``, shown to
-the operator.
+at most ``MAX_WAITING_SIGNALS`` / ``MAX_WAITING_BYTES`` of them: past that the oldest is deferred and
+listed with a reference to its signal (``deferred_signal``, ``core.limits.MAX_DEFERRED_SIGNALS``).
+At continue-as-new (:meth:`Inbox.flush`) the signals still waiting leave the inbox as :attr:`carried`
+(the shell carries them by reference in the state); the next run's inbox is :meth:`held` until they
+are read back from history and :meth:`restore`-d ahead of everything that arrived meanwhile.
 
 Update handlers wait for their own slots (one condition each, on their last slot: an update's
 slots are taken in order); a signal's slot is not waited for. Queued items are in memory only: a
@@ -59,6 +61,7 @@ class Slot(Generic[T]):
     work: Callable[[Turn], T | None]
     waited: bool  # an update waits for it: an error goes to that update, not to the workflow task
     size: int = 0  # payload bytes held while it waits
+    kept: Any = None  # a signalled delivery's (request, run id of the history holding it): carried at continue-as-new
     done: bool = False
     value: Any = None
     error: BaseException | None = None
@@ -88,23 +91,54 @@ class Inbox:
         self._signals = 0  # signal slots queued, and their payload bytes
         self._signal_bytes = 0
         self.waiting_signals = 0  # signals kept because the activation had no room for them
+        self.carried: list[Any] = []  # flushed: the ``kept`` of the signals still waiting, in order
+        self._held = False  # the previous run's waiting signals are being read back: every signal waits
+        self._restored = 0  # where the next restored signal goes (after those restored before)
 
     def __len__(self) -> int:
         return len(self._queue)
 
     @property
     def empty(self) -> bool:
-        return not self._queue
+        return not self._queue and not self._held
 
-    def offer(self, work: Callable[[Turn], T | None], *, waited: bool, size: int = 0) -> Slot[T]:
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def offer(self, work: Callable[[Turn], T | None], *, waited: bool, size: int = 0, kept: Any = None) -> Slot[T]:
         """Queue ``work`` behind what is queued and take what this task has room for."""
-        slot: Slot[T] = Slot(work, waited, size)
+        slot: Slot[T] = Slot(work, waited, size, kept)
         self._queue.append(slot)
         if not waited:
             self._signals += 1
             self._signal_bytes += size
         self._take()
         return slot
+
+    def kept(self) -> list[Any]:
+        """The ``kept`` of the signalled deliveries queued (waiting), in order."""
+        return [slot.kept for slot in self._queue if slot.kept is not None]
+
+    def take_carried(self) -> list[Any]:
+        """The ``kept`` of the signals flushed out so far, in order (handed to the state once)."""
+        carried, self.carried = self.carried, []
+        return carried
+
+    def hold(self) -> None:
+        """Signals wait (and new update ids are deferred) until :meth:`restore` says all are back."""
+        self._held, self._restored = True, 0
+
+    def restore(self, slots: list[Slot[Any]], *, done: bool) -> None:
+        """Signals of the previous run read back from history, ahead of what arrived since, in order;
+        ``done``: the last of them (the inbox takes again)."""
+        self._queue[self._restored:self._restored] = slots
+        self._restored += len(slots)
+        self._signals += len(slots)
+        self._signal_bytes += sum(s.size for s in slots)
+        if done:
+            self._held = False
+            self._take()
 
     async def wait(self, slots: list[Slot[T]]) -> list[T]:
         """The results of an update's slots, once taken (the first error raised)."""
@@ -119,8 +153,8 @@ class Inbox:
             self._take()
 
     def flush(self) -> None:
-        """Keep nothing waiting from now on (before continue-as-new or completing): a signal that
-        still has no room is recorded as deferred."""
+        """Keep nothing waiting from now on (before continue-as-new or completing): the signals that
+        still have no room leave the inbox, in order, as :attr:`carried`; the rest is taken."""
         self._flushing = True
         if self._queue:
             self._take()
@@ -133,8 +167,6 @@ class Inbox:
 
     def _must_take(self) -> int:
         """How many of the oldest waiting signals the inbox can keep no longer (its bounds)."""
-        if self._flushing:
-            return self._signals
         excess = max(0, self._signals - MAX_WAITING_SIGNALS)
         if self._signal_bytes <= MAX_WAITING_BYTES:
             return excess
@@ -147,17 +179,27 @@ class Inbox:
                 n += 1
         return n
 
+    def _carry(self, i: int) -> None:
+        slot = self._queue.pop(i)
+        self.carried.append(slot.kept)
+        self._signals -= 1
+        self._signal_bytes -= slot.size
+
     def _take(self) -> None:
         room = self._room()
         force = self._must_take()
-        blocked = False  # a signal waits: later signals stay behind it
+        blocked = self._held  # a signal waits: later signals stay behind it
         took = False
         i = 0
         while i < len(self._queue) and room > 0:
             slot = self._queue[i]
             if blocked and not slot.waited:
-                i += 1
-                continue
+                if self._flushing and slot.kept is not None:
+                    self._carry(i)  # behind a carried one: carried too, in order
+                    continue
+                if not self._flushing:
+                    i += 1
+                    continue
             room -= 1
             self._taken += 1
             forced = not slot.waited and force > 0
@@ -171,7 +213,10 @@ class Inbox:
                 force -= 1
                 if value is None:
                     blocked = True
-                    i += 1
+                    if self._flushing and slot.kept is not None:
+                        self._carry(i)
+                    else:
+                        i += 1
                     continue
                 self._signals -= 1
                 self._signal_bytes -= slot.size

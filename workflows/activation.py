@@ -27,6 +27,7 @@ from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttri
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.clock import wait_for_instant
+    from wf_initiation.activities.signals import DEFERRED_SIGNALS_QUERY
     from wf_initiation.core import limits  # the carry limits are read at each carry (tests lower them)
     from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
@@ -52,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.wire import search_attributes as sa
 
     from ._admission import TicketAdmission
+    from ._carried import CarriedSignals, carried
     from ._compat import RunCompat
     from ._deliveries import DeliveryHandlers
     from ._executor import Executor
@@ -95,6 +97,10 @@ class ActivationWorkflow(DeliveryHandlers):
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
                             task_marker=lambda: workflow.info().get_current_history_length()) \
             if self._compat.inbox else None
+        self._carried = CarriedSignals(self._engine, self._inbox, take=self._take_carried, absorb=self._absorb,
+                                       now=self._now) if self._inbox is not None else None
+        if self._inbox is not None and self._engine.waiting_signals:
+            self._inbox.hold()  # the previous run's waiting signals go first (workflows/_carried.py)
         self._tickets = TicketAdmission(DELIVERIES_PER_TASK, enabled=self._engine.bounded, check_task=self._new_task,
                                         spawn=self._tasks.spawn)
         self._pending_spec: ActivationSpec | None = None
@@ -120,6 +126,8 @@ class ActivationWorkflow(DeliveryHandlers):
         split = self._spec.split
         if split is not None and not split.drained and not is_child(self._shard, split):
             self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
+        if self._carried is not None and self._inbox is not None and self._inbox.held:
+            self._tasks.spawn(self._carried.recover(), "take the signals the previous run left waiting")
         self._publish(initial=True)
         try:
             return await self._serve()
@@ -272,11 +280,15 @@ class ActivationWorkflow(DeliveryHandlers):
         await self._until(lambda: self._dispatcher.start_calls == 0)
         if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
             await self._until(lambda: self._dispatcher.controls == 0)  # those waiting for room are issued again
-        # Queued deliveries live in memory only (a replay rebuilds them): take them all first; a
-        # signal still waiting for room is recorded as deferred (none is carried).
+        # Queued deliveries live in memory only (a replay rebuilds them): take them all first; the
+        # signals still waiting for room are carried by reference.
         if self._inbox is not None:
-            self._inbox.flush()
+            inbox = self._inbox
+            await self._until(lambda: not inbox.held)  # the previous run's signals are back first
+            inbox.flush()
         await self._settle_deliveries()
+        if self._inbox is not None:  # signals still waiting are carried by reference (workflows/_carried.py)
+            self._absorb(self._engine.carry_waiting(carried(self._inbox), self._now()))
         spec = self._pending_spec or self._spec
         state = encode_state(self._engine)
         size = len(state) + len(spec.model_dump_json())
@@ -413,9 +425,17 @@ class ActivationWorkflow(DeliveryHandlers):
     def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:
         return self._engine.events(after_seq, limit)
 
+    @workflow.query(name=DEFERRED_SIGNALS_QUERY)
+    def deferred_signals(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """The signalled deliveries deferred and listed, a page at a time (workflows/_carried.py)."""
+        return fit_to_bytes(self._engine.deferred_signals(offset, limit))
+
     @workflow.query(name=DELIVERY_QUERY)
     def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
-        return self._engine.delivery(entry, delivery_id)
+        record = self._engine.delivery(entry, delivery_id)
+        if record is None and self._inbox is not None and self._inbox.waiting_signals:  # still waiting in memory?
+            return self._engine.waiting_record(entry, delivery_id, self._inbox.kept())
+        return record
 
     def _publish(self, initial: bool = False) -> None:
         workflow.set_current_details(self._engine.markdown())

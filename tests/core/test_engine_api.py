@@ -33,7 +33,8 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "acceptance_seq", "in_flight", "lookup",
          "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
          "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state",
-         "capacity", "last_seq", "unreleased_through", "lanes_summary", "causation"}
+         "capacity", "last_seq", "unreleased_through", "lanes_summary", "causation", "waiting_signals", "waiting_record",
+         "deferred_signals"}
 SOURCES = """
 name: mixed
 on:

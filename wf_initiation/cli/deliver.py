@@ -2,8 +2,11 @@
 
 By default a Temporal update that returns once the disposition is durable (EXT-8); the update id
 is derived from the entry and the payload, so running the same command again is answered by the
-first attempt. `--signal` sends a signal instead: durable when the command returns, no
-disposition (read it with `wfi state --events`). The payload is checked before it is sent.
+first attempt. `--signal` sends a signal instead: in the activation's history when the command
+returns, no disposition (read it with `wfi state --events`); the activation keeps it until it is
+disposed, or lists it as deferred (up to 1,000 per shard, `wfi state --deferred-signals`; `wfi help
+webhooks` has the exact contract). `--redrive ID` delivers such a deferred signal again, by update,
+its payload read back from the activation's history. The payload is checked before it is sent.
 
 Exit status: 0 accepted, queued, batched, duplicate, suppressed, skipped, delivered or unmatched
 (nothing to fix or retry), and a sent signal; 1 any other disposition, no activation, no worker,
@@ -38,14 +41,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--payload", metavar="JSON", help="The payload as JSON text.")
     source.add_argument("--payload-file", metavar="FILE", help="A file holding the JSON payload ('-' = stdin).")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--signal", action="store_true", help="Send as a signal (durable, no disposition) instead of an update.")
+    mode.add_argument("--signal", action="store_true", help="Send as a signal (kept until disposed or listed as "
+                      "deferred; no disposition) instead of an update.")
+    mode.add_argument("--redrive", metavar="ID", help="Deliver the deferred signal with this delivery id again, by update "
+                      "(`wfi state --deferred-signals` lists them); no payload.")
     mode.add_argument("--update-id", metavar="ID", help="Update id (default: derived from entry and payload).")
     p.set_defaults(handler=_deliver, exit_hard=True)
 
 
 def _deliver(args: argparse.Namespace) -> int:
-    payload = read_payload(args.payload, args.payload_file)
     deployment = load(args.deployment)
+    if args.redrive is not None:
+        from wf_initiation._redrive import redrive
+
+        result = request(args, deployment, lambda wfi: redrive(wfi, args.workflow, args.redrive, args.entry),
+                         workflow=args.workflow)
+        emit(result.model_dump(mode="json"), render_delivery(result), args.json)
+        return EXIT_OK if result.disposition.value in OK_DISPOSITIONS else EXIT_FAILED
+    payload = read_payload(args.payload, args.payload_file)
 
     async def send(wfi: Any) -> Any:
         if args.signal:
@@ -55,8 +68,9 @@ def _deliver(args: argparse.Namespace) -> int:
     result = request(args, deployment, send, workflow=args.workflow)
     if args.signal:
         data = {"workflow": args.workflow, "entry": args.entry, "signalled": True}
-        emit(data, f"{args.workflow}: signalled (durable); see its disposition with "
-                   f"`wfi state --events --workflow {args.workflow} --deployment {args.deployment}`", args.json)
+        emit(data, f"{args.workflow}: signalled: in the activation's history, kept until disposed or listed as "
+                   f"deferred (`wfi help webhooks`, signals); see its disposition with `wfi state --events --workflow "
+                   f"{args.workflow} --deployment {args.deployment}`", args.json)
         return EXIT_OK
     emit(result.model_dump(mode="json"), render_delivery(result), args.json)
     return EXIT_OK if result.disposition.value in OK_DISPOSITIONS else EXIT_FAILED

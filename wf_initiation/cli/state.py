@@ -3,7 +3,8 @@
 Default: a readable view (status, entries, counters, schedules, polls, then queue heads,
 unfinished runs and the last 10 initiation errors). `--summary` queries only the summary;
 `--events` adds every live dedup entry (fetched in pages), which is how the disposition of a
-`deliver --signal` is read; `--json` prints the query result. Exit status: 0, or 1 when there
+`deliver --signal` is read; `--deferred-signals` lists every signalled delivery the activation
+deferred and keeps for `wfi deliver --redrive ID` (fetched in pages); `--json` prints the query result. Exit status: 0, or 1 when there
 is no activation of that name, no worker answers, or Temporal is unreachable.
 """
 
@@ -28,11 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", action="store_true", help="Only the short summary.")
     p.add_argument("--events", action="store_true",
                    help="Also every live dedup entry (delivery id, disposition, run), fetched in pages.")
+    p.add_argument("--deferred-signals", action="store_true",
+                   help="Only the deferred signals listed for `wfi deliver --redrive` (all, fetched in pages).")
     p.set_defaults(handler=_state, exit_hard=True)
 
 
 def _state(args: argparse.Namespace) -> int:
     deployment = load(args.deployment)
+
+    if args.deferred_signals:
+        return _deferred_signals(args, deployment)
 
     async def read(wfi: Any) -> Any:
         if args.summary:
@@ -41,6 +47,21 @@ def _state(args: argparse.Namespace) -> int:
 
     data = request(args, deployment, read, workflow=args.workflow)
     emit(data, render_state(data if args.summary else data["summary"], None if args.summary else data), args.json)
+    return EXIT_OK
+
+
+def _deferred_signals(args: argparse.Namespace, deployment: Any) -> int:
+    from wf_initiation._redrive import deferred_signals
+
+    async def read(wfi: Any) -> list[dict[str, Any]]:
+        return [{"shard": shard, **signal} async for shard, signal in deferred_signals(wfi, args.workflow)]
+
+    listed = request(args, deployment, read, workflow=args.workflow)
+    lines = [f"{args.workflow}: {len(listed)} deferred signal(s); deliver one again with `wfi deliver --redrive ID "
+             f"--workflow {args.workflow}`"]
+    lines += [f"  {s['entry']}  {s['delivery_id']}  shard {s['shard']}  at {s['at']}  run {s['run_id']}  {s.get('reason') or ''}"
+              for s in listed]
+    emit(listed, "\n".join(lines), args.json)
     return EXIT_OK
 
 

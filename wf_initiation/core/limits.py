@@ -111,11 +111,24 @@ DELIVERIES_PER_TASK = 300
 the rest wait in the activation's inbox, in arrival order, for the next task (workflows/_inbox.py;
 ~0.15-2 ms a delivery in the sandbox, quiet to loaded 2-core machine)."""
 MAX_WAITING_SIGNALS = 1000
-"""Signalled deliveries one activation keeps waiting (in its workflow's memory, rebuilt from history
-on replay) while its held-bytes budget has no room; past it the oldest is recorded as
-``deferred_signal``. None is kept across continue-as-new."""
+"""Signalled deliveries one activation keeps waiting in its workflow's memory (rebuilt from history
+on replay) while its held-bytes budget has no room; past it the oldest is deferred and listed
+(``MAX_DEFERRED_SIGNALS``). Those still waiting at continue-as-new are carried as references to
+their signals in the run's history and taken first by the next run (``workflows/_inbox.py``)."""
 MAX_WAITING_BYTES = 8 * MIB
 """Payload bytes of the signalled deliveries kept waiting (see ``MAX_WAITING_SIGNALS``)."""
+MAX_DEFERRED_SIGNALS = 2500
+"""Signalled deliveries deferred anyway (past the waiting bounds, at capacity, while the state is
+over its carry limit) that the activation lists, each with a reference to its signal in its run's
+history, until the id is delivered again (``wfi deliver --redrive``): ``deferred_signal``. Past it a
+deferred signal is only counted (``counters.deferred_signals_unlisted``, one error). Listed at
+capacity too: their references are not counted against capacity but held in its margin (measured
+44 bytes each compressed with 36-character ids: 2,500 take ~110 KiB of the 192 KiB margin)."""
+BYTES_PER_SIGNAL_REF = 128
+"""A carried reference to a waiting signal (entry, delivery id, digest, run id, time) in the
+capacity estimate (measured 44 bytes compressed with 36-character ids; longer ids take more)."""
+MAX_RECOVER_BYTES = 1 * MIB
+"""Payload bytes of carried waiting signals one recovery activity reads back from history."""
 ENUMERATE_PER_TASK = 1000
 """Schedule occurrences enumerated in one workflow task (a long outage under ``skip``, counting a
 backfill's range)."""

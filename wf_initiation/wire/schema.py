@@ -31,7 +31,7 @@ from ._operator import OperatorRequest
 
 WIRE_VERSION = 1
 """The contract's version: shapes of every argument and result below, as of docs/wire.md's list."""
-SHAPES = {1: "63a4a7ea06d3198e"}
+SHAPES = {1: "d5bed65622692b0e"}
 """The digest of :func:`contract`'s handlers for each version (what the test compares)."""
 
 Kind = Literal["update", "signal", "query", "run input"]
@@ -44,6 +44,23 @@ class DeliveryRecord(EventRecord):
     model_config = ConfigDict(extra="allow")
     run_status: str | None = Field(default=None, description="The run's status while the activation holds it; "
                                    "`terminal` once it ended and was forgotten; null when the event started no run.")
+
+
+class KeptSignal(BaseModel):
+    """The ``delivery`` query's answer for a signalled delivery the activation keeps by reference to its
+    signal in history: ``waiting_signal`` (waiting for room, taken in arrival order) or ``deferred_signal``
+    (listed by the ``deferred_signal_list`` query; ``wfi deliver --redrive`` delivers it again)."""
+
+    model_config = ConfigDict(extra="allow")
+    entry: str
+    delivery_id: str
+    disposition: Literal["deferred_signal", "waiting_signal"]
+    digest: str
+    kept_at: str | None = Field(description="When it was deferred or carried waiting (null: waiting in memory).")
+    detail: str | None = Field(default=None, description="Why it was deferred.")
+    signal: dict[str, Any] = Field(description="`workflow_run_id`: the activation run whose history holds the "
+                                   "signal; `bytes`: its payload's size.")
+    activation_id: str
 
 
 class Object(BaseModel):
@@ -75,10 +92,15 @@ HANDLERS: tuple[Handler, ...] = (
             list[DeliveryResult], "Deliver up to 500 events (1 MiB) in one update; one answer per event, in order.",
             "as `deliver`, per event"),
     Handler(names.DELIVER_SIGNAL, "signal", "senders", (("request", DeliveryRequest),), None,
-            "Deliver one event by signal: durable once the signal call returns; its disposition is read with "
-            "the `delivery` query.", "by the delivery id (a signal has no answer)"),
+            "Deliver one event by signal: in the activation's history once the signal call returns, kept until "
+            "disposed or listed as deferred (docs/webhooks.md); its disposition is read with the `delivery` query.",
+            "by the delivery id (a signal has no answer)"),
     Handler(names.DELIVERY_QUERY, "query", "senders", (("entry", str), ("delivery_id", str)),
-            DeliveryRecord | None, "What the activation holds of one delivery id.", "a query changes nothing"),
+            DeliveryRecord | KeptSignal | None, "What the activation holds of one delivery id.", "a query changes nothing"),
+    Handler(names.DEFERRED_SIGNALS_QUERY, "query", "operators", (("offset", int), ("limit", int)), Object,
+            "The signalled deliveries deferred and listed, from `offset`, at most `limit` (500): "
+            "`{total, offset, unlisted, signals: [{entry, delivery_id, digest, size, run_id, at, reason}]}`.",
+            "a query changes nothing"),
     Handler(names.OPERATE_UPDATE, "update", "operators", (("request", OperatorRequest),), OperatorResult,
             "An operator action (pause, resume, backfill, set_cursor, admit_pending, ...).",
             "by `action_id`, also across continue-as-new"),
@@ -151,5 +173,5 @@ def find(name: str) -> Handler:
     raise KeyError(f"no handler {name!r} in the wire contract; there are: {', '.join(h.name for h in HANDLERS)}")
 
 
-__all__ = ["HANDLERS", "SHAPES", "WIRE_VERSION", "DeliveryRecord", "Handler", "contract", "find", "handler_schema",
+__all__ = ["HANDLERS", "SHAPES", "WIRE_VERSION", "DeliveryRecord", "Handler", "KeptSignal", "contract", "find", "handler_schema",
            "shape_digest"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Set as AbstractSet
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from wf_initiation.errors import UnknownEntry
@@ -25,6 +25,7 @@ from ..runinput import Causation
 from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
+from ._keys import digest_and_size, identity
 from ._lanes import LaneNotice
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
@@ -37,6 +38,7 @@ from ._types import (
     Intake,
     OperatorOutcome,
     RunRecord,
+    SignalRef,
     WatchRuns,
     WatchTarget,
 )
@@ -285,19 +287,82 @@ class Engine:
         return self._decide(result)
 
     def take_signal(self, entry: str | None, payload: Any, now: datetime, *, may_wait: bool,
-                    prior: EventRecord | None = None, lane: bool = False) -> Decision[DeliveryResult | None]:
+                    prior: EventRecord | None = None, lane: bool = False,
+                    run_id: str | None = None) -> Decision[DeliveryResult | None]:
         """A delivery by signal: like :meth:`deliver`, but nobody hears its disposition, so it is never
         dropped silently. ``may_wait``: when only the held-bytes budget would defer it, nothing is
         recorded and the value is None: the shell keeps it and offers it again, in arrival order.
-        Deferred anyway (the state is over what it can carry, or the shell cannot keep it), it is
-        recorded as ``deferred_signal``, shown to the operator."""
+        Deferred anyway (at capacity, the state over what it can carry, the shell cannot keep it), it
+        is listed as ``deferred_signal`` with ``run_id``, the run whose history holds the signal
+        (:meth:`deferred_signals`), until its id is delivered again."""
         core = self._core
         refused = _deactivate.refuse(core, entry, payload, now)
         if refused is not None:
             return self._decide(refused)
         kept = self.compat.signals_kept
         return self._decide(core.deliver(entry, payload, now, intake=Intake(signalled=kept, may_wait=kept and may_wait,
-                                                                             prior=prior, lane=lane)))
+                                                                             prior=prior, lane=lane, run_id=run_id)))
+
+    # ------------------------------------------------------------------ signals kept by reference
+    @property
+    def waiting_signals(self) -> list[SignalRef]:
+        """Signals the previous run left waiting for room: the shell takes them first, in order."""
+        return list(self._core.state.signals_waiting)
+
+    def carry_waiting(self, signals: list[tuple[str | None, Any, str]], now: datetime) -> Decision[int]:
+        """Signals (entry, payload, run id of the history holding it) still waiting for room at
+        continue-as-new: carried as references, in order (their payloads stay in history), for the
+        next run to take first. ``value``: how many are carried."""
+        core = self._core
+        refs: list[SignalRef] = []
+        for name, payload, run_id in signals:
+            try:
+                entry = core.resolve_entry(name)
+            except UnknownEntry as exc:  # a re-activation dropped its entry since: listed for the operator
+                _intake.keep_deferred(core, str(name), None, str(exc), now, None)
+                continue
+            ident = identity(entry, payload)
+            digest, size = digest_and_size(payload)
+            refs.append(SignalRef(entry=entry.name, delivery_id=ident or "", digest=digest, size=size, run_id=run_id, at=now))
+        core.state.signals_waiting += refs  # after any a continue-as-new that did not happen carried already
+        return self._decide(len(refs))
+
+    def waiting_recovered(self, n: int) -> Decision[None]:
+        """The first ``n`` carried waiting signals are back in the shell's inbox (read from history)."""
+        del self._core.state.signals_waiting[:n]
+        return self._decide(None)
+
+    def waiting_lost(self, ref: SignalRef, problem: str, now: datetime) -> Decision[None]:
+        """A carried waiting signal whose payload could not be read back from its run's history: it is
+        listed as deferred (its history may come back: a redrive tries again); :meth:`waiting_recovered`
+        then drops it with the others of its page."""
+        core = self._core
+        core.count("deferred")
+        _intake.keep_deferred(core, ref.entry, ref.delivery_id, problem, now, ref)
+        return self._decide(None)
+
+    def waiting_record(self, entry: str, delivery_id: str, waiting: list[tuple[Any, str]]) -> dict[str, Any] | None:
+        """What ``delivery`` answers for a signal of ``waiting`` (the shell's (request, run id) still
+        waiting in memory) with this id: ``waiting_signal``; None when none has it."""
+        core = self._core
+        for request, run_id in waiting:
+            try:
+                found = core.resolve_entry(request.entry)
+            except UnknownEntry:
+                continue
+            if found.name == entry and identity(found, request.payload) == delivery_id:
+                digest, size = digest_and_size(request.payload)
+                ref = SignalRef(entry=entry, delivery_id=delivery_id, digest=digest, size=size, run_id=run_id,
+                                at=datetime.min.replace(tzinfo=UTC))
+                return {**_views.kept_signal(core, ref, "waiting_signal"), "kept_at": None}
+        return None
+
+    def deferred_signals(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """The deferred signals listed (oldest first, ``limit`` <= 500 from ``offset``) and their total."""
+        listed = self._core.state.signals_deferred
+        page = list(listed.values())[max(0, offset): max(0, offset) + max(1, min(limit, 500))]
+        return {"total": len(listed), "offset": offset, "unlisted": self._core.state.counters.get("deferred_signals_unlisted", 0),
+                "signals": [r.model_dump(mode="json") for r in page]}
 
     @property
     def last_seq(self) -> int:

@@ -19,9 +19,11 @@ from ..activation import EntrySpec
 from ..limits import (
     BYTES_PER_LIVE_RECORD,
     BYTES_PER_RETIRED_ID,
+    BYTES_PER_SIGNAL_REF,
     CAPACITY_BYTES,
     CAPACITY_WARNING,
     LEGACY_INT_DIGITS,
+    MAX_DEFERRED_SIGNALS,
     MAX_DELIVERY_ID_CHARS,
     MAX_HELD_BYTES,
     STATE_BASE_BYTES,
@@ -32,7 +34,8 @@ from ..limits import (
     payload_size_problem,
     retained_id,
 )
-from ._types import DeliveryResult, Disposition
+from ._keys import event_key
+from ._types import DeliveryResult, Disposition, SignalRef
 
 if TYPE_CHECKING:
     from ._runs import Runs
@@ -82,23 +85,45 @@ def defer_reason(engine: Runs, size: int) -> str | None:
 
 
 def deferred(engine: Runs, entry: EntrySpec, delivery_id: str | None, reason: str, now: Any, *,
-             signalled: bool = False, quiet: bool = False) -> DeliveryResult:
+             signalled: bool = False, quiet: bool = False, ref: SignalRef | None = None) -> DeliveryResult:
     """Record a deferred event: nothing consumed, no run; the sender delivers it again later.
 
-    A signalled one is recorded apart (``deferred_signal``): its sender was told it is durable and
-    hears nothing, so the operator is shown it, with what redelivering it needs (entry, id)."""
+    A signalled one is kept apart (``deferred_signal``): its sender was told it is durable and hears
+    nothing, so the activation lists it with ``ref``, the reference to its signal in history, until
+    its id is delivered again (:func:`keep_deferred`)."""
     engine.count("deferred")
     kept = retained_id(delivery_id)
     if signalled:
-        engine.count("deferred_signals")
-        engine.record_error(now, "deferred_signal", f"signalled delivery {kept!r} of entry {entry.name!r} was deferred "
-                            f"and not run ({reason}); its sender was told it is durable: deliver it again "
-                            "(by update or HTTP, which answer deferred while the activation is under pressure)",
-                            entry.name, kept)
+        keep_deferred(engine, entry.name, kept, reason, now, ref)
     elif not quiet:
         engine.record_error(now, "deferred", f"delivery {kept!r} deferred: {reason}", entry.name, kept)
     return DeliveryResult(entry=entry.name, delivery_id=kept, disposition=Disposition.DEFERRED,
                           message=clip(reason), activation_id=engine.spec.activation_id)
+
+
+def keep_deferred(engine: Runs, entry: str, delivery_id: str | None, reason: str, now: Any, ref: SignalRef | None) -> None:
+    """List a deferred signal by its id with the reference to its signal (at most
+    ``MAX_DEFERRED_SIGNALS``: past it counted only, once recorded), so it can be delivered again."""
+    engine.count("deferred_signals")
+    deferred_signals = engine.state.signals_deferred
+    key = None if delivery_id is None else event_key(entry, delivery_id)
+    if key is not None and ref is not None and (key in deferred_signals or len(deferred_signals) < MAX_DEFERRED_SIGNALS):
+        deferred_signals[key] = ref.model_copy(update={"reason": clip(reason, 200), "at": now})
+        if len(deferred_signals) <= MAX_DEFERRED_SIGNALS // 10 or not engine.state.error_counts.get("deferred_signal"):
+            engine.record_error(now, "deferred_signal", f"signalled delivery {delivery_id!r} of entry {entry!r} was "
+                                f"deferred and not run ({reason}); it is listed with its signal (`wfi state "
+                                "--deferred-signals`): deliver it again with `wfi deliver --redrive`", entry, delivery_id)
+        else:
+            engine.state.error_counts["deferred_signal"] += 1  # counted; every one is listed, not each recorded
+        return
+    engine.count("deferred_signals_unlisted")
+    if not engine.state.error_counts.get("deferred_signal_unlisted"):
+        engine.record_error(now, "deferred_signal_unlisted", f"signalled delivery {delivery_id!r} of entry {entry!r} "
+                            f"was deferred and not run ({reason}), and {MAX_DEFERRED_SIGNALS} deferred signals are "
+                            "listed already: it and those after it are only counted (counters.deferred_signals_unlisted); "
+                            "their senders must deliver them again", entry, delivery_id)
+    else:
+        engine.state.error_counts["deferred_signal_unlisted"] += 1
 
 
 def undecodable(engine: Runs, problem: str, now: Any) -> DeliveryResult:
@@ -113,7 +138,8 @@ def undecodable(engine: Runs, problem: str, now: Any) -> DeliveryResult:
 # ---------------------------------------------------------------------------- capacity
 def estimated_state_bytes(engine: Runs) -> int:
     """The carried state's size, estimated from above from what it holds (see core.limits)."""
-    return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID
+    refs = len(engine.state.signals_waiting)  # deferred ones are held in capacity's margin (limits.MAX_DEFERRED_SIGNALS)
+    return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID + refs * BYTES_PER_SIGNAL_REF
             + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine))
 
 

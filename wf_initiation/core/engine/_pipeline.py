@@ -35,6 +35,7 @@ from ._types import (
     Intake,
     Outcome,
     RunRecord,
+    SignalRef,
 )
 
 
@@ -142,7 +143,12 @@ class Pipeline(Runs):
         if deferred is not None:
             # At capacity every new id is deferred for hours: counted, not each recorded (one
             # capacity_reached error says so), so the error list keeps what else happened.
-            return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full))
+            ref = None if intake.run_id is None else SignalRef(entry=entry.name, delivery_id=delivery_id, digest=digest,
+                                                               size=size, run_id=intake.run_id, at=now)
+            return _intake.deferred(self, entry, delivery_id, deferred, now, signalled=intake.signalled, quiet=bool(full),
+                                    ref=ref)
+        if self.state.signals_deferred:
+            self.state.signals_deferred.pop(key, None)  # a deferred signal's id delivered again: disposed now
         outcome = self.accept(entry, payload, key, digest, now, delivery_id=delivery_id, size=size, laned=intake.lane)
         if outcome.disposition is Disposition.ROUTED:
             return self._routed(entry, payload, delivery_id, outcome.detail)

@@ -110,6 +110,20 @@ class ErrorRecord(_M):
     message: str
 
 
+class SignalRef(_M):
+    """A signalled delivery the activation keeps without its payload: the signal stays in the history
+    of run ``run_id`` (for the namespace's retention), where its payload is found again by entry and
+    digest (``wf_initiation.activities.signals``)."""
+
+    entry: str
+    delivery_id: str
+    digest: str = Field(description="Digest of its payload (``_keys.payload_digest``).")
+    size: int = Field(default=0, description="Payload bytes (canonical JSON).")
+    run_id: str = Field(description="The activation run whose history holds the signal.")
+    at: datetime = Field(description="When it was kept (deferred, or carried waiting).")
+    reason: str | None = Field(default=None, description="Why it was deferred (None: carried waiting).")
+
+
 class BatchEvent(_M):
     event_key: str
     payload: Any
@@ -322,6 +336,12 @@ class EngineState(_M):
     lanes_sent: dict[str, str] = Field(default_factory=dict, description="A split's parent: '<child>/<part>' -> the "
                                        "digest of each handover part it sent (core.routing.handover_digest), "
                                        "which a child checks the part it got against.")
+    # Signalled deliveries kept by reference (their senders were told they are durable; SignalRef).
+    signals_waiting: list[SignalRef] = Field(default_factory=list, description="Signals still waiting for room when "
+                                             "the previous run continued as new: the next run takes them first, in order.")
+    signals_deferred: dict[str, SignalRef] = Field(default_factory=dict, description="Signals deferred anyway, by event "
+                                                   "key (at most limits.MAX_DEFERRED_SIGNALS), until their id is "
+                                                   "delivered again (`wfi deliver --redrive`).")
 
 
 class StartRun(_M):
@@ -430,6 +450,8 @@ class Intake:
     may_wait: bool = False
     """The shell can keep it and offer it again: when only the held-bytes budget would defer it,
     nothing is recorded (``Engine.take_signal`` answers None)."""
+    run_id: str | None = None
+    """A signal's: the activation run whose history holds it (a deferral keeps a ``SignalRef``)."""
     defer_new: str | None = None
     """Defer it with this reason if its id is new (signalled deliveries wait ahead of it, and a new
     event must not pass them); a known id is still answered (duplicate, conflict)."""

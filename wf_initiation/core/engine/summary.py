@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..limits import CAPACITY_WARNING
+from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
 from . import _batch, _deactivate, _intake, _view
 from ._engine import Core
 from ._keys import event_key
-from ._types import Deactivation
+from ._types import Deactivation, SignalRef
 
 
 def status(engine: Core) -> str:
@@ -57,6 +57,7 @@ def short(engine: Core) -> dict[str, Any]:
         "polls": {n: {"cursor": p.cursor, "paused": p.paused, "held": p.held is not None, "failures": p.failures,
                       "last_error": p.last_error} for n, p in st.polls.items()},
         "deactivation": _deactivation(st.deactivation) if st.deactivation else None,
+        "signals": signals(engine),
     }
 
 
@@ -77,7 +78,7 @@ def full_state(engine: Core) -> dict[str, Any]:
     queue heads, and no dedup entries (see :func:`events` for those, paged)."""
     st = engine.state
     data = st.model_dump(mode="json", exclude={"compact_events": True, "events": True, "runs": True, "queues": True,
-                                              "deactivation": {"spec"}})
+                                              "deactivation": {"spec"}, "signals_deferred": True, "signals_waiting": True})
     data["events_total"] = len(st.events)
     data["runs_total"] = len(st.runs)
     data["runs"] = {k: r.model_dump(mode="json", exclude={"input"})
@@ -99,13 +100,41 @@ def events(engine: Core, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -
 
 
 def delivery(engine: Core, entry: str, delivery_id: str) -> dict[str, Any] | None:
-    record = engine.lookup(event_key(entry, delivery_id))
+    key = event_key(entry, delivery_id)
+    record = engine.lookup(key)
     if record is None:
-        return None
+        return _kept_signal(engine, key)
     out = record.model_dump(mode="json")
     run = engine.state.runs.get(record.run_key or "")
     out["run_status"] = run.status if run else ("terminal" if record.run_key else None)
     return out
+
+
+def _kept_signal(engine: Core, key: str) -> dict[str, Any] | None:
+    """A signalled delivery kept by reference (``SignalRef``): ``deferred_signal`` (listed, to be
+    delivered again) or ``waiting_signal`` (carried across continue-as-new, taken when there is room)."""
+    st = engine.state
+    ref = st.signals_deferred.get(key)
+    disposition = "deferred_signal"
+    if ref is None:
+        ref = next((r for r in st.signals_waiting if event_key(r.entry, r.delivery_id) == key), None)
+        disposition = "waiting_signal"
+    return None if ref is None else kept_signal(engine, ref, disposition)
+
+
+def kept_signal(engine: Core, ref: SignalRef, disposition: str) -> dict[str, Any]:
+    """The ``delivery`` answer for a signal kept by reference."""
+    return {"entry": ref.entry, "delivery_id": ref.delivery_id, "disposition": disposition, "digest": ref.digest,
+            "run_key": None, "run_status": None, "kept_at": ref.at.isoformat(),
+            "detail": ref.reason, "signal": {"workflow_run_id": ref.run_id, "bytes": ref.size},
+            "activation_id": engine.spec.activation_id}
+
+
+def signals(engine: Core) -> dict[str, int]:
+    """Signalled deliveries kept by reference (docs/webhooks.md, "What a signal sender can rely on")."""
+    st = engine.state
+    return {"waiting_carried": len(st.signals_waiting), "deferred_listed": len(st.signals_deferred),
+            "deferred_unlisted": st.counters.get("deferred_signals_unlisted", 0)}
 
 
 def markdown(engine: Core) -> str:
@@ -117,10 +146,14 @@ def markdown(engine: Core) -> str:
     faults = engine.state.counters.get("start_faults", 0)
     if faults:  # runs that could never be started (a start fault): an operator should look
         notes.append(f"**start faults {faults}**: runs that could not be started; see `wfi state` (errors)")
-    lost = engine.state.counters.get("deferred_signals", 0)
-    if lost:  # their senders were told they are durable: nobody else will deliver them again
-        notes.append(f"**{lost} signalled deliveries deferred and not run**: their senders must deliver them again; "
-                     "their entries and ids: `wfi state` (errors of kind deferred_signal)")
+    kept = signals(engine)
+    if kept["deferred_listed"]:  # their senders were told they are durable: nobody else will deliver them again
+        notes.append(f"**{kept['deferred_listed']} signalled deliveries deferred and not run**: listed by "
+                     f"`wfi state --deferred-signals --workflow {engine.spec.workflow}`; deliver each again with "
+                     "`wfi deliver --redrive ID`")
+    if kept["deferred_unlisted"]:
+        notes.append(f"**{kept['deferred_unlisted']} signalled deliveries deferred and not run, not listed** (past "
+                     f"the {MAX_DEFERRED_SIGNALS} listed): their senders must deliver them again")
     if engine.spec.shards > 1:  # each shard's page is its own: say where the whole activation is
         notes.append(f"**shard {engine.spec.shard} of {engine.spec.shards}**: this page shows this shard's deliveries"
                      + (" and the schedules and polls" if engine.spec.shard == 0 else "")
