@@ -27,13 +27,13 @@ from tests.support.worker_proc import DevServerProcess, free_port
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import CONTROL_RUN_ACTIVITY, ControlRequest
+from wf_initiation.wire import CONTROL_RUNS_ACTIVITY, ControlRequest
 
 OUTAGE_S = 20.0  # the longest the outage lasts: the call must give up within it
 
 
 class HeldControl(Interceptor):
-    """Holds the first ``wfi.control_run`` attempt at its start until the test has stopped the server,
+    """Holds the first ``wfi.control_runs`` attempt (a page of runs to control) at its start until the test has stopped the server,
     and records how each attempt ended (its result, or the error it raised)."""
 
     def __init__(self) -> None:
@@ -52,7 +52,7 @@ class _Inbound(ActivityInboundInterceptor):
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
-        if info.activity_type != CONTROL_RUN_ACTIVITY:
+        if info.activity_type != CONTROL_RUNS_ACTIVITY:
             return await self.next.execute_activity(input)
         if info.attempt == 1:
             self._hold.started.set()
@@ -100,7 +100,7 @@ async def test_a_control_meeting_an_unreachable_server_is_retried_until_applied(
             # The run ends when the server applies the control, a moment before the attempt that
             # asked for it returns and is recorded: wait for the record, not only for the run.
             async def applied() -> None:
-                assert hold.attempts[-1][1] == "returned applied", hold.attempts
+                assert hold.attempts[-1][1] == "returned ['applied']", hold.attempts
 
             await assert_eventually(applied, timeout=30)
             assert hold.attempts[0] == (1, "raised RPCError"), hold.attempts

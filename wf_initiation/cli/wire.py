@@ -12,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``wire``."""
     p = subparsers.add_parser(
         "wire", help="print the wire contract: the JSON Schema of every signal, update and query of the activation",
-        description="Print the activation's wire contract (docs/wire.md): for each handler its kind, who calls it, "
+        description="Print the activation's wire contract (`wfi help wire`): for each handler its kind, who calls it, "
         "its arguments and its result as JSON Schema, with the contract's version. For a bridge in any language.",
     )
     verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
