@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
-from tests.support.replay import assert_replays, replay_failure
+from tests.support.replay import assert_replays, assert_replays_history, replay_failure
 from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
@@ -130,6 +130,8 @@ async def test_cancel_queued_drops_queued_work_terminates_running_runs_and_compl
             assert await status_of(client, key) == WorkflowExecutionStatus.TERMINATED
         assert await describe_or_none(client, keys["h2"]) is None, "the queued run never started"
         assert await describe_or_none(client, keys["o1"]) is None, "the open batch never became a run"
+        # Replayed here first: the query below replays it in the worker, and a failure there names no event.
+        await assert_replays_history(await wfi.handle(name).fetch_history(), name)
         state = await wfi.state(name, include_events=True)  # a completed workflow still answers queries
         assert state["summary"]["status"] == "deactivated"
         assert state["events"]["order\x1fo1"]["disposition"] == "dropped" == state["events"]["hook\x1fh2"]["disposition"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import tempfile
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -25,15 +27,42 @@ def keep(history: WorkflowHistory, label: str) -> pathlib.Path:
     return path
 
 
+def events_near(history: WorkflowHistory, failure: BaseException, around: int = 12) -> str:
+    """The events of ``history`` around the one a nondeterminism error names ("HistoryEvent(id: 76"),
+    one line each (id, type, activity or marker name): what a CI log needs to tell which command the
+    replay did not make, after the server that held the run is gone."""
+    found = re.search(r"id: (\d+)", str(failure))
+    centre = int(found.group(1)) if found else len(history.events)
+    lines = []
+    for event in history.events[max(0, centre - around - 1): centre + 3]:
+        attrs = event.WhichOneof("attributes")
+        detail = getattr(event, attrs) if attrs else None
+        name = ""
+        for field in ("activity_type", "marker_name", "signal_name", "workflow_type"):
+            value = getattr(detail, field, None) if detail is not None else None
+            if value:
+                name = value if isinstance(value, str) else value.name
+                break
+        lines.append(f"{event.event_id:>5} {event.event_time.ToDatetime():%H:%M:%S.%f} "
+                     f"{EventType.Name(event.event_type).removeprefix('EVENT_TYPE_')} {name}".rstrip())
+    return "\n".join(lines)
+
+
+async def assert_replays_history(history: WorkflowHistory, label: str) -> None:
+    """``history`` replays with the current code; else fail naming the events around the mismatch
+    and where the history was kept."""
+    failure = await replay_failure(history)
+    if failure is not None:
+        path = keep(history, label)
+        raise AssertionError(f"{label} does not replay ({failure}); history kept at {path}; "
+                             f"events around it:\n{events_near(history, failure)}")
+
+
 async def assert_replays(client: Client, workflow_id: str) -> None:
     """Every run of ``workflow_id`` (a continue-as-new chain) replays without nondeterminism."""
     for execution in await ride_out(lambda: listed(client, f'WorkflowId = "{workflow_id}"')):
         history = await ride_out(client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history)
-        failure = await replay_failure(history)
-        if failure is not None:
-            path = keep(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
-            raise AssertionError(f"run {execution.run_id} of {workflow_id} does not replay "
-                                 f"({failure}); history kept at {path}")
+        await assert_replays_history(history, f"{workflow_id.replace(':', '_')}-{execution.run_id}")
 
 
 async def diagnose(client: Client, name: str, *summary_keys: str) -> str:
