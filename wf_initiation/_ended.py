@@ -66,8 +66,11 @@ async def replayed(client: Client, history: WorkflowHistory) -> Any:
     """
     capture = _Capture()
     converter = compose_data_converter(client.data_converter)
+    # debug_mode: no 2 s deadlock detector. A long history replayed by a busy client can spend that long
+    # in one activation, and a false "deadlock" here would make re-activation fall back to the start
+    # input (wf_initiation/_recovery.py); the history is finite, so there is nothing to detect.
     replayer = Replayer(workflows=[ActivationWorkflow], workflow_runner=_runner(None), data_converter=converter,
-                        interceptors=[capture], namespace=client.namespace)
+                        interceptors=[capture], namespace=client.namespace, debug_mode=True)
     await replayer.replay_workflow(history, raise_on_replay_failure=True)
     if not capture.instances:
         raise RuntimeError(f"replaying {history.workflow_id} built no workflow")  # cannot happen for an activation

@@ -16,7 +16,10 @@ from wf_initiation.plugin import WfiPlugin
 
 async def replay_failure(history: WorkflowHistory) -> Exception | None:
     """Why ``history`` does not replay with the current activation code, or None when it does."""
-    result = await Replayer(workflows=[], plugins=[WfiPlugin()]).replay_workflow(history, raise_on_replay_failure=False)
+    # debug_mode: no 2 s deadlock detector. A replay of thousands of events on a loaded machine can
+    # spend that long in one activation; what is checked here is determinism, not the replay's speed.
+    replayer = Replayer(workflows=[], plugins=[WfiPlugin()], debug_mode=True)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     return result.replay_failure
 
 

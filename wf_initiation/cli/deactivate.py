@@ -91,7 +91,11 @@ async def _wait(wfi: Any, args: argparse.Namespace, seconds: float) -> Deactivat
         while True:
             done, _ = await asyncio.wait([result], timeout=max(min(PROGRESS_EVERY, deadline - loop.time()), 0))
             if done:
-                return result.result()
+                final: DeactivatedResult = result.result()
+                last = _control_progress({**final.deactivation, "controlled_runs": len(final.deactivation.get("controlled", {}))})
+                if last and not shown.endswith(last):  # the tally it ended with, shown once even if no sample caught it
+                    progress(args, "  done" + last)
+                return final
             if loop.time() >= deadline:
                 return None
             line = _left_line(await wfi.summary(args.workflow))
