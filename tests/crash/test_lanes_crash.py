@@ -17,7 +17,7 @@ from tests.support.activation import KEYED_HOOKS, make_spec, unique
 from tests.support.hostile import hook, still_serves
 from tests.support.restart import connect, listed, ride_out
 from tests.support.temporal import DEV_SERVER_ARGS, binary
-from tests.support.waits import assert_eventually
+from tests.support.waits import assert_eventually, until_length
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.wire import ECHO_RUN_WORKFLOW
@@ -66,14 +66,14 @@ async def test_keyed_events_across_shards_run_once_in_order_through_a_killed_wor
                 await asyncio.sleep(SIGNAL_PACE)
 
         senders = [asyncio.create_task(by_update(k)) for k in KEYS[:3]] + [asyncio.create_task(by_signal())]
-        await asyncio.sleep(1.0)
+        await until_length(answers, 6)  # traffic flows before the kill
         worker.kill()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the worker's outage under test, nothing to wait on: callers meet a dead worker
         server.stop()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the server's outage under test: callers meet no server
         server.start()
         worker.start()
-        await asyncio.sleep(3.0)
+        await until_length(answers, len(answers) + 12)  # and again after both are back
         stop.set()
         await asyncio.wait_for(asyncio.gather(*senders), timeout=240)
         assert answers and {r.disposition.value for r in answers} <= {"accepted", "queued"}, \
@@ -131,6 +131,7 @@ async def test_a_split_moving_queue_keys_keeps_their_order_through_a_killed_work
         worker.start()
         await wfi.activate(spec(2))
         sent: dict[str, list] = {k: [] for k in KEYS}
+        all_sent: list = []  # every answer, in any key's order: how much traffic flowed
         stop = asyncio.Event()
 
         async def by_update(key: str) -> None:  # one sender per key: the key's order is the sending order
@@ -138,20 +139,21 @@ async def test_a_split_moving_queue_keys_keeps_their_order_through_a_killed_work
             n = 0
             while not stop.is_set():
                 sent[key].append(await sender.deliver(name, hook(f"{key}-u{n}", k=key, sleep_seconds=0.3)))
+                all_sent.append(sent[key][-1])
                 n += 1
 
         senders = [asyncio.create_task(by_update(k)) for k in KEYS]
-        await asyncio.sleep(1.5)
+        await until_length(all_sent, 2 * len(KEYS))  # traffic flows before the kill
         worker.kill()
         split = asyncio.create_task(wfi.activate(spec(4)))
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the worker's outage under test, nothing to wait on: the split meets a dead worker
         server.stop()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the server's outage under test: callers meet no server
         server.start()
         worker.start()
         done = await asyncio.wait_for(split, timeout=180)
         assert "split from 2 into 4 shards" in (done.note or ""), done
-        await asyncio.sleep(2.0)
+        await until_length(all_sent, len(all_sent) + 2 * len(KEYS))  # and again on the four shards
         stop.set()
         await asyncio.wait_for(asyncio.gather(*senders), timeout=240)
         odd = [r for rs in sent.values() for r in rs if r.disposition.value not in ("accepted", "queued")]

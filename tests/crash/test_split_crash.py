@@ -17,7 +17,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.hostile import hook, still_serves
 from tests.support.restart import connect, listed, ride_out
 from tests.support.temporal import DEV_SERVER_ARGS, binary
-from tests.support.waits import assert_eventually
+from tests.support.waits import assert_eventually, until_length
 from tests.support.worker_proc import DevServerProcess, WorkerProcess, free_port
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
@@ -65,17 +65,17 @@ async def test_a_split_survives_a_killed_worker_and_a_restarted_server(tmp_path:
                 n += 1
 
         sender = asyncio.create_task(traffic())
-        await asyncio.sleep(0.3)
+        await until_length(sent, 4)  # traffic flows before the kill
         worker.kill()
         split = asyncio.create_task(wfi.activate(spec(4)))
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the worker's outage under test, nothing to wait on: the split meets a dead worker
         server.stop()
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # the server's outage under test: callers meet no server
         server.start()
         worker.start()
         done = await asyncio.wait_for(split, timeout=180)
         assert "split from 2 into 4 shards" in (done.note or ""), done
-        await asyncio.sleep(1.0)
+        await until_length(sent, len(sent) + 20)  # traffic flows on the four shards
         stop.set()
         await asyncio.wait_for(sender, timeout=180)
         assert all(r.disposition.value in ("accepted", "duplicate") for r in sent), sent

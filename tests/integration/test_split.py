@@ -19,7 +19,7 @@ from temporalio.worker import Worker
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import hook, still_serves
 from tests.support.replay import assert_replays
-from tests.support.waits import assert_eventually
+from tests.support.waits import assert_eventually, until_length
 from wf_initiation.client import WfiClient
 from wf_initiation.core.sharding import shard_of
 from wf_initiation.errors import ActivationRefused
@@ -78,10 +78,10 @@ async def test_a_live_activation_split_into_more_shards_keeps_dedup_and_runs_not
                 n += 1
 
         sender = asyncio.create_task(traffic())
-        await asyncio.sleep(0.5)
+        await until_length(during, 6)  # traffic flows when the split begins
         split = await wfi.activate(spec_for(tmp_path, name, task_queue, 8))
         assert split.outcome == "rebound" and "split from 2 into 8 shards" in (split.note or ""), split
-        await asyncio.sleep(1.0)
+        await until_length(during, len(during) + 20)  # traffic flows on the eight shards
         stop.set()
         await sender
         assert during and all(r.disposition.value in ("accepted", "duplicate") for r in during), during

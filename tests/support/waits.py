@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -22,6 +22,16 @@ async def assert_eventually(
             if asyncio.get_running_loop().time() > deadline:
                 raise
         await asyncio.sleep(interval)
+
+
+async def until_length(items: Sized, n: int, *, timeout: float = 180.0) -> None:
+    """Wait until ``items`` (what a background sender appends to) holds at least ``n``: traffic that
+    really flowed before the next step (a kill, a split, the end of sending), on a machine of any
+    speed, instead of a number of seconds that a loaded machine may fill with nothing."""
+    async def grown() -> None:
+        assert len(items) >= n, f"{len(items)} of {n} sent"
+
+    await assert_eventually(grown, timeout=timeout, interval=0.05)
 
 
 async def until_passed(instant: datetime) -> None:
