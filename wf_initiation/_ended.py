@@ -30,7 +30,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from wf_initiation.plugin import _runner, compose_data_converter
+from wf_initiation.plugin import _runner, compose_data_converter, worker_data_converter
 from wf_initiation.wire import DELIVERY_QUERY, EVENTS_QUERY, ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY
 from wf_initiation.workflows.activation import ActivationWorkflow
 
@@ -65,7 +65,7 @@ async def replayed(client: Client, history: WorkflowHistory) -> Any:
         RuntimeError: the history does not replay with this build (a nondeterminism error, say).
     """
     capture = _Capture()
-    converter = compose_data_converter(client.data_converter)
+    converter = worker_data_converter(compose_data_converter(client.data_converter))  # as the worker decoded it
     replayer = Replayer(workflows=[ActivationWorkflow], workflow_runner=_runner(None), data_converter=converter,
                         interceptors=[capture], namespace=client.namespace)
     await replayer.replay_workflow(history, raise_on_replay_failure=True)
