@@ -35,7 +35,7 @@ from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.engine import Disposition
 from wf_initiation.plugin import WfiPlugin
-from wf_initiation.wire import DELIVER_MANY_UPDATE, UNENCODED, workflow_id_for
+from wf_initiation.wire import DELIVER_MANY_UPDATE, UNENCODED, shard_workflow_id, workflow_id_for
 
 HOOK = """
 name: {name}
@@ -50,14 +50,14 @@ class Team:
     """A team's project: its AES-GCM codec module beside a Workfile and a deployment naming it (or not)."""
 
     def __init__(self, tmp_path: pathlib.Path, dev_env: Any, task_queue: str, *, codec: bool = True,
-                 **temporal: str) -> None:
+                 workflow: dict[str, Any] | None = None, **temporal: str) -> None:
         self.name, self.queue, self.codec = unique("plain"), task_queue, codec
         self.module = load_module(write_team_codec(tmp_path, AESGCM.generate_key(bit_length=256)))
         (tmp_path / f"{self.name}.yaml").write_text(HOOK.format(name=self.name))
         self.deployment_file = tmp_path / "deployment.yaml"
         doc = {"temporal": {"address": dev_env.client.service_client.config.target_host, "task_queue": task_queue,
                             **({"data_converter": "team_codec:data_converter"} if codec else {}), **temporal},
-               "workflows": {self.name: {"workfile": f"{self.name}.yaml",
+               "workflows": {self.name: {"workfile": f"{self.name}.yaml", **(workflow or {}),
                                          "run": {"workflow_type": "wfi.EchoRun", "task_queue": task_queue}}},
                "ingress": {"default_auth": {"scheme": "none"}}}
         with self.deployment_file.open("w") as fh:
@@ -171,6 +171,28 @@ async def test_a_plain_client_s_updates_are_refused_out_of_history_and_its_signa
     replayed = await Replayer(workflows=[], plugins=[WfiPlugin()], data_converter=team.module.data_converter
                               ).replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure
+
+
+async def test_every_shard_of_a_sharded_activation_refuses_a_plain_client_s_delivery_before_routing_it(
+    dev_env, tmp_path: pathlib.Path, task_queue: str,
+) -> None:
+    team = Team(tmp_path, dev_env, task_queue, workflow={"scale": {"shards": 2}})
+    async with Worker(team.client, task_queue=task_queue):
+        await team.wfi.activate(team.spec())
+        for shard in (0, 1):  # each shard is refused the same, whichever shard takes the id
+            handle = team.plain.get_workflow_handle(shard_workflow_id(team.name, shard))
+            for ident in ("a", "b", "c"):
+                await _refused(team, handle.execute_update(
+                    "deliver", {"entry": "hook", "payload": hook(f"u-{shard}-{ident}")}, id=f"plain-{uuid.uuid4().hex}"))
+            await handle.signal("deliver_signal", {"entry": "hook", "payload": hook(f"s-{shard}")})
+
+        async def both_recorded() -> None:
+            kinds = [e["kind"] for e in await team.unencoded_errors()]
+            assert kinds == ["unencoded_refused", "unencoded_refused"], kinds
+        await assert_eventually(both_recorded, timeout=60)
+        for ident in ("s-0", "s-1"):
+            assert await team.wfi.delivery(team.name, "hook", ident) is None
+        await team.taken_through_the_codec("after-shards")
 
 
 # ---------------------------------------------------------------------------- record
