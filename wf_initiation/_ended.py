@@ -30,7 +30,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from wf_initiation.plugin import _runner, compose_data_converter
+from wf_initiation.plugin import _runner, compose_data_converter, worker_data_converter
 from wf_initiation.wire import DELIVERY_QUERY, EVENTS_QUERY, ROUTING_QUERY, STATE_QUERY, SUMMARY_QUERY
 from wf_initiation.workflows.activation import ActivationWorkflow
 
@@ -65,7 +65,7 @@ async def replayed(client: Client, history: WorkflowHistory) -> Any:
         RuntimeError: the history does not replay with this build (a nondeterminism error, say).
     """
     capture = _Capture()
-    converter = compose_data_converter(client.data_converter)
+    converter = worker_data_converter(compose_data_converter(client.data_converter))  # as the worker decoded it
     # debug_mode: no 2 s deadlock detector. A long history replayed by a busy client can spend that long
     # in one activation, and a false "deadlock" here would make re-activation fall back to the start
     # input (wf_initiation/_recovery.py); the history is finite, so there is nothing to detect.

@@ -24,11 +24,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import temporalio.worker
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, ClientConfig
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.converter import (
+    DataConverter,
+    DefaultPayloadConverter,
+    PayloadCodec,
+    SerializationContext,
+    WithSerializationContext,
+)
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wf_initiation import _uncached
@@ -43,6 +50,7 @@ from wf_initiation.activities.signals import SignalActivities
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.connections import WorkerConnections
 from wf_initiation.core.deployment import Deployment, load_deployment
+from wf_initiation.core.unencoded import FLAG as UNENCODED_FLAG
 from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
 from wf_initiation.wire.search_attributes import ensure_registered
 from wf_initiation.workflows.activation import ActivationWorkflow
@@ -112,6 +120,66 @@ def check_payload_converter(converter: DataConverter) -> None:
             "workflows and activities exchange: base it on temporalio.contrib.pydantic.PydanticPayloadConverter "
             "(keep your encoding converters before it) or leave the payload converter at its default"
         )
+
+
+class FlaggingCodec(PayloadCodec, WithSerializationContext):
+    """The team's codec on a worker: encodes and decodes with it, and flags each payload that reached
+    the worker without the team's encoding (``core.unencoded.FLAG`` in its metadata), which the
+    activation's delivery handlers act on (``temporal.unencoded``).
+
+    A payload is in the team's encoding when the codec decoded it, or when the codec would have left
+    it as it is (a codec that compresses only large payloads); any other payload the codec left as it
+    is came in plaintext. Only payloads the codec left as they are cost an encode more, which no
+    client of the team's sends. A flag a sender put in its payload's metadata is removed.
+    """
+
+    def __init__(self, codec: PayloadCodec) -> None:
+        self.codec = codec
+
+    def with_context(self, context: SerializationContext) -> FlaggingCodec:
+        if not isinstance(self.codec, WithSerializationContext):
+            return self
+        inner = self.codec.with_context(context)
+        return self if inner is self.codec else FlaggingCodec(inner)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return await self.codec.encode(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        decoded = await self.codec.decode(payloads)
+        if len(decoded) != len(payloads):
+            return decoded  # a codec that merges payloads: nothing to pair them by
+        left = [i for i, (sent, got) in enumerate(zip(payloads, decoded, strict=True)) if sent is got or sent == got]
+        plaintext = set()
+        if left:
+            again = await self.codec.encode([payloads[i] for i in left])
+            if len(again) == len(left):
+                plaintext = {i for i, encoded in zip(left, again, strict=True) if encoded != payloads[i]}
+        return [_flagged(p, i in plaintext) for i, p in enumerate(decoded)]
+
+
+def _flagged(payload: Payload, plaintext: bool) -> Payload:
+    if (UNENCODED_FLAG in payload.metadata) == plaintext:
+        return payload
+    copy = Payload()
+    copy.CopyFrom(payload)
+    if plaintext:
+        copy.metadata[UNENCODED_FLAG] = b"1"
+    else:
+        del copy.metadata[UNENCODED_FLAG]
+    return copy
+
+
+def worker_data_converter(converter: DataConverter) -> DataConverter:
+    """What a worker of activations decodes with: ``converter`` with its payload codec wrapped in a
+    :class:`FlaggingCodec` (the same converter when it has no codec, or its codec is wrapped already).
+
+    Replaying an activation's history needs it too: the flags decide what its handlers took.
+    """
+    codec = converter.payload_codec
+    if codec is None or isinstance(codec, FlaggingCodec):
+        return converter
+    return dataclasses.replace(converter, payload_codec=FlaggingCodec(codec))
 
 
 def _derived_client(client: Client, **changes: Any) -> Client:
@@ -214,9 +282,11 @@ class WfiPlugin(SimplePlugin):
         client = config["client"]
         converter = compose_data_converter(client.data_converter)
         check_payload_converter(converter)
+        converter = worker_data_converter(converter)
         if converter is not client.data_converter:
-            # The plugin was given to the Worker only, on a client with the default payload converter:
-            # the worker's workflows and activities use this client's converter, so give it ours.
+            # The plugin was given to the Worker only, on a client with the default payload converter,
+            # or the client has a payload codec: the worker's workflows and activities use this client's
+            # converter, so give it ours (the client the user holds stays as it is).
             client = config["client"] = _derived_client(client, data_converter=converter)
         on_client = client.config(active_config=True)["interceptors"]
         worker_side = [i for i in self._missing_interceptors([*on_client, *config.get("interceptors", [])])
@@ -225,6 +295,14 @@ class WfiPlugin(SimplePlugin):
         config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry, publish_client=client).all(),
                                 *LifecycleActivities(client).all(), *ShardActivities(client).all(),
                                 *SignalActivities(client).all()]
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """The replayer's config as a worker's: the same data converter (its codec flagging what came
+        unencoded), workflows and runner."""
+        config = super().configure_replayer(config)
+        if "data_converter" in config:
+            config["data_converter"] = worker_data_converter(config["data_converter"])
         return config
 
     def _activities_client(self, client: Client) -> Client:
@@ -290,4 +368,4 @@ def _is_tracing(interceptor: Any) -> bool:
     return isinstance(interceptor, (TracingInterceptor, OpenTelemetryInterceptor))
 
 
-__all__ = ["WfiPlugin", "WfiSetupError", "compose_data_converter", "check_payload_converter"]
+__all__ = ["FlaggingCodec", "WfiPlugin", "WfiSetupError", "check_payload_converter", "compose_data_converter", "worker_data_converter"]

@@ -3,7 +3,9 @@ events of other runs, and subscriptions of waiting runs (a mixin of ``Activation
 
 Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_intake``): an
 undecodable one is recorded (``invalid``) or refused, never a dropped signal or a failed workflow
-task. Deliveries share the workflow task's budget through the inbox (``_inbox``; the tickets of
+task. A delivery that reached the worker without the team's payload codec is refused (an update by
+its validator, before anything is recorded; a signal recorded as refused, not taken) or recorded, as
+the deployment's ``temporal.unencoded`` says (the engine decides, ``core.unencoded``). Deliveries share the workflow task's budget through the inbox (``_inbox``; the tickets of
 ``_admission`` for runs begun before it) and are taken in arrival order. With the budgets
 (``Compat.bounded``) a failure the input caused fails only its update, or is recorded for a signal.
 """
@@ -47,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         MISROUTED,
         REBINDING,
         SUBSCRIBE_SIGNAL,
+        UNENCODED,
         UNSUBSCRIBE_SIGNAL,
         DeliveryRequest,
         LaneClaim,
@@ -57,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from ._admission import TicketAdmission
     from ._compat import RunCompat
     from ._inbox import Inbox, Turn
-    from ._intake import Undecodable, decode
+    from ._intake import Undecodable, decode, unencoded
     from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
@@ -69,6 +72,9 @@ TAKEN = object()
 SIGNALS_AHEAD = ("signalled deliveries are waiting ahead of it for room in the activation's held-bytes budget; "
                  "deliver it again later")
 ENVELOPE = 4 * KIB  # a request's own fields around its payload(s)
+# What a refusal or record of a delivery arrived without the team's codec calls it (core.unencoded).
+WHAT = {DELIVER_UPDATE: f"a {DELIVER_UPDATE} update", DELIVER_MANY_UPDATE: f"a {DELIVER_MANY_UPDATE} update",
+        DELIVER_SIGNAL: f"a {DELIVER_SIGNAL} signal"}
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
@@ -96,6 +102,7 @@ class DeliveryHandlers(SplitHandlers):
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
+        self._take_unencoded(request, DELIVER_UPDATE, [decoded])
         [decoded] = await self._parent_answered([decoded])
         take = self._bulk_item(decoded, DELIVER_UPDATE)
         if self._inbox is not None:
@@ -110,6 +117,7 @@ class DeliveryHandlers(SplitHandlers):
     @deliver.validator
     def _validate_deliver(self, request: RawValue) -> None:
         self._refuse_while_rebinding()
+        self._refuse_unencoded(request, DELIVER_UPDATE)
         limit = self._max_bytes(MAX_DELIVERY_BYTES)
         if isinstance(request, RawValue) and len(request.payload.data) > limit:
             raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
@@ -127,6 +135,7 @@ class DeliveryHandlers(SplitHandlers):
             decoded = self._decode_many(requests)
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
+        self._take_unencoded(requests, DELIVER_MANY_UPDATE, decoded)
         decoded = await self._parent_answered(decoded)
         results: list[DeliveryResult] = []
         if self._inbox is not None:
@@ -142,6 +151,7 @@ class DeliveryHandlers(SplitHandlers):
     @deliver_many.validator
     def _validate_deliver_many(self, requests: RawValue) -> None:
         self._refuse_while_rebinding()
+        self._refuse_unencoded(requests, DELIVER_MANY_UPDATE)
         try:
             decoded = self._decode_many(requests)
         except Undecodable as exc:
@@ -154,11 +164,16 @@ class DeliveryHandlers(SplitHandlers):
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:
         self._signals += 1
+        decoded: DeliveryRequest | None = None
         try:
             decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
         except Undecodable as exc:
-            self._absorb(self._engine.undecodable(str(exc), self._now()))  # recorded: the sender was told it is durable
-        else:
+            problem = str(exc)
+        if self._unencoded_refusal(request, DELIVER_SIGNAL, [decoded] if decoded is not None else []) is not None:
+            decoded = None  # recorded as refused, nothing of it kept: the sender was told it is durable
+        elif decoded is None:
+            self._absorb(self._engine.undecodable(problem, self._now()))  # recorded: the sender was told it is durable
+        if decoded is not None:
             verdict = self._route(decoded)
             if verdict.verdict in (Verdict.TAKE, Verdict.ASK_PARENT) and self._asks_parent([decoded]):
                 answered = await self._with_parent_answers([decoded])  # asked here, not bounced off the parent
@@ -445,6 +460,32 @@ class DeliveryHandlers(SplitHandlers):
             self._absorb(self._engine.record_error(self._now(), "signal_failed", f"the {name} signal could not be "
                                                    f"handled: {type(exc).__name__}: {exc}"))
             return None
+
+    def _refuse_unencoded(self, raw: Any, name: str) -> None:
+        """An update's validator: refuse a delivery that arrived without the team's codec when the
+        activation refuses those (nothing is recorded, and its plaintext never enters history)."""
+        refusal = self._engine.unencoded_refusal(WHAT[name]) if unencoded(raw) else None
+        if refusal is not None:
+            workflow.logger.warning("refused %s that arrived without the team's payload codec (temporal.unencoded: "
+                                    "refuse)", WHAT[name])
+            raise ApplicationError(refusal, type=UNENCODED, non_retryable=True)
+
+    def _unencoded_refusal(self, raw: Any, name: str, requests: list[DeliveryRequest]) -> str | None:
+        """For a delivery that arrived without the team's codec, the engine's answer: the refusal
+        (recorded), or None when it is taken (recorded under ``record``, with its entry and id when
+        it is one delivery). None for any other delivery."""
+        if not unencoded(raw):
+            return None
+        key = self._event_key(requests[0]) if len(requests) == 1 else None
+        return self._absorb(self._engine.unencoded(WHAT[name], self._now(), entry=key[0] if key else None,
+                                                   delivery_id=key[1] if key else None))
+
+    def _take_unencoded(self, raw: Any, name: str, requests: list[DeliveryRequest]) -> None:
+        """An update's handler: raise the refusal of a delivery that arrived without the team's codec
+        (its validator refused it already, unless it was skipped)."""
+        refusal = self._unencoded_refusal(raw, name, requests)
+        if refusal is not None:
+            raise ApplicationError(refusal, type=UNENCODED, non_retryable=True)
 
     def _refuse_while_rebinding(self) -> None:
         # While the state is too large to carry, the engine defers deliveries itself: refusing them

@@ -5,7 +5,8 @@ value the data converter cannot decode (JSON nested ~200 deep hits pydantic's re
 NaN from a bridge with another JSON encoder, a number out of range) would otherwise make the SDK
 drop a signal after its sender was told it was durable, or reject an update with a message about
 the converter; here it becomes a one-line problem the handler records (``invalid``) or refuses.
-Oversized arguments are refused before decoding.
+Oversized arguments are refused before decoding. :func:`unencoded` tells whether an argument reached
+the worker without the team's payload codec (the flag of ``core.unencoded``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.limits import clip
+    from wf_initiation.core.unencoded import FLAG
     from wf_initiation.errors import InvalidInput
 
 T = TypeVar("T")
@@ -47,3 +49,9 @@ def decode(raw: Any, kind: type[T], *, max_bytes: int, what: str) -> T:
     except Exception as exc:  # noqa: BLE001 - any converter failure is the sender's input, never the task's
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise Undecodable(clip(f"{what} could not be decoded: {message}") or "") from None
+
+
+def unencoded(raw: Any) -> bool:
+    """Whether a handler's raw argument reached the worker without the team's payload codec: flagged by
+    the worker's codec (``wf_initiation.plugin.FlaggingCodec``; never on a worker without a codec)."""
+    return isinstance(raw, RawValue) and FLAG in raw.payload.metadata

@@ -37,7 +37,7 @@ PINNED = {
     "POLL_ACTIVITY_PREFIX": "wfi.poll.", "INVALID_ARGUMENT": "InvalidArgument", "HANDLER_FAILED": "HandlerFailed",
     "REBINDING": "Rebinding", "NO_ACTIVATION": "NoActivation", "SUBSCRIPTION_REFUSED": "SubscriptionRefused",
     "ECHO_RUN_FAILED": "EchoRunFailed", "POLL_SOURCE_UNAVAILABLE": "PollSourceUnavailable",
-    "POLL_CONFIG_INVALID": "PollConfigInvalid", "STALE_ACTIVATION": "StaleActivationError",
+    "POLL_CONFIG_INVALID": "PollConfigInvalid", "STALE_ACTIVATION": "StaleActivationError", "UNENCODED": "Unencoded",
 }
 
 

@@ -20,6 +20,7 @@ import subprocess
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
@@ -124,6 +125,43 @@ async def test_the_typescript_bridge_delivers_through_the_team_s_codec_and_handl
                              [{"via": "update", "entry": "hook", "payload": _hook("u-3", {})}], key)
         assert more[0]["disposition"] == "accepted", more
         record = await wfi.delivery(name, "hook", "u-3")
+        assert record is not None
+        await assert_eventually(lambda: _run_started(client, record["run_key"]), timeout=60)
+
+
+@pytest.mark.parametrize("failures", ["encrypted", "plain"])
+async def test_the_typescript_bridge_without_the_team_s_codec_is_refused_at_its_first_update_then_delivers_with_it(
+    dev_env, tmp_path: pathlib.Path, task_queue: str, failures: str,
+) -> None:
+    home = _installed()
+    key = AESGCM.generate_key(bit_length=256)
+    team = load_module(write_team_codec(tmp_path, key))
+    # The team's converter moves failure messages into an encrypted payload (DefaultFailureConverterWithEncodedAttributes);
+    # without it, failures travel as they are.
+    converter = team.data_converter if failures == "encrypted" else DataConverter(payload_codec=team.codec)
+    client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace,
+                    data_converter=converter, plugins=[WfiPlugin(sample_runs=True)])
+    name = unique("forgetful")
+    secret = f"SECRET-{name}"
+    address = dev_env.client.service_client.config.target_host
+    async with Worker(client, task_queue=task_queue):
+        wfi = WfiClient(client, task_queue=task_queue)
+        spec = make_spec(tmp_path, HOOK.format(name=name), task_queue=task_queue,
+                         temporal={"data_converter": "team_codec:data_converter"})
+        assert spec.unencoded == "refuse"
+        await wfi.activate(spec)
+        line = {"via": "update", "entry": "hook", "payload": _hook("u-1", {"note": secret})}
+        [forgot] = await _bridge(home, address, name, [line], None)  # no --key: plain JSON payloads
+        assert (forgot["disposition"], forgot["outcome"]) == (None, "refused"), forgot
+        if failures == "plain":  # the refusal's type, which docs/wire.md explains (the bridge prints the type)
+            assert forgot["message"].startswith("Unencoded:"), forgot
+        else:  # the TypeScript SDK cannot read the encrypted failure, and says so: the same diagnosis
+            assert forgot["message"] == "error: Unknown encoding: binary/encrypted", forgot
+        assert await wfi.delivery(name, "hook", "u-1") is None
+        await assert_eventually(lambda: assert_only_encrypted(client, workflow_id_for(name), [secret.encode()]), timeout=30)
+        [sent] = await _bridge(home, address, name, [line], key)
+        assert (sent["disposition"], sent["outcome"]) == ("accepted", "taken"), sent
+        record = await wfi.delivery(name, "hook", "u-1")
         assert record is not None
         await assert_eventually(lambda: _run_started(client, record["run_key"]), timeout=60)
 

@@ -29,7 +29,7 @@ from tests.support.activation import make_spec, unique
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
-from wf_initiation.plugin import WfiPlugin, WfiSetupError, compose_data_converter
+from wf_initiation.plugin import FlaggingCodec, WfiPlugin, WfiSetupError, compose_data_converter
 from wf_initiation.wire import workflow_id_for
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
@@ -171,7 +171,10 @@ async def test_a_pydantic_based_payload_converter_and_the_codec_are_kept_as_they
     client = Client(dev_env.client.service_client, namespace=dev_env.client.namespace, data_converter=mine, plugins=[WfiPlugin()])
     assert client.data_converter is mine
     worker = Worker(client, task_queue=task_queue)
-    assert worker.client.data_converter is mine  # nothing to compose: the worker keeps the user's client
+    on_worker = worker.client.data_converter  # nothing composed: only the codec is wrapped, to flag plaintext deliveries
+    assert on_worker.payload_converter_class is MyPydantic and on_worker.failure_converter_class is mine.failure_converter_class
+    assert isinstance(on_worker.payload_codec, FlaggingCodec) and on_worker.payload_codec.codec is codec
+    assert client.data_converter is mine  # the user's client is left as it is
 
 
 async def test_sample_run_workflows_are_registered_only_when_asked_for(dev_env, task_queue: str) -> None:

@@ -19,16 +19,17 @@ def unique(prefix: str) -> str:
 
 def make_spec(
     tmp_path: pathlib.Path, workfile_yaml: str, *, task_queue: str, run_queue: str | None = None,
-    **workflow_settings: Any,
+    temporal: dict[str, Any] | None = None, **workflow_settings: Any,
 ) -> ActivationSpec:
-    """Write the Workfile, build a deployment for its workflow, resolve the activation spec."""
+    """Write the Workfile, build a deployment for its workflow (``temporal``: more of its ``temporal``
+    section, e.g. a ``data_converter``), resolve the activation spec."""
     text = textwrap.dedent(workfile_yaml)
     path = tmp_path / f"{uuid.uuid4().hex[:6]}.workfile.yaml"
     path.write_text(text)
     name = next(line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("name:"))
     connections = workflow_settings.pop("connections", {})
     deployment = parse_deployment({
-        "temporal": {"task_queue": task_queue},
+        "temporal": {"task_queue": task_queue, **(temporal or {})},
         "connections": connections,
         "workflows": {name: {"run": {"workflow_type": "wfi.EchoRun", "task_queue": run_queue or task_queue},
                              **json.loads(json.dumps(workflow_settings))}},

@@ -25,6 +25,7 @@ from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
 from ._model import BatchSpec, Workfile
 from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
 from .sharding import sharding_problems
+from .unencoded import Unencoded
 
 
 class EntrySpec(BaseModel):
@@ -98,6 +99,9 @@ class ActivationSpec(BaseModel):
     shard: int = Field(default=0, ge=0, description="Which of them this workflow is (core.sharding); not part of the binding.")
     split: Split | None = Field(default=None, description="A split of the activation into more shards that this "
                                 "shard still takes part in (core.sharding.Split); not part of the binding.")
+    unencoded: Unencoded = Field(default="accept", description="What a delivery that arrives without the team's "
+                                 "payload codec meets (the deployment's temporal.unencoded, core.unencoded); "
+                                 "'accept' for specs recorded before it.")
 
     def entry(self, name: str) -> EntrySpec | None:
         """The trigger entry named ``name`` (its ``as``), or None."""
@@ -169,17 +173,20 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
     if problems:
         raise DiagnosticError(problems)
     policies = Policies.model_validate({k: getattr(settings, k) for k in Policies.model_fields})
+    unencoded = deployment.temporal.unencoded_policy()
     body = {
         "workflow": workfile.name, "entries": [e.model_dump(mode="json") for e in entries], "inputs": inputs,
         "policies": _hashed_policies(policies), "run": settings.run.model_dump(mode="json"),
         "tzdata": tzdata.IANA_VERSION,
         **({"shards": settings.scale.shards} if settings.scale.shards > 1 else {}),  # an unsharded id stays as it was
+        **({"unencoded": unencoded} if unencoded != "accept" else {}),  # likewise a deployment without a codec's
     }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
     spec = ActivationSpec(
         workflow=workfile.name, activation_id=f"{workfile.name}@{digest}", entries=entries, inputs=inputs,
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
         tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION, shards=settings.scale.shards,
+        unencoded=unencoded,
     )
     sharding = sharding_problems(spec)
     if sharding:

@@ -60,6 +60,8 @@ from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection, describe_url, embedded_password, redact
 from .ingress import IngressConfig
 from .sharding import MAX_SHARDS
+from .unencoded import Unencoded
+from .unencoded import default as default_unencoded
 
 Overlap = Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"]
 ALL_CAPABILITIES = ("wf.scheduled-initiation", "wf.external-event-initiation", "wf.polling-initiation")
@@ -161,6 +163,11 @@ class TemporalTarget(_Strict):
         "PayloadCodec (or a class or function making one): every client wf-initiation builds uses it.")
     codec_endpoint: str | None = Field(
         default=None, description="A codec server's URL (as `temporal --codec-endpoint`), instead of data_converter.")
+    unencoded: Unencoded | None = Field(
+        default=None, description="What an activation does with a delivery that reaches it without the team's payload "
+        "codec (a bridge that forgot it): 'refuse' (an update is rejected, a signal recorded as refused and not taken), "
+        "'record' (taken, recorded as an initiation error) or 'accept'. Unset: 'refuse' when this section names "
+        "data_converter or codec_endpoint, else 'accept' (core.unencoded).")
 
     _names = field_validator("namespace", "task_queue")(_temporal_name)
 
@@ -184,6 +191,10 @@ class TemporalTarget(_Strict):
         if self.data_converter and self.codec_endpoint:
             raise ValueError("give data_converter or codec_endpoint, not both: one codec encodes every payload")
         return self
+
+    def unencoded_policy(self) -> Unencoded:
+        """What the deployment's activations do with a delivery that arrives without the team's codec."""
+        return self.unencoded or default_unencoded(bool(self.data_converter or self.codec_endpoint))
 
 
 class MissedPolicy(_Strict):

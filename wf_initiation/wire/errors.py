@@ -23,6 +23,10 @@ routing): nothing was recorded; ask shard 0's ``routing`` query again and send i
 CONSULT_PARENT = "ConsultParent"
 """A delivery reached a shard created by a split while its parent may still hold the id: nothing was
 recorded; send it again with the parent's ``split_lookup`` answer as ``prior`` (``WfiClient`` does)."""
+UNENCODED = "Unencoded"
+"""A delivery reached the activation without the team's payload codec (plaintext) and the deployment
+refuses such deliveries (``temporal.unencoded: refuse``): nothing was recorded; send it again
+through the team's codec (docs/wire.md, "Payload encoding")."""
 ECHO_RUN_FAILED = "EchoRunFailed"
 """The sample run ``wfi.EchoRun`` was asked to fail by its payload."""
 POLL_SOURCE_UNAVAILABLE = "PollSourceUnavailable"
@@ -43,5 +47,5 @@ STALE_ACTIVATION = StaleActivationError.__name__
 
 __all__ = [
     "CONSULT_PARENT", "ECHO_RUN_FAILED", "HANDLER_FAILED", "INVALID_ARGUMENT", "MISROUTED", "NO_ACTIVATION", "POLL_CONFIG_INVALID",
-    "POLL_SOURCE_UNAVAILABLE", "REBINDING", "STALE_ACTIVATION", "SUBSCRIPTION_REFUSED", "StaleActivationError",
+    "POLL_SOURCE_UNAVAILABLE", "REBINDING", "STALE_ACTIVATION", "SUBSCRIPTION_REFUSED", "UNENCODED", "StaleActivationError",
 ]

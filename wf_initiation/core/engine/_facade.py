@@ -392,6 +392,18 @@ class Engine:
         self._core.count("forwarded")
         return self._decide(None)
 
+    def unencoded_refusal(self, what: str) -> str | None:
+        """Why ``what``, arrived without the team's payload codec, is refused before anything is
+        recorded (an update's validator; ``core.unencoded``), or None when it would be taken."""
+        return _intake.unencoded_refusal(self._core.spec, what)
+
+    def unencoded(self, what: str, now: datetime, *, entry: str | None = None,
+                  delivery_id: str | None = None) -> Decision[str | None]:
+        """``what`` arrived without the team's payload codec (``core.unencoded``): ``value`` is the answer
+        that refuses it, or None when it is taken; refused or taken under ``record``, it is recorded as
+        an initiation error (a refused one without its entry, id or anything else of its payload)."""
+        return self._decide(_intake.unencoded(self._core, what, now, entry=entry, delivery_id=delivery_id))
+
     def undecodable(self, problem: str, now: datetime) -> Decision[DeliveryResult]:
         """A delivery whose argument could not be decoded: ``invalid``, recorded without identity."""
         return self._decide(_intake.undecodable(self._core, problem, now))

@@ -1,4 +1,5 @@
-"""What the engine refuses at intake, before any rule runs: payloads it cannot carry.
+"""What the engine refuses at intake, before any rule runs: payloads it cannot carry, and deliveries
+that arrived without the team's payload codec (:func:`unencoded`, ``core.unencoded``).
 
 Called by the acceptance pipeline (``_pipeline``). Every delivery, poll item and lifecycle event passes :func:`payload_problem` first: a payload that
 is not a plain JSON value within :mod:`core.limits` (too deep, NaN or infinity, an integer of
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..activation import EntrySpec
+from .. import unencoded as _unencoded
+from ..activation import ActivationSpec, EntrySpec
 from ..limits import (
     BYTES_PER_LIVE_RECORD,
     BYTES_PER_RETIRED_ID,
@@ -133,6 +135,27 @@ def undecodable(engine: Runs, problem: str, now: Any) -> DeliveryResult:
     engine.record_error(now, "invalid", f"a delivery was refused before validation: {problem}")
     return DeliveryResult(entry=None, delivery_id=None, disposition=Disposition.INVALID, message=clip(problem),
                           activation_id=engine.spec.activation_id)
+
+
+# ---------------------------------------------------------------------------- unencoded
+def unencoded_refusal(spec: ActivationSpec, what: str) -> str | None:
+    """The answer that refuses ``what`` before anything is recorded (an update's validator), or None
+    when the activation takes it (``temporal.unencoded`` is not ``refuse``)."""
+    return _unencoded.refusal(what, in_history=False) if spec.unencoded == "refuse" else None
+
+
+def unencoded(engine: Runs, what: str, now: Any, *, entry: str | None = None, delivery_id: str | None = None) -> str | None:
+    """``what`` arrived without the team's codec and is in history: the answer that refuses it, or None
+    when it is taken. Refused, it is recorded without anything of its payload; taken under ``record``,
+    recorded with its entry and id."""
+    setting = engine.spec.unencoded
+    if setting == "refuse":
+        refusal = _unencoded.refusal(what, in_history=True)
+        engine.record_error(now, _unencoded.REFUSED, refusal)
+        return refusal
+    if setting == "record":
+        engine.record_error(now, _unencoded.RECORDED, _unencoded.recorded(what), entry, delivery_id)
+    return None
 
 
 # ---------------------------------------------------------------------------- capacity

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import connections
+from .. import connections, unencoded
 from . import _batch
 from ._types import Disposition, ErrorRecord, EventRecord
 
@@ -46,6 +46,10 @@ WHAT_TO_DO = {
                 "only in what the sender adds per attempt, narrow what is compared (docs/webhooks.md, \"The payload\")",
     "invalid": "no run started and the id is not consumed: fix the payload at the sender (or the entry's schema in the "
                "Workfile, then `wfi activate`) and send it again, with the same delivery id",
+    unencoded.REFUSED: "a sender (a bridge) signals without the team's payload codec: give it the codec (docs/wire.md, "
+                       "\"Payload encoding\") and have it send those deliveries again; nothing of them was taken",
+    unencoded.RECORDED: "a sender (a bridge) delivers without the team's payload codec, so its payloads are in history in "
+                        "plaintext: give it the codec (docs/wire.md, \"Payload encoding\"); they were taken",
 }
 _REASONS = {
     Disposition.SUPPRESSED: "`when` was false",
