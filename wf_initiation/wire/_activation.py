@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wf_initiation.core.engine import RedrivenEvent
 from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # re-exported: the limits live in core.limits
 
 
@@ -42,6 +43,8 @@ class OperatorResult(BaseModel):
     ok: bool
     message: str
     action_id: str | None = None
+    redriven: list[RedrivenEvent] | None = Field(default=None, description="A re-drive: what became of each event "
+                                                 "it selected (its disposition, or `not_offered` and why).")
 
 
 class ActivateResult(BaseModel):
