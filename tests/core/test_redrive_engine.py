@@ -61,9 +61,9 @@ def relaxed(spec: ActivationSpec, entry: str, *, drop_required: str) -> Activati
     return spec.model_copy(update={"entries": entries, "activation_id": spec.activation_id + "-relaxed"})
 
 
-def hooks(tmp_path: pathlib.Path, *, compat: Compat = Compat(), **settings: Any) -> Driver:
+def hooks(tmp_path: pathlib.Path, *, compat: Compat | None = None, **settings: Any) -> Driver:
     spec = make_spec(tmp_path, HOOKS, task_queue="q", lifecycle_events=False, **settings)
-    return drive(Engine(spec, initial_state(spec, T0), compat=compat))
+    return drive(Engine(spec, initial_state(spec, T0), compat=compat or Compat()))
 
 
 def redrive(engine: Driver, now: datetime, action_id: str, **selection: Any) -> OperatorOutcome:
