@@ -120,7 +120,7 @@ MAX_WAITING_BYTES = 8 * MIB
 MAX_DEFERRED_SIGNALS = 2500
 """Signalled deliveries deferred anyway (past the waiting bounds, at capacity, while the state is
 over its carry limit) that the activation lists, each with a reference to its signal in its run's
-history, until the id is delivered again (``wfi deliver --redrive``): ``deferred_signal``. Past it a
+history, until the id is delivered again or re-driven (``wfi operate redrive``): ``deferred_signal``. Past it a
 deferred signal is only counted (``counters.deferred_signals_unlisted``, one error). Listed at
 capacity too: their references are not counted against capacity but held in its margin (measured
 44 bytes each compressed with 36-character ids: 2,500 take ~110 KiB of the 192 KiB margin)."""
