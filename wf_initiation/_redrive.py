@@ -23,9 +23,11 @@ from typing import Any, Protocol
 
 from temporalio.client import Client, WorkflowHandle
 
+from wf_initiation._shards import RoutingCache
 from wf_initiation.activities.signals import DEFERRED_SIGNALS_QUERY, signalled_requests
 from wf_initiation.core.engine import DeliveryResult, Disposition, RedrivenEvent, SignalRef, payload_digest
 from wf_initiation.core.limits import MAX_ACTION_ID_CHARS, MAX_REDRIVE_PER_ACTION, MAX_REDRIVE_REQUEST_BYTES, json_size
+from wf_initiation.core.sharding import shard_of
 from wf_initiation.errors import UnknownEntry
 from wf_initiation.wire import REDRIVABLE_QUERY, ROUTING_QUERY, OperatorAction, OperatorResult, Redrive
 
@@ -37,6 +39,7 @@ class WfiClient(Protocol):
     """What a re-drive uses of ``WfiClient`` (its retries, queries, handles, and one shard's action)."""
 
     client: Client
+    _routing: RoutingCache
 
     def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]: ...
     async def shards(self, workflow: str) -> int: ...
@@ -72,8 +75,20 @@ async def redrive_events(wfi: WfiClient, workflow: str, request: Redrive, shard:
                                                 "action_id": _page_id(base, k, numbers)})
             results.append(await wfi._operate_on(workflow, action, k))  # noqa: SLF001 - one shard's action
     if not results:
-        results.append(await wfi._operate_on(workflow, request.model_copy(update={"action_id": base}), shard or 0))  # noqa: SLF001
+        home = shard if shard is not None else await _home(wfi, workflow, request)
+        results.append(await wfi._operate_on(workflow, request.model_copy(update={"action_id": base}), home))  # noqa: SLF001
     return results[0].model_copy(update={"action_id": base}) if len(results) == 1 else _combined(results, base)
+
+
+async def _home(wfi: WfiClient, workflow: str, request: Redrive) -> int:
+    """The shard that can say what became of the event a re-drive names by delivery id (the one its id
+    routes to); shard 0 otherwise (and for schedules and polls, which only it runs)."""
+    routing = await wfi._routing.get(workflow)  # noqa: SLF001 - the client's routing cache
+    if request.delivery_id is None or routing.shards == 1:
+        return 0
+    names = [request.entry] if request.entry else list(routing.entries)
+    homes = {shard_of(name, request.delivery_id, routing.shards) for name in names if name in routing.entries}
+    return homes.pop() if len(homes) == 1 else 0
 
 
 async def _payloads(wfi: WfiClient, workflow: str, shard: int, signals: list[dict[str, Any]]) -> dict[str, Any]:

@@ -307,3 +307,17 @@ def test_the_digest_of_an_earlier_action_is_what_it_was() -> None:
     assert operator.content_digest(Redrive(delivery_id="m-1")) != operator.content_digest(Redrive(delivery_id="m-2"))
     assert operator.content_digest(Redrive(delivery_id="m-1", payloads=[1])) == operator.content_digest(
         Redrive(delivery_id="m-1")), "the payloads a client read back are not what the action is"
+
+
+def test_the_client_sends_a_large_selection_in_pages_of_one_action_each() -> None:
+    from wf_initiation._redrive import _page_id, _pages
+
+    listed = [{"number": n, "kind": "invalid", "digest": f"d{n}"} for n in range(1, 251)]
+    assert [(p[0]["number"], p[-1]["number"]) for p, _ in _pages(listed, {})] == [(1, 100), (101, 200), (201, 250)]
+    signals = [{"number": n, "kind": "deferred_signal", "digest": f"d{n}"} for n in range(1, 6)]
+    found = {f"d{n}": "x" * 400_000 for n in (1, 2, 3, 5)}  # #4's signal is gone from history: sent without it
+    pages = _pages(signals, found)
+    assert [[e["number"] for e in p] for p, _ in pages] == [[1, 2], [3, 4, 5]], "at most 1 MiB of payloads a page"
+    assert [len(payloads) for _, payloads in pages] == [2, 2]
+    assert _page_id("fix", 0, (3, 9)) == "fix#3-9" and _page_id("fix", 1, (3, 9)) == "fix#1:3-9"
+    assert len(_page_id("a" * 256, 0, (1, 2))) <= 256

@@ -25,7 +25,7 @@ from temporalio.worker import Worker
 from tests.support.activation import unique
 from tests.support.cli import MAIL_WORKFILE, Pair, mail
 from tests.support.cli import wfi as cli
-from tests.support.hostile import HOOK, hook, run_started, still_serves
+from tests.support.hostile import HOOK, histories, hook, run_started, still_serves
 from tests.support.replay import assert_replays
 from tests.support.waits import assert_eventually
 from wf_initiation.activities.runs import RunActivities, StartedRun, StartRunsRequest
@@ -108,6 +108,77 @@ async def test_an_invalid_delivery_is_redriven_once_its_connector_takes_it_and_r
     assert normal.disposition.value == "accepted", normal
     await run_started(client, normal.run_key)
     await assert_replays(client, workflow_id_for(name))
+
+
+async def _until_continued_as_new(wfi: WfiClient, client: Any, name: str) -> None:
+    """Unrelated traffic (a known id, answered duplicate) until the activation has continued as new."""
+    runs = len(await histories(client, name))
+    for i in range(400):
+        await wfi.deliver(name, {"order_id": "known", "amount": 1}, update_id=f"again-{uuid.uuid4().hex}")
+        if i % 20 == 19 and len(await histories(client, name)) > runs:
+            return
+    raise AssertionError("the activation did not continue as new")
+
+
+async def test_a_kept_event_and_the_action_that_redrove_it_are_carried_across_continue_as_new(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: INIT-7, EXT-3
+    client = dev_env.client
+    name = unique("redrive-can")
+    workfile = ORDERS.format(name=name)
+    await wfi.activate(spec_with(tmp_path, workfile, builtins(CENTS_ONLY), task_queue, max_history_events=200))
+    assert (await wfi.deliver(name, {"order_id": "known", "amount": 1})).disposition.value == "accepted"
+    assert (await wfi.deliver(name, {"order_id": "o-1", "amount": "3.10"})).disposition.value == "invalid"
+    await _until_continued_as_new(wfi, client, name)
+    [kept] = [e async for e in wfi.redrivable(name)]  # carried by the new run
+    assert (kept["kind"], kept["delivery_id"]) == ("invalid", "o-1"), kept
+
+    await wfi.activate(spec_with(tmp_path, workfile, builtins(DECIMALS_TOO), task_queue, max_history_events=200))
+    result = await wfi.redrive(name, Redrive(delivery_id="o-1", action_id="after-can"))
+    [event] = result.redriven or []
+    assert event.outcome == "accepted", result
+    await run_started(client, event.run_key)
+    await _until_continued_as_new(wfi, client, name)
+    # The same action sent again (a retry from a plain client, after continue-as-new: Temporal's own
+    # update-id dedup no longer holds): applied once, by its action id in the carried state.
+    page = Redrive(delivery_id="o-1", first=kept["number"], last=kept["number"],
+                   action_id=f"after-can#{kept['number']}-{kept['number']}")
+    repeat = await client.get_workflow_handle(workflow_id_for(name)).execute_update(
+        "operate", page, id=uuid.uuid4().hex, result_type=dict)
+    assert (repeat["ok"], repeat["message"]) == (True, "already applied"), repeat
+    normal = await wfi.deliver(name, {"order_id": "o-2", "amount": 200})
+    assert normal.disposition.value == "accepted", normal
+    await run_started(client, normal.run_key)
+    await assert_replays(client, workflow_id_for(name))
+
+
+async def test_a_sharded_activation_redrives_every_shards_kept_events_in_one_call(
+    wfi: WfiClient, dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-3, EXT-10
+    client = dev_env.client
+    name = unique("redrive-shards")
+    workfile = ORDERS.format(name=name)
+    await wfi.activate(spec_with(tmp_path, workfile, builtins(CENTS_ONLY), task_queue, scale={"shards": 2}))
+    for i in range(8):
+        assert (await wfi.deliver(name, {"order_id": f"o-{i}", "amount": f"{i}.50"})).disposition.value == "invalid"
+    listed = [e async for e in wfi.redrivable(name)]
+    assert sorted(e["delivery_id"] for e in listed) == [f"o-{i}" for i in range(8)]
+    assert {e["shard"] for e in listed} == {0, 1}, "each shard keeps the events it was sent"
+    assert (await wfi.summary(name))["redrive"]["kept"] == 8
+
+    await wfi.activate(spec_with(tmp_path, workfile, builtins(DECIMALS_TOO), task_queue, scale={"shards": 2}))
+    result = await wfi.redrive(name, Redrive(all_events=True, action_id="fix-all"))
+    assert result.ok and result.message.startswith("re-drive in 2 actions"), result
+    assert sorted((e.delivery_id, e.outcome) for e in result.redriven or []) == [(f"o-{i}", "accepted") for i in range(8)]
+    for event in result.redriven or []:
+        await run_started(client, event.run_key)
+    again = await wfi.redrive(name, Redrive(delivery_id="o-3"))  # asked of the shard its id belongs to
+    assert not again.ok and "re-driven already, by operator action 'fix-all#" in again.message, again
+    normal = await wfi.deliver(name, {"order_id": "o-9", "amount": "1.00"})
+    assert normal.disposition.value == "accepted", normal
+    await run_started(client, normal.run_key)
 
 
 SQL_WORKFILE = "name: {name}\non:\n  sql.row_inserted: {{table: items, column: seq, id_column: item_id}}\n  as: row\n"
