@@ -295,8 +295,12 @@ def test_a_re_drive_must_name_what_it_re_drives_and_carries_bounded_payloads() -
         Redrive()
     with pytest.raises(ValidationError, match="first .3. is after last .2."):
         Redrive(first=3, last=2)
-    big = Redrive(all_events=True, payloads=[{"x": "y" * 1000}] * 2000)
-    assert "one action carries at most" in (operator.request_problem(big) or "")
+    with pytest.raises(ValidationError, match="one action carries at most 100"):
+        Redrive(all_events=True, payloads=[{"x": 1}] * 101)
+    with pytest.raises(ValidationError, match="bytes of payloads; one action carries at most 1048576"):
+        Redrive(all_events=True, payloads=[{"x": "y" * 20_000}] * 60)
+    big = Redrive.model_construct(action="redrive", all_events=True, payloads=[{"x": "y" * 1000}] * 2000)
+    assert "one action carries at most" in (operator.request_problem(big) or ""), "and the activation checks again"
     assert OperatorRequest(action="redrive", delivery_id="m-1").root == Redrive(delivery_id="m-1")
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator, field_validator, model_validator
 
 from wf_initiation.core.engine import redrive_selects
+from wf_initiation.core.limits import MAX_REDRIVE_PER_ACTION, MAX_REDRIVE_REQUEST_BYTES, json_size
 
 ENTRY = "Trigger entry (the entry's `as` name, see `wfi state`)."
 NOTE = "Why: recorded with the action (operator log, cursor log)."
@@ -138,6 +139,18 @@ class Redrive(_Action):
     payloads: list[Any] = Field(default_factory=list, json_schema_extra={"client": True},
                                 description="The deferred signals' payloads, read back from the activation's history "
                                 "(WfiClient.redrive sends them; each must have the digest kept with its signal).")
+
+    @field_validator("payloads")
+    @classmethod
+    def _bounded(cls, payloads: list[Any]) -> list[Any]:
+        """Refused as the update is decoded (so never written to the activation's history) when it
+        carries more than one action takes; the activation checks again (core.engine.operator)."""
+        if len(payloads) > MAX_REDRIVE_PER_ACTION:
+            raise ValueError(f"{len(payloads)} payloads; one action carries at most {MAX_REDRIVE_PER_ACTION}")
+        size = json_size(payloads) if payloads else 0
+        if size > MAX_REDRIVE_REQUEST_BYTES:
+            raise ValueError(f"{size} bytes of payloads; one action carries at most {MAX_REDRIVE_REQUEST_BYTES}")
+        return payloads
 
     @model_validator(mode="after")
     def _named(self) -> Redrive:
