@@ -325,3 +325,20 @@ def test_the_client_sends_a_large_selection_in_pages_of_one_action_each() -> Non
     assert [len(payloads) for _, payloads in pages] == [2, 2]
     assert _page_id("fix", 0, (3, 9)) == "fix#3-9" and _page_id("fix", 1, (3, 9)) == "fix#1:3-9"
     assert len(_page_id("a" * 256, 0, (1, 2))) <= 256
+
+
+def test_a_batch_whose_run_could_not_start_is_started_again_with_every_event_it_held(tmp_path: pathlib.Path) -> None:
+    # proves: EXT-6, BATCH-4
+    spec = make_spec(tmp_path, "name: batched\non:\n  http.request: {}\n  as: hook\n  batch: {size: 2}\n",
+                     task_queue="q", lifecycle_events=False)
+    e = drive(Engine(spec, initial_state(spec, T0)))
+    assert [e.deliver(None, hook(f"b-{i}"), T0).disposition for i in range(2)] == [Disposition.BATCHED] * 2
+    (start,) = starts(e)
+    e.run_start_failed(start.run_key, "the start activity failed: Failed decoding arguments", T0)
+    (listed,) = e.redrivable()["events"]
+    assert (listed["kind"], listed["delivery_id"], listed["events"]) == ("start_fault", "b-0", 2)
+    outcome = redrive(e, T0, "batch-1", delivery_id="b-0")
+    assert outcome.ok and outcome.events[0].run_key == start.run_key
+    (again,) = starts(e)
+    assert again.input == start.input, "one run for the batch, with every event it held (EXT-6)"
+    assert [e.lookup(f"hook\x1fb-{i}").redriven_by for i in range(2)] == ["batch-1", "batch-1"]

@@ -143,11 +143,12 @@ class Runs(Ledger):
         the cause is fixed (``_redrive``); one whose input is over the bound is not kept (_kept)."""
         assert run.input is not None
         text = run.input.model_dump_json()
+        records = [r.model_copy() for key in run.event_keys if (r := self.state.events.get(key)) is not None]
+        size = len(text) + sum(len(r.model_dump_json()) for r in records)  # a batch's records count too
         _kept.keep(self.state, KeptEvent(
             number=_kept.next_number(self.state), kind="start_fault", entry=run.entry, delivery_id=delivery_id,
-            digest=hashlib.sha256(text.encode()).hexdigest()[:16], size=len(text), at=now, reason=message,
-            run=run.model_copy(deep=True),
-            records=[r.model_copy() for key in run.event_keys if (r := self.state.events.get(key)) is not None]))
+            digest=hashlib.sha256(text.encode()).hexdigest()[:16], size=size, at=now, reason=message,
+            run=run.model_copy(deep=True), records=records))
 
     def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> None:
         """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""

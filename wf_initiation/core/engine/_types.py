@@ -143,7 +143,7 @@ class KeptEvent(_M):
     delivery_id: str | None = Field(default=None, description="Its original delivery id (a start fault: its run's "
                                     "first event's); None when the payload had no usable one.")
     digest: str = Field(description="Digest of its payload (a start fault: of its run input).")
-    size: int = Field(description="Bytes it keeps (payload, or run input).")
+    size: int = Field(description="Bytes it keeps (its payload; a start fault: its run input and its events' records).")
     at: datetime = Field(description="When it was kept; it is let go a dedup_retention later.")
     reason: str = Field(description="Why it did not run (the latest try's, after a re-drive that left it as it was).")
     payload: Any = Field(default=None, description="invalid, quarantined: the payload as delivered or polled.")
