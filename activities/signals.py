@@ -5,8 +5,9 @@ without their payloads: a reference (entry, delivery id, payload digest, the run
 holds the signal). Temporal keeps that history while the activation runs and, once the run has
 continued as new, for the namespace's retention; the payload is found there again by entry and
 digest. Two readers: the ``wfi.recover_signals`` activity, with which a new run takes the signals
-its previous run left waiting (workflows/_carried.py), and ``wfi deliver --redrive``, which delivers
-a deferred one again by update.
+its previous run left waiting (workflows/_carried.py), and a re-drive (``wf_initiation/_redrive.py``:
+``wfi operate redrive``, ``wfi deliver --redrive``), which sends a deferred one's payload with the
+operator action that offers it again.
 """
 
 from __future__ import annotations

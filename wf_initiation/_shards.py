@@ -87,7 +87,7 @@ class RoutingCache:
 
 
 # ---------------------------------------------------------------------------- the whole activation
-SUMMED = ("counters", "error_counts")
+SUMMED = ("counters", "error_counts", "redrive")
 SUMMED_NUMBERS = ("dedup_entries", "dedup_retired", "runs_pending", "runs_starting", "runs_running")
 
 

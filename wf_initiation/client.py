@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from wf_initiation import _redrive
 from wf_initiation._codec import discard_started, first_activation_problem, history_problem
 from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
 from wf_initiation._ended import answer_from_history
@@ -76,6 +77,7 @@ from wf_initiation.wire import (
     OperatorAction,
     OperatorRequest,
     OperatorResult,
+    Redrive,
     as_action,
     shard_workflow_id,
     workflow_id_for,
@@ -427,15 +429,64 @@ class WfiClient:
         # The update id also carries the content's digest: the same action id with another content
         # reaches the activation, which refuses it, instead of the server replaying the first result.
         action = as_action(request)
+        if isinstance(action, Redrive) and not action.payloads:
+            return await self.redrive(workflow, action)
+        await self._check_codec(workflow)
+        shard = await self._shards.holder_of(workflow, getattr(action, "run_key", None))
+        return await self._operate_on(workflow, action, shard)
+
+    async def _operate_on(self, workflow: str, action: OperatorAction, shard: int) -> OperatorResult:
         request = OperatorRequest(action.model_copy(update={"action_id": action.action_id or f"cli-{uuid.uuid4().hex}"}))
         problem = request_problem(request)
         if problem is not None:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
-        shard = await self._shards.holder_of(workflow, getattr(action, "run_key", None))
         return await self._retry(lambda: self.handle(workflow, shard).execute_update(
             OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
+
+    async def redrive(self, workflow: str, request: Redrive, *, shard: int | None = None) -> OperatorResult:
+        """Offer again events that did not run, once their cause is fixed (docs/behaviour.md, "Re-drive").
+
+        The activation keeps invalid deliveries and quarantined poll items with their payloads, start
+        faults with their runs, and lists deferred signals (:meth:`redrivable` lists them all). The
+        events ``request`` selects are offered again, each once, keeping their original delivery
+        ids: deferred signals' payloads are read back from the activation's history first; a
+        selection of more than 100 events goes in pages, one action each (its id: ``request``'s
+        action id and the page's numbers), on every shard of a sharded activation (or ``shard``).
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            request: What to re-drive: ``Redrive(delivery_id=...)``, ``Redrive(first=3, last=9)``,
+                ``Redrive(kind="invalid")``, ``Redrive(all_events=True)``, ...; its ``action_id``
+                (made up when omitted) makes each page once-only, also across continue-as-new.
+            shard: Only this shard's events (numbers are per shard).
+
+        Returns:
+            ``ok`` when at least one event was offered; ``redriven``: each selected event's outcome,
+            its disposition (``accepted``, ``queued``, ``invalid`` again, ...) or ``not_offered`` and
+            why (re-driven already, its id taken since, its signal gone from history, ...).
+
+        Raises:
+            CodecError: the client's codec does not match the activation's history.
+        """
+        await self._check_codec(workflow)
+        return await _redrive.redrive_events(self, workflow, request, shard)
+
+    async def redrivable(self, workflow: str, *, shard: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Every event the activation keeps for re-drive, by number, each shard's (``wfi state --redrivable``).
+
+        Args:
+            workflow: The workflow identity (the Workfile's ``name``).
+            shard: Only this shard's.
+
+        Yields:
+            ``{shard, number, kind, entry, delivery_id, at, kept_until, reason, bytes, tries, digest,
+            run_key, events}`` (a deferred signal also ``run_id``: the activation run whose history holds it).
+        """
+        await self._check_codec(workflow)
+        async for event in _redrive.redrivable(self, workflow, shard):
+            yield event
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,

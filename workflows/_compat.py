@@ -10,6 +10,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``engine.bounded`` | patch ``wfi-hostile-input-budgets`` | 1 Dec 2026 | no budgets of ``core.limits`` |
 | ``inbox``, ``engine.signals_kept`` | patch ``wfi-delivery-inbox`` | 1 Dec 2026 | handlers past the task's budget waited on 1 ms timers; a signalled delivery was deferred like an update |
 | ``engine.capacity`` | patch ``wfi-capacity`` | 2 Dec 2026 | no capacity: the state grew until continue-as-new failed; no signal count |
+| ``engine.redrive_kept`` | patch ``wfi-redrive`` | 5 Dec 2026 | nothing kept for re-drive: invalid payloads, quarantined items and start faults' runs were not kept (nor counted in the capacity) |
 | ``wake_ahead()`` | patch ``wfi-schedule-wake-ahead`` | 30 Nov 2026 | timers at the occurrences' instants |
 | ``poll_now_survives_flight()`` | patch ``wfi-poll-now-survives-flight`` | 30 Nov 2026 | ``poll_now`` during a poll was dropped |
 | ``sharded_waits()`` | patch ``wfi-sharded-waits`` | 2 Dec 2026 | a wait (``subscribe``) for an external entry of a sharded activation was refused |
@@ -24,8 +25,9 @@ still run or be replayed, i.e. every such activation has continued as new or clo
 runs are past the namespace's retention (``legacy_evaluation``: once every such activation was
 re-activated, since the spec travels across continue-as-new).
 
-The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last seven are asked lazily, where the behaviour first differs, and then kept:
+The first four are read when the run begins, in this order (the order of their markers is part of
+the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
+and no history recorded before it has its marker anywhere). The last seven are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 BOUNDED_PATCH = "wfi-hostile-input-budgets"
 INBOX_PATCH = "wfi-delivery-inbox"
 CAPACITY_PATCH = "wfi-capacity"
+REDRIVE_PATCH = "wfi-redrive"
 WAKE_AHEAD_PATCH = "wfi-schedule-wake-ahead"
 POLL_NOW_PATCH = "wfi-poll-now-survives-flight"
 FORWARDS_LAND_PATCH = "wfi-forwards-land"
@@ -57,8 +60,9 @@ class RunCompat:
         bounded = workflow.patched(BOUNDED_PATCH)
         self.inbox = bounded and workflow.patched(INBOX_PATCH)
         capacity = self.inbox and workflow.patched(CAPACITY_PATCH)
+        redrive_kept = capacity and workflow.patched(REDRIVE_PATCH)
         self.engine = Compat(bounded=bounded, legacy_evaluation=spec.evaluation < EVALUATION_VERSION,
-                             signals_kept=self.inbox, capacity=capacity)
+                             signals_kept=self.inbox, capacity=capacity, redrive_kept=redrive_kept)
         self._wake_ahead: bool | None = None
         self._poll_now: bool | None = None
         self._forwards_land: bool | None = None

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         DELIVERY_QUERY,
         EVENTS_QUERY,
         OPERATE_UPDATE,
+        REDRIVABLE_QUERY,
         ROUTING_QUERY,
         STATE_QUERY,
         SUMMARY_QUERY,
@@ -391,7 +392,8 @@ class ActivationWorkflow(DeliveryHandlers):
         survives = self._compat.poll_now_survives_flight() if request.action == "poll_now" else True
         outcome = self._absorb(self._engine.operate(request, self._now(), poll_now_survives_flight=survives))
         self._poke()
-        return OperatorResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id)
+        return OperatorResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id,
+                              redriven=list(outcome.events) or None)
 
     # ------------------------------------------------------------------ queries and visibility
     # Query results stay under the gRPC message limit whatever the state holds (core.limits.fit_to_bytes).
@@ -429,6 +431,11 @@ class ActivationWorkflow(DeliveryHandlers):
     def deferred_signals(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
         """The signalled deliveries deferred and listed, a page at a time (workflows/_carried.py)."""
         return fit_to_bytes(self._engine.deferred_signals(offset, limit))
+
+    @workflow.query(name=REDRIVABLE_QUERY)
+    def redrivable(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """The events kept for re-drive, a page at a time (core/engine/_kept.py)."""
+        return fit_to_bytes(self._engine.redrivable(offset, limit))
 
     @workflow.query(name=DELIVERY_QUERY)
     def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:

@@ -16,14 +16,14 @@ PACKAGE = "wf_initiation.core.engine"
 # Bottom to top; a module may import only modules listed in earlier groups.
 LAYERS: list[set[str]] = [
     {"_types"},                                   # state, commands, decisions: data
-    {"_keys", "_overlap", "_codec", "_inputs", "_dispatch"},  # pure functions of data; the calls commands become
+    {"_keys", "_overlap", "_codec", "_inputs", "_dispatch", "_kept"},  # pure functions of data; the calls commands become; events kept for re-drive
     {"_ledger"},                                  # dedup entries, retention, counts, errors
     {"_lifecycle"},                               # kept commands, lifecycle events
     {"_lanes"},                                   # queue keys across a split: holds, handovers (kept signals)
     {"_runs"},                                    # admission, overlap, queues, concurrency
     {"_batch", "_offer", "_intake"},              # steps of the pipeline
     {"_pipeline"},                                # validate -> dedup -> subscriptions -> guard -> keys -> into -> batch/admit
-    {"_schedule", "_poll", "_subscriptions"},     # sources on top of the pipeline
+    {"_schedule", "_poll", "_subscriptions", "_redrive"},  # sources on top of the pipeline; re-drive of kept events
     {"_jobs", "operator"},                        # schedule jobs; operator actions
     {"_deactivate"},                              # deactivation and re-activation
     {"_engine"},                                  # the core: every source's time-driven work

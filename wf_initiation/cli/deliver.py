@@ -5,8 +5,9 @@ is derived from the entry and the payload, so running the same command again is 
 first attempt. `--signal` sends a signal instead: in the activation's history when the command
 returns, no disposition (read it with `wfi state --events`); the activation keeps it until it is
 disposed, or lists it as deferred (up to 1,000 per shard, `wfi state --deferred-signals`; `wfi help
-webhooks` has the exact contract). `--redrive ID` delivers such a deferred signal again, by update,
-its payload read back from the activation's history. The payload is checked before it is sent.
+webhooks` has the exact contract). `--redrive ID` re-drives such a deferred signal, its payload read
+back from the activation's history: the same as `wfi operate redrive --kind deferred_signal
+--delivery-id ID`. The payload is checked before it is sent.
 
 Exit status: 0 accepted, queued, batched, duplicate, suppressed, skipped, delivered or unmatched
 (nothing to fix or retry), and a sent signal; 1 any other disposition, no activation, no worker,
@@ -43,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--signal", action="store_true", help="Send as a signal (kept until disposed or listed as "
                       "deferred; no disposition) instead of an update.")
-    mode.add_argument("--redrive", metavar="ID", help="Deliver the deferred signal with this delivery id again, by update "
-                      "(`wfi state --deferred-signals` lists them); no payload.")
+    mode.add_argument("--redrive", metavar="ID", help="Re-drive the deferred signal with this delivery id (`wfi state "
+                      "--redrivable` lists them): `wfi operate redrive --kind deferred_signal --delivery-id ID`; no payload.")
     mode.add_argument("--update-id", metavar="ID", help="Update id (default: derived from entry and payload).")
     p.set_defaults(handler=_deliver, exit_hard=True)
 

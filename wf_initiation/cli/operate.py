@@ -5,8 +5,12 @@ One sub-command per action, each with exactly that action's flags, derived from 
 across continue-as-new (without it the command makes one up, so a retry by the client is still
 applied once). Prints `ACTION: ok|refused: message`. A `backfill` or `decide_overflow` larger than one
 workflow task admits is worked off as a job: the command then shows its progress until it is done
-(or `--timeout`). Exit status: 0 applied; 1 refused by the activation (e.g. an unknown run key) or
-its job refused, no activation, no worker, Temporal unreachable; 2 unknown action or bad flag.
+(or `--timeout`). A `redrive` lists the events it selects on every shard (or `--shard`), reads the
+deferred signals' payloads back from the activation's history and sends them in pages of at most 100
+events, printing each event's outcome. Exit status: 0 applied (a `redrive`: every selected event got
+a disposition); 1 refused by the activation (e.g. an unknown run key) or its job refused, a re-driven
+event not offered or still invalid or deferred, no activation, no worker, Temporal unreachable; 2
+unknown action or bad flag.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pydantic.fields import FieldInfo
 
 from wf_initiation.cli import EXIT_FAILED, EXIT_OK
 from wf_initiation.cli._common import EXIT_USAGE, add_request_flags, load, progress, request
-from wf_initiation.wire import ACTIONS, OperatorRequest
+from wf_initiation.wire import ACTIONS, OperatorRequest, Redrive
 
 _COMMON = ("--workflow",)  # besides the request flags: accepted before or after the action
 
@@ -41,8 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for model in ACTIONS:
         sub = actions.add_parser(_name(model), help=_summary(model), description=_doc(model))
         for name, info in model.model_fields.items():
-            if name != "action":
+            if name != "action" and not _client_filled(info):
                 _add_flag(sub, name, info)
+        if model is Redrive:
+            sub.add_argument("--shard", type=int, metavar="K", help="Only this shard's events (numbers are per shard; "
+                             "default: every shard's).")
         _add_common(sub, after_action=True)
     p.set_defaults(handler=_operate, exit_hard=True)
 
@@ -76,9 +83,18 @@ def _doc(model: type[BaseModel]) -> str:
     return (model.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
 
 
+def _client_filled(info: FieldInfo) -> bool:
+    """A field the client fills in itself (a re-drive's payloads, read back from history): no flag."""
+    return isinstance(info.json_schema_extra, dict) and bool(info.json_schema_extra.get("client"))
+
+
 def _add_flag(parser: argparse.ArgumentParser, name: str, info: FieldInfo) -> None:
     """``--name-with-dashes`` for a field: its type, its choices (a Literal), required when the field is."""
     base, choices = _base_type(info.annotation)
+    if base is bool:
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, action="store_true", default=None,
+                            help=info.description)
+        return
     kwargs: dict[str, Any] = {"dest": name, "help": info.description, "required": info.is_required(),
                               "metavar": name.upper()}
     if choices:
@@ -118,9 +134,14 @@ def _operate(args: argparse.Namespace) -> int:
     async def apply(wfi: Any) -> tuple[Any, dict[str, Any] | None]:
         follow = args.action in JOB_ACTIONS
         before = await _job_ids(wfi, args.workflow) if follow else set()
-        result = await wfi.operate(args.workflow, operator_request)
+        if args.action == "redrive":
+            result = await wfi.redrive(args.workflow, operator_request.root, shard=getattr(args, "shard", None))
+        else:
+            result = await wfi.operate(args.workflow, operator_request)
         if not args.json:
             print(_line(args.action, result), flush=True)
+            for event in result.redriven or []:
+                print(_event_line(event), flush=True)
         if not follow or not result.ok:
             return result, None
         left = args.timeout - (time.monotonic() - started) - 1.0  # the whole command stays within --timeout
@@ -130,11 +151,25 @@ def _operate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**result.model_dump(mode="json"), **({"job": job} if job is not None else {})}, indent=2))
     refused = not result.ok or (job is not None and job["status"] == "refused")
-    return EXIT_FAILED if refused else EXIT_OK
+    left = any(e.outcome in STILL_KEPT for e in result.redriven or [])
+    return EXIT_FAILED if refused or left else EXIT_OK
 
 
 def _line(action: str, result: Any) -> str:
     return f"{action}: {'ok' if result.ok else 'refused'}: {result.message}"
+
+
+# A re-driven event with one of these outcomes was not offered, or is still kept: there is more to do.
+STILL_KEPT = frozenset({"not_offered", "invalid", "deferred"})
+
+
+def _event_line(event: Any) -> str:
+    """``  #3 invalid hook/m-1: accepted  run=...`` and, when there is one, why."""
+    ident = f"{event.entry}/{event.delivery_id}" if event.delivery_id else f"{event.entry} (no delivery id)"
+    line = f"  #{event.number} {event.kind} {ident}: {event.outcome.replace('_', ' ')}"
+    if event.run_key:
+        line += f"  run={event.run_key}"
+    return line + (f": {event.message}" if event.message else "")
 
 
 # Actions whose large ranges the activation works off over several workflow tasks, as a job.

@@ -3,9 +3,11 @@
 Default: a readable view (status, entries, counters, schedules, polls, then queue heads,
 unfinished runs and the last 10 initiation errors). `--summary` queries only the summary;
 `--events` adds every live dedup entry (fetched in pages), which is how the disposition of a
-`deliver --signal` is read; `--deferred-signals` lists every signalled delivery the activation
-deferred and keeps for `wfi deliver --redrive ID` (fetched in pages); `--json` prints the query result. Exit status: 0, or 1 when there
-is no activation of that name, no worker answers, or Temporal is unreachable.
+`deliver --signal` is read; `--redrivable` lists every event the activation keeps for re-drive
+(`wfi operate redrive`): invalid deliveries, quarantined poll items, start faults and deferred signals,
+each with its number (fetched in pages); `--deferred-signals` lists the deferred signals alone; `--json`
+prints the query result. Exit status: 0, or 1 when there is no activation of that name, no worker
+answers, or Temporal is unreachable.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", action="store_true", help="Only the short summary.")
     p.add_argument("--events", action="store_true",
                    help="Also every live dedup entry (delivery id, disposition, run), fetched in pages.")
-    p.add_argument("--deferred-signals", action="store_true",
-                   help="Only the deferred signals listed for `wfi deliver --redrive` (all, fetched in pages).")
+    kept = p.add_mutually_exclusive_group()
+    kept.add_argument("--redrivable", action="store_true",
+                      help="Only the events kept for re-drive (`wfi operate redrive`), each shard's, by number "
+                      "(all, fetched in pages).")
+    kept.add_argument("--deferred-signals", action="store_true",
+                      help="Only the deferred signals (all, fetched in pages): `wfi deliver --redrive ID` re-drives one.")
     p.set_defaults(handler=_state, exit_hard=True)
 
 
@@ -39,6 +45,8 @@ def _state(args: argparse.Namespace) -> int:
 
     if args.deferred_signals:
         return _deferred_signals(args, deployment)
+    if args.redrivable:
+        return _redrivable(args, deployment)
 
     async def read(wfi: Any) -> Any:
         if args.summary:
@@ -63,6 +71,30 @@ def _deferred_signals(args: argparse.Namespace, deployment: Any) -> int:
               for s in listed]
     emit(listed, "\n".join(lines), args.json)
     return EXIT_OK
+
+
+def _redrivable(args: argparse.Namespace, deployment: Any) -> int:
+    async def read(wfi: Any) -> list[dict[str, Any]]:
+        return [event async for event in wfi.redrivable(args.workflow)]
+
+    listed = request(args, deployment, read, workflow=args.workflow)
+    emit(listed, render_redrivable(args.workflow, listed), args.json)
+    return EXIT_OK
+
+
+def render_redrivable(workflow: str, listed: list[dict[str, Any]]) -> str:
+    """One line per event kept for re-drive: number, kind, entry/delivery id, when, until when, why."""
+    lines = [f"{workflow}: {len(listed)} event(s) kept for re-drive; once the cause is fixed: `wfi operate redrive "
+             f"--workflow {workflow} --delivery-id ID` (or --first N --last M, --kind K, --all-events)"]
+    for e in listed:
+        ident = e["delivery_id"] if e.get("delivery_id") else "(no delivery id)"
+        shard = f" shard {e['shard']}" if e.get("shard") else ""
+        until = f" until {e['kept_until']}" if e.get("kept_until") else f" (signal in run {e.get('run_id')})"
+        run = f" run {e['run_key']}" if e.get("run_key") else ""
+        tries = f" (tried {e['tries']}x)" if e.get("tries") else ""
+        lines.append(f"  #{e['number']}{shard} {e['kind']} {e['entry']}/{ident} at {e['at']}{until}{run}{tries}: "
+                     f"{e.get('reason') or ''}")
+    return "\n".join(lines)
 
 
 def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:

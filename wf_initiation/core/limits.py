@@ -120,7 +120,7 @@ MAX_WAITING_BYTES = 8 * MIB
 MAX_DEFERRED_SIGNALS = 2500
 """Signalled deliveries deferred anyway (past the waiting bounds, at capacity, while the state is
 over its carry limit) that the activation lists, each with a reference to its signal in its run's
-history, until the id is delivered again (``wfi deliver --redrive``): ``deferred_signal``. Past it a
+history, until the id is delivered again or re-driven (``wfi operate redrive``): ``deferred_signal``. Past it a
 deferred signal is only counted (``counters.deferred_signals_unlisted``, one error). Listed at
 capacity too: their references are not counted against capacity but held in its margin (measured
 44 bytes each compressed with 36-character ids: 2,500 take ~110 KiB of the 192 KiB margin)."""
@@ -138,6 +138,23 @@ MAX_BACKFILL = 10_000
 """Occurrences in one backfill range. Past it: refused; split the range."""
 MAX_ACTION_ID_CHARS = 256
 """An operator ``action_id`` or a caller's ``update_id``. Past it: refused."""
+MAX_REDRIVE_KEPT = 100
+"""Events that did not run kept for re-drive (``wfi operate redrive``): invalid deliveries and
+quarantined poll items with their payloads, start faults with their runs' inputs. Past it the
+oldest kept one is let go (``counters.redrive_evicted``). Each is kept for the workflow's
+``dedup_retention`` from when it was kept. Deferred signals are listed apart (``MAX_DEFERRED_SIGNALS``)."""
+MAX_REDRIVE_KEPT_BYTES = 256 * KIB
+"""Payload bytes (a start fault: its run input's) of the events kept for re-drive, together; the
+oldest are let go to make room, and one larger than this alone is not kept (``counters.redrive_not_kept``).
+Counted in the activation's capacity."""
+BYTES_PER_KEPT_EVENT = 256
+"""What an event kept for re-drive carries besides its payload (ids, reason, times), in the capacity estimate."""
+MAX_REDRIVE_PER_ACTION = 100
+"""Events one ``redrive`` action offers again (and deferred signals' payloads it carries); a larger
+selection is worked off in pages, each an action of its own (``WfiClient.redrive`` pages it)."""
+MAX_REDRIVE_REQUEST_BYTES = 1 * MIB
+"""Payload bytes of the deferred signals one ``redrive`` action carries (read back from history by
+the client). Past it: refused before sending; ``WfiClient.redrive`` makes smaller pages."""
 MAX_OPERATOR_TEXT_CHARS = 1024
 """Any other text field of an operator action (note, entry, run key, range id, instants)."""
 MAX_CURSOR_CHARS = 64 * KIB

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from wf_initiation.core.engine import RedrivenEvent
 from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # re-exported: the limits live in core.limits
 
 
@@ -42,6 +43,17 @@ class OperatorResult(BaseModel):
     ok: bool
     message: str
     action_id: str | None = None
+    redriven: list[RedrivenEvent] | None = Field(default=None, description="A re-drive: what became of each event "
+                                                 "it selected (its disposition, or `not_offered` and why); absent "
+                                                 "for the other actions.")
+
+    @model_serializer(mode="wrap")
+    def _only_for_a_redrive(self, serialize: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The other actions answer exactly the three keys they always did (a bridge may compare them)."""
+        data: dict[str, Any] = serialize(self)
+        if data.get("redriven") is None:
+            data.pop("redriven", None)
+        return data
 
 
 class ActivateResult(BaseModel):

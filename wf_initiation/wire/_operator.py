@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, WrapValidator, field_validator, model_validator
+
+from wf_initiation.core.engine import redrive_selects
+from wf_initiation.core.limits import MAX_REDRIVE_PER_ACTION, MAX_REDRIVE_REQUEST_BYTES, json_size
 
 ENTRY = "Trigger entry (the entry's `as` name, see `wfi state`)."
 NOTE = "Why: recorded with the action (operator log, cursor log)."
@@ -112,8 +115,59 @@ class DropPending(_Action):
     note: str | None = Field(default=None, description=NOTE)
 
 
+class Redrive(_Action):
+    """Offer again events that did not run, once their cause is fixed: invalid deliveries and quarantined poll
+    items (payloads kept), start faults (runs kept), deferred signals (payloads read back from history).
+
+    Name the events by delivery id, by a range of their numbers (`wfi state --redrivable` lists them),
+    by kind or entry, or all of them. Each selected event is offered once by this action, keeping its
+    original delivery id; one that got a disposition is kept no more, so a second re-drive of it is
+    refused. At most 100 events per action (WfiClient.redrive and `wfi operate redrive` page a larger
+    selection)."""
+
+    action: Literal["redrive"] = "redrive"
+    kind: Literal["invalid", "quarantined", "start_fault", "deferred_signal"] | None = Field(
+        default=None, description="Only events of this kind. Default: every kind.")
+    entry: str | None = Field(default=None, description=ENTRY + " Default: every entry.")
+    delivery_id: str | None = Field(default=None, description="Only the event with this (original) delivery id; a "
+                                    "start fault of a batch is named by its first event's.")
+    first: int | None = Field(default=None, ge=1, description="Only events numbered from this one on.")
+    last: int | None = Field(default=None, ge=1, description="Only events numbered up to this one.")
+    all_events: bool = Field(default=False, description="Every event kept for re-drive (with no other choice "
+                             "named, this must be said).")
+    note: str | None = Field(default=None, description=NOTE)
+    payloads: list[Any] = Field(default_factory=list, json_schema_extra={"client": True},
+                                description="The deferred signals' payloads, read back from the activation's history "
+                                "(WfiClient.redrive sends them; each must have the digest kept with its signal).")
+
+    @field_validator("payloads")
+    @classmethod
+    def _bounded(cls, payloads: list[Any]) -> list[Any]:
+        """Refused as the update is decoded (so never written to the activation's history) when it
+        carries more than one action takes; the activation checks again (core.engine.operator)."""
+        if len(payloads) > MAX_REDRIVE_PER_ACTION:
+            raise ValueError(f"{len(payloads)} payloads; one action carries at most {MAX_REDRIVE_PER_ACTION}")
+        size = json_size(payloads) if payloads else 0
+        if size > MAX_REDRIVE_REQUEST_BYTES:
+            raise ValueError(f"{size} bytes of payloads; one action carries at most {MAX_REDRIVE_REQUEST_BYTES}")
+        return payloads
+
+    @model_validator(mode="after")
+    def _named(self) -> Redrive:
+        if not (self.all_events or self.kind or self.entry or self.delivery_id or self.first or self.last):
+            raise ValueError("name the events to re-drive: delivery_id, first/last, kind or entry, or all_events")
+        if self.first is not None and self.last is not None and self.first > self.last:
+            raise ValueError(f"first ({self.first}) is after last ({self.last})")
+        return self
+
+    def selects(self, listed: Mapping[str, Any]) -> bool:
+        """Whether this action selects an event listed by the ``redrivable`` query (as the activation decides)."""
+        return redrive_selects(listed, kind=self.kind, entry=self.entry, delivery_id=self.delivery_id,
+                               first=self.first, last=self.last)
+
+
 ACTIONS: tuple[type[_Action], ...] = (
-    Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending)
+    Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending, Redrive)
 BY_NAME: dict[str, type[_Action]] = {model.model_fields["action"].default: model for model in ACTIONS}
 
 
@@ -158,7 +212,7 @@ def from_legacy(flat: LegacyOperatorRequest) -> _Action:
 
 
 OperatorAction = Annotated[
-    Pause | Resume | PollNow | SetCursor | ReleaseHeld | Backfill | DecideOverflow | AdmitPending | DropPending,
+    Pause | Resume | PollNow | SetCursor | ReleaseHeld | Backfill | DecideOverflow | AdmitPending | DropPending | Redrive,
     Field(discriminator="action"),
     WrapValidator(_decode),
 ]
@@ -194,5 +248,5 @@ def as_action(request: OperatorRequest | OperatorAction) -> OperatorAction:
 
 __all__ = [
     "ACTIONS", "AdmitPending", "Backfill", "DecideOverflow", "DropPending", "LegacyOperatorRequest", "OperatorAction",
-    "OperatorRequest", "Pause", "PollNow", "ReleaseHeld", "Resume", "SetCursor", "as_action",
+    "OperatorRequest", "Pause", "PollNow", "Redrive", "ReleaseHeld", "Resume", "SetCursor", "as_action",
 ]

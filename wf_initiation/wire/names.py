@@ -52,6 +52,9 @@ EVENTS_QUERY = "events"
 DELIVERY_QUERY = "delivery"
 DEFERRED_SIGNALS_QUERY = "deferred_signal_list"
 """The signalled deliveries an activation deferred and lists, a page at a time: ``(offset, limit)``."""
+REDRIVABLE_QUERY = "redrivable"
+"""Every event the activation keeps for re-drive (deferred signals included), by number, a page at a
+time: ``(offset, limit)``."""
 ROUTING_QUERY = "routing"
 """Shard 0 answers how deliveries are spread: ``{"shards": N, "entries": {name: delivery id path}}``
 (and ``split_from`` while it takes part in a split)."""
@@ -98,7 +101,7 @@ __all__ = [
     "ACTIVATE_UPDATE", "ACTIVATION_ID_PREFIX", "LANES_SIGNAL", "ACTIVATION_WORKFLOW", "CONTROL_RUN_ACTIVITY", "CONTROL_RUNS_ACTIVITY", "DEACTIVATE_UPDATE",
     "DEFERRED_SIGNALS_QUERY", "DELIVERY_QUERY", "DELIVER_MANY_UPDATE", "DELIVER_SIGNAL", "DELIVER_UPDATE",
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
-    "PUBLISH_LIFECYCLE_ACTIVITY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
+    "PUBLISH_LIFECYCLE_ACTIVITY", "REDRIVABLE_QUERY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
     "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SUBSCRIPTIONS_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

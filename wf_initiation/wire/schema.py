@@ -29,9 +29,9 @@ from ._activation import (
 )
 from ._operator import OperatorRequest
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 """The contract's version: shapes of every argument and result below, as of docs/wire.md's list."""
-SHAPES = {1: "d5bed65622692b0e"}
+SHAPES = {1: "d5bed65622692b0e", 2: "f313a5faa06d55a9"}
 """The digest of :func:`contract`'s handlers for each version (what the test compares)."""
 
 Kind = Literal["update", "signal", "query", "run input"]
@@ -101,8 +101,12 @@ HANDLERS: tuple[Handler, ...] = (
             "The signalled deliveries deferred and listed, from `offset`, at most `limit` (500): "
             "`{total, offset, unlisted, signals: [{entry, delivery_id, digest, size, run_id, at, reason}]}`.",
             "a query changes nothing"),
+    Handler(names.REDRIVABLE_QUERY, "query", "operators", (("offset", int), ("limit", int)), Object,
+            "Every event kept for re-drive, by number, from `offset`, at most `limit` (500): `{total, offset, let_go, "
+            "events: [{number, kind, entry, delivery_id, at, kept_until, reason, bytes, tries, digest, run_key, events, "
+            "run_id}]}` (no payloads).", "a query changes nothing"),
     Handler(names.OPERATE_UPDATE, "update", "operators", (("request", OperatorRequest),), OperatorResult,
-            "An operator action (pause, resume, backfill, set_cursor, admit_pending, ...).",
+            "An operator action (pause, resume, backfill, set_cursor, admit_pending, redrive, ...).",
             "by `action_id`, also across continue-as-new"),
     Handler(names.DEACTIVATE_UPDATE, "update", "operators", (("request", DeactivateRequest),), DeactivateResult,
             "Deactivate: settle queued and running runs, then complete with the whole state.",

@@ -21,6 +21,7 @@ from ._dispatch import (
 )
 from ._engine import initial_state
 from ._facade import Engine
+from ._kept import selects as redrive_selects
 from ._keys import event_key, payload_digest
 from ._lanes import ACTIVATION_ID_PREFIX, LANES_SIGNAL, LaneNotice, shard_workflow
 from ._lifecycle import lifecycle_event_id
@@ -50,6 +51,8 @@ from ._types import (
     EventRecord,
     OperatorOutcome,
     PublishEvent,
+    RedriveKind,
+    RedrivenEvent,
     RunPoll,
     SignalRef,
     SignalRun,
@@ -62,8 +65,8 @@ __all__ = [
     "ACTIVATION_ID_PREFIX", "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
-    "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RunPoll",
+    "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RedriveKind", "RedrivenEvent", "RunPoll",
     "SignalRef", "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
-    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "shard_workflow", "summary",
+    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "redrive_selects", "shard_workflow", "summary",
     "transition_event",
 ]

@@ -22,7 +22,7 @@ from .._expr import ExpressionFault
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
-from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _subscriptions, operator
+from . import _codec, _deactivate, _intake, _kept, _lanes, _lifecycle, _poll, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
 from ._keys import digest_and_size, identity
@@ -60,6 +60,7 @@ class Engine:
         self._core.bounded = compat.bounded
         self._core.signals_kept = compat.signals_kept
         self._core.capacity_checked = compat.capacity
+        self._core.keeps_for_redrive = compat.redrive_kept
         if compat.legacy_evaluation:
             self._core.use_legacy_evaluation()
         self.compat = compat
@@ -363,6 +364,17 @@ class Engine:
         page = list(listed.values())[max(0, offset): max(0, offset) + max(1, min(limit, 500))]
         return {"total": len(listed), "offset": offset, "unlisted": self._core.state.counters.get("deferred_signals_unlisted", 0),
                 "signals": [r.model_dump(mode="json") for r in page]}
+
+    def redrivable(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
+        """Every event kept for re-drive, by number (oldest first), ``limit`` <= 500 from ``offset``,
+        and their total: invalid deliveries and quarantined poll items (payloads kept), start faults
+        (runs kept), deferred signals (in history); no payloads (``_kept``, ``_redrive``)."""
+        core = self._core
+        listed = _kept.views(core.state, core.spec.policies.dedup_retention)
+        page = listed[max(0, offset): max(0, offset) + max(1, min(limit, 500))]
+        counters = core.state.counters
+        return {"total": len(listed), "offset": offset, "events": page,
+                "let_go": {name: counters.get(f"redrive_{name}", 0) for name in ("evicted", "expired", "not_kept")}}
 
     @property
     def last_seq(self) -> int:

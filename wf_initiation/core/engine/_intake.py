@@ -36,6 +36,7 @@ from ..limits import (
     payload_size_problem,
     retained_id,
 )
+from . import _kept
 from ._keys import event_key
 from ._types import DeliveryResult, Disposition, SignalRef
 
@@ -110,11 +111,13 @@ def keep_deferred(engine: Runs, entry: str, delivery_id: str | None, reason: str
     deferred_signals = engine.state.signals_deferred
     key = None if delivery_id is None else event_key(entry, delivery_id)
     if key is not None and ref is not None and (key in deferred_signals or len(deferred_signals) < MAX_DEFERRED_SIGNALS):
-        deferred_signals[key] = ref.model_copy(update={"reason": clip(reason, 200), "at": now})
+        number = deferred_signals[key].number if key in deferred_signals else _kept.next_number(engine.state)
+        deferred_signals[key] = ref.model_copy(update={"reason": clip(reason, 200), "at": now, "number": number})
         if len(deferred_signals) <= MAX_DEFERRED_SIGNALS // 10 or not engine.state.error_counts.get("deferred_signal"):
             engine.record_error(now, "deferred_signal", f"signalled delivery {delivery_id!r} of entry {entry!r} was "
                                 f"deferred and not run ({reason}); it is listed with its signal (`wfi state "
-                                "--deferred-signals`): deliver it again with `wfi deliver --redrive`", entry, delivery_id)
+                                "--redrivable`): re-drive it with `wfi operate redrive --delivery-id ID` (`wfi deliver --redrive ID`)",
+                                entry, delivery_id)
         else:
             engine.state.error_counts["deferred_signal"] += 1  # counted; every one is listed, not each recorded
         return
@@ -163,7 +166,7 @@ def estimated_state_bytes(engine: Runs) -> int:
     """The carried state's size, estimated from above from what it holds (see core.limits)."""
     refs = len(engine.state.signals_waiting)  # deferred ones are held in capacity's margin (limits.MAX_DEFERRED_SIGNALS)
     return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID + refs * BYTES_PER_SIGNAL_REF
-            + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine))
+            + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine) + _kept.estimated_bytes(engine.state))
 
 
 def capacity_fill(engine: Runs) -> float:

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import ADMIT_PER_TASK, clip, json_size, retained_id
+from . import _kept
 from ._codec import Retired
 from ._types import RELEASED_AT_ACCEPTANCE, Command, Disposition, EngineState, ErrorRecord, EventRecord, SignalRun
 
@@ -42,6 +43,7 @@ class Ledger:
         # decisions must replay. Checks for input that always failed apply regardless.
         self.bounded = True
         self.signals_kept = True  # Compat.signals_kept
+        self.keeps_for_redrive = True  # Compat.redrive_kept: invalid payloads, quarantined items, start faults (_kept)
         self.capacity_checked = True  # Compat.capacity
         self.task_budget = ADMIT_PER_TASK  # occurrence admissions left in this workflow task
         # Set while the carried state is over its limit: new deliveries are deferred.
@@ -154,6 +156,8 @@ class Ledger:
             expired += self.retired.pop_expired(now - retention)
         if expired:
             self.count("dedup_expired", expired)
+        if self.state.redrive_kept:  # kept for re-drive as long as a dedup entry is kept (_kept)
+            _kept.expire(self.state, now, retention)
         return expired
 
     def next_expiry(self) -> datetime | None:

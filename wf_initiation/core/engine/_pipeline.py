@@ -9,7 +9,7 @@ feed their events in here; everything below is called down to.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 
@@ -21,7 +21,7 @@ from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
 from ..sharding import activation_wide, lane_key, shard_of
-from . import _batch, _intake, _offer
+from . import _batch, _intake, _kept, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
@@ -33,6 +33,7 @@ from ._types import (
     EngineState,
     EventRecord,
     Intake,
+    KeptEvent,
     Outcome,
     RunRecord,
     SignalRef,
@@ -109,7 +110,23 @@ class Pipeline(Runs):
         result = self.offer_event(entry, payload, now, intake=intake)
         if result is not None:
             self.count("deliveries")
+            if result.disposition is Disposition.INVALID and self.keeps_for_redrive:
+                self.keep_payload("invalid", entry, payload, result.delivery_id, result.message or "invalid", now)
         return result
+
+    def keep_payload(self, kind: Literal["invalid", "quarantined"], entry: EntrySpec, payload: Any,
+                     delivery_id: str | None, reason: str, now: datetime) -> None:
+        """Keep an event that did not run with its payload, for a re-drive once its cause is fixed
+        (``_kept``): only a payload within the intake limits (one past them can never pass them, so
+        there is nothing to offer again: the manifest's schema is what a fix can change)."""
+        if _intake.payload_problem(self, payload, identity(entry, payload)) is not None:
+            return
+        digest, size = digest_and_size(payload)
+        if _intake.size_problem(self, size) is not None:
+            return
+        _kept.keep(self.state, KeptEvent(number=_kept.next_number(self.state), kind=kind, entry=entry.name,
+                                         delivery_id=delivery_id, digest=digest, size=size, at=now,
+                                         reason=clip(reason) or kind, payload=payload))
 
     def deliver_event(self, entry: EntrySpec, payload: Any, now: datetime, *, intake: Intake = NO_INTAKE) -> DeliveryResult:
         """One event of any entry: validated, deduplicated, then accepted (or not)."""

@@ -138,6 +138,8 @@ def quarantine(engine: Pipeline, entry: EntrySpec, payload: Any, delivery_id: st
     if engine.lookup(key) is None:
         detail = f"delivery {retained_id(delivery_id)!r}: {reason}" if delivery_id else reason
         engine.retain(entry, key, digest, ident, Disposition.QUARANTINED, now, detail, kind="quarantined")
+        if engine.keeps_for_redrive and digest != "unhashable":  # offered again once its cause is fixed (_redrive)
+            engine.keep_payload("quarantined", entry, payload, retained_id(delivery_id), reason, now)
 
 
 def quarantine_ident(digest: str) -> str:

@@ -9,14 +9,15 @@ Calls down only: the ledger, the lifecycle events of ``_lifecycle``, the overlap
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from datetime import datetime
 
 from ..activation import ActivationSpec
 from ..limits import clip
-from . import _lanes, _lifecycle, _overlap
+from . import _kept, _lanes, _lifecycle, _overlap
 from ._ledger import Ledger
-from ._types import TERMINAL, ControlRun, Disposition, EngineState, OperatorRefused, RunRecord, StartRun
+from ._types import TERMINAL, ControlRun, Disposition, EngineState, KeptEvent, OperatorRefused, RunRecord, StartRun
 
 MAX_RECENT_RUNS = 100
 IN_FLIGHT = frozenset({"starting", "running"})
@@ -133,7 +134,21 @@ class Runs(Ledger):
         first = self.state.events.get(run.event_keys[0]) if run.event_keys else None
         self.record_error(now, "start_fault", message, run.entry, first.delivery_id if first else None)
         self.count("start_faults")
+        if self.keeps_for_redrive and run.input is not None:
+            self._keep_start_fault(run, first.delivery_id if first else None, message, now)
         self.run_finished(run_key, "start_failed", now)
+
+    def _keep_start_fault(self, run: RunRecord, delivery_id: str | None, message: str, now: datetime) -> None:
+        """Keep the run as admitted (its input included) so that an operator can start it again once
+        the cause is fixed (``_redrive``); one whose input is over the bound is not kept (_kept)."""
+        assert run.input is not None
+        text = run.input.model_dump_json()
+        records = [r.model_copy() for key in run.event_keys if (r := self.state.events.get(key)) is not None]
+        size = len(text) + sum(len(r.model_dump_json()) for r in records)  # a batch's records count too
+        _kept.keep(self.state, KeptEvent(
+            number=_kept.next_number(self.state), kind="start_fault", entry=run.entry, delivery_id=delivery_id,
+            digest=hashlib.sha256(text.encode()).hexdigest()[:16], size=size, at=now, reason=message,
+            run=run.model_copy(deep=True), records=records))
 
     def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> None:
         """A run reached a terminal outcome: release its key, start the retention clock (TRIG-14, EXT-5)."""

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
@@ -79,6 +79,8 @@ class EventRecord(_M):
     activation_id: str
     detail: str | None = None
     seq: int = Field(default=0, description="Acceptance order within the workflow identity (EXT-11).")
+    redriven_by: str | None = Field(default=None, description="The operator action (its action id) whose re-drive "
+                                    "gave this event its disposition; the event keeps its original delivery id.")
 
 
 class RunRecord(_M):
@@ -122,6 +124,47 @@ class SignalRef(_M):
     run_id: str = Field(description="The activation run whose history holds the signal.")
     at: datetime = Field(description="When it was kept (deferred, or carried waiting).")
     reason: str | None = Field(default=None, description="Why it was deferred (None: carried waiting).")
+    number: int = Field(default=0, description="Its number among the events kept for re-drive, once deferred "
+                        "(0: carried waiting, not listed).")
+
+
+RedriveKind = Literal["invalid", "quarantined", "start_fault", "deferred_signal"]
+
+
+class KeptEvent(_M):
+    """An event that did not run, kept so that an operator can offer it again once its cause is fixed
+    (``wfi operate redrive``, ``_redrive``): an invalid delivery or a quarantined poll item with its
+    payload, a start fault with its run as admitted (its input included). Deferred signals are kept
+    apart, by reference (``SignalRef``)."""
+
+    number: int = Field(description="Its number among the events kept for re-drive (increasing).")
+    kind: Literal["invalid", "quarantined", "start_fault"]
+    entry: str
+    delivery_id: str | None = Field(default=None, description="Its original delivery id (a start fault: its run's "
+                                    "first event's); None when the payload had no usable one.")
+    digest: str = Field(description="Digest of its payload (a start fault: of its run input).")
+    size: int = Field(description="Bytes it keeps (its payload; a start fault: its run input and its events' records).")
+    at: datetime = Field(description="When it was kept; it is let go a dedup_retention later.")
+    reason: str = Field(description="Why it did not run (the latest try's, after a re-drive that left it as it was).")
+    payload: Any = Field(default=None, description="invalid, quarantined: the payload as delivered or polled.")
+    run: RunRecord | None = Field(default=None, description="start_fault: the run as admitted, with its input.")
+    records: list[EventRecord] = Field(default_factory=list, description="start_fault: its events' dedup entries "
+                                       "when it faulted (a re-drive restores one retired since from its copy).")
+    tries: int = Field(default=0, description="Re-drives that left it as it was (still invalid, deferred).")
+
+
+class RedrivenEvent(_M):
+    """What one re-drive action did with one event it selected."""
+
+    number: int
+    kind: RedriveKind
+    entry: str
+    delivery_id: str | None = Field(description="The event's original delivery id (None: it had no usable one).")
+    outcome: str = Field(description="The disposition it got when offered again (`accepted`, `queued`, `invalid`, "
+                         "...), or `not_offered` (the message says why).")
+    run_key: str | None = None
+    message: str | None = None
+    activation_id: str
 
 
 class BatchEvent(_M):
@@ -341,7 +384,20 @@ class EngineState(_M):
                                              "the previous run continued as new: the next run takes them first, in order.")
     signals_deferred: dict[str, SignalRef] = Field(default_factory=dict, description="Signals deferred anyway, by event "
                                                    "key (at most limits.MAX_DEFERRED_SIGNALS), until their id is "
-                                                   "delivered again (`wfi deliver --redrive`).")
+                                                   "delivered again (`wfi operate redrive`, `wfi deliver --redrive`).")
+    redrive_kept: list[KeptEvent] = Field(default_factory=list, description="Events that did not run, kept for "
+                                          "re-drive, oldest first (limits.MAX_REDRIVE_KEPT, MAX_REDRIVE_KEPT_BYTES).")
+    redrive_seq: int = Field(default=0, description="The last number given to an event kept for re-drive.")
+
+    @model_validator(mode="after")
+    def _number_deferred_signals(self) -> EngineState:
+        """Deferred signals listed by a build before numbers are numbered in their listed order, so every
+        event kept for re-drive has one (a pure function of the state: a replay numbers them alike)."""
+        for ref in self.signals_deferred.values():
+            if ref.number == 0:
+                self.redrive_seq += 1
+                ref.number = self.redrive_seq
+        return self
 
 
 class StartRun(_M):
@@ -435,6 +491,10 @@ class Compat:
     """A signalled delivery the held-bytes budget would defer waits in the shell and is taken later
     in arrival order, and one deferred anyway is recorded as ``deferred_signal`` for the operator:
     patch ``wfi-delivery-inbox`` (1 Dec 2026). Off: signalled deliveries were deferred like updates."""
+    redrive_kept: bool = True
+    """Invalid deliveries, quarantined poll items and start faults are kept for re-drive (their
+    payloads or run inputs, counted in the capacity): patch ``wfi-redrive`` (5 Dec 2026). Off: nothing
+    was kept but the error record; a re-drive finds deferred signals only."""
 
 
 CURRENT = Compat()  # a run begun by this build
@@ -492,6 +552,8 @@ class OperatorOutcome:
 
     ok: bool
     message: str
+    events: tuple[RedrivenEvent, ...] = ()
+    """A re-drive: what became of each event it selected."""
 
 
 class DeliveryResult(_M):

@@ -1,4 +1,4 @@
-"""Operator actions on an activation (pause/resume, cursor, held items, overflow, backfill, pending runs).
+"""Operator actions on an activation (pause/resume, cursor, held items, overflow, backfill, pending runs, re-drive).
 
 Each action is recorded in the operator log. An ``action_id`` makes an action once-only even
 across continue-as-new (Temporal dedups update ids only within one run); the engine keeps a digest
@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..limits import MAX_ACTION_ID_CHARS, MAX_CURSOR_CHARS, MAX_OPERATOR_TEXT_CHARS, is_utf8_text, length_problem
+from ..limits import (
+    MAX_ACTION_ID_CHARS,
+    MAX_CURSOR_CHARS,
+    MAX_OPERATOR_TEXT_CHARS,
+    MAX_REDRIVE_PER_ACTION,
+    MAX_REDRIVE_REQUEST_BYTES,
+    is_utf8_text,
+    json_size,
+    length_problem,
+)
 from ..schedule import parse_instant
-from . import _poll, _schedule
+from . import _poll, _redrive, _schedule
 from ._pipeline import Pipeline
 from ._types import OperatorAction, OperatorOutcome
 
@@ -77,6 +87,9 @@ AnyRequest = Request | Wrapped
 # Every field any action has: checks and the content digest cover them all (absent = None), as they
 # did when one flat model carried every field, so digests recorded then still match.
 FIELDS = ("action", "entry", "cursor", "note", "choice", "count", "range_id", "run_key", "start", "end")
+# Fields of actions added since the flat model: in the digest only when set, so that the digests of
+# the actions above stay what they were.
+LATER_FIELDS = ("kind", "delivery_id", "first", "last", "all_events")
 
 
 def _action(req: Any) -> Any:
@@ -88,7 +101,7 @@ def _fields(req: Any) -> dict[str, Any]:
     decoded from that shape (recorded histories), the values its action does not use: checked and
     digested as they were then."""
     req = _action(req)
-    values: dict[str, Any] = {name: getattr(req, name, None) for name in ("action_id", *FIELDS)}
+    values: dict[str, Any] = {name: getattr(req, name, None) for name in ("action_id", *FIELDS, *LATER_FIELDS)}
     values.update(getattr(req, "legacy_fields", {}))
     return values
 
@@ -99,7 +112,7 @@ _TEXT_LIMITS = {"action_id": MAX_ACTION_ID_CHARS, "cursor": MAX_CURSOR_CHARS}
 def request_problem(req: AnyRequest) -> str | None:
     """Why this action cannot be taken as sent (an over-long or invalid field), or None."""
     values = _fields(req)
-    for name in ("action_id", *FIELDS):
+    for name in ("action_id", *FIELDS, *LATER_FIELDS):
         value = values[name]
         if not isinstance(value, str):
             continue
@@ -113,6 +126,16 @@ def request_problem(req: AnyRequest) -> str | None:
         return f"count {count} is out of range (0 to 1000000000)"
     if values["action"] == "set_cursor" and (problem := _poll.cursor_problem(values["cursor"])) is not None:
         return f"cursor: {problem}"
+    return _payloads_problem(getattr(_action(req), "payloads", None) or [])
+
+
+def _payloads_problem(payloads: list[Any]) -> str | None:
+    """Why a re-drive's deferred-signal payloads are more than one action carries, or None."""
+    if len(payloads) > MAX_REDRIVE_PER_ACTION:
+        return f"payloads: {len(payloads)} of them; one action carries at most {MAX_REDRIVE_PER_ACTION}"
+    size = json_size(payloads) if payloads else 0
+    if size > MAX_REDRIVE_REQUEST_BYTES:
+        return f"payloads: {size} bytes; one action carries at most {MAX_REDRIVE_REQUEST_BYTES} (send fewer at a time)"
     return None
 
 
@@ -120,6 +143,7 @@ def content_digest(req: AnyRequest) -> str:
     """Digest of what the action does (every field but its id): a reused id must mean the same action."""
     values = _fields(req)
     content = {name: values[name] for name in FIELDS}
+    content.update({name: values[name] for name in LATER_FIELDS if values[name] not in (None, False)})
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -171,7 +195,7 @@ def record(engine: Pipeline, action: str, detail: str, action_id: str | None, no
 # Actions that would start new work or restart sources: refused once the activation is deactivated
 # (docs/lifecycle.md). The others (pause, set_cursor, release_held quarantine, admit/drop pending)
 # only settle or record what is already there.
-REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow"})
+REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow", "redrive"})
 
 
 def _dispatch(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
@@ -182,7 +206,8 @@ def _dispatch(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
         return OperatorOutcome(False, f"{req.action} refused: the activation of {engine.spec.workflow!r} is "
                                "deactivated; activate the Workfile again (`wfi activate`) first")
     try:
-        return OperatorOutcome(True, handler(engine, req, now))
+        done = handler(engine, req, now)
+        return done if isinstance(done, OperatorOutcome) else OperatorOutcome(True, done)
     except ValueError as exc:  # OperatorRefused, or a bad instant/argument: the action changed nothing
         return OperatorOutcome(False, str(exc))
 
@@ -266,8 +291,12 @@ def _drop_pending(engine: Pipeline, req: Request, now: datetime) -> str:
     return engine.drop_pending(req.run_key or "", now, req.note)
 
 
-_HANDLERS = {
+def _redrive_kept(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
+    return _redrive.redrive(engine, req, now)
+
+
+_HANDLERS: dict[str, Callable[[Pipeline, Request, datetime], str | OperatorOutcome]] = {
     "pause": _pause, "resume": _resume, "poll_now": _poll_now, "set_cursor": _set_cursor,
     "release_held": _release_held, "backfill": _backfill, "decide_overflow": _decide_overflow,
-    "admit_pending": _admit_pending, "drop_pending": _drop_pending,
+    "admit_pending": _admit_pending, "drop_pending": _drop_pending, "redrive": _redrive_kept,
 }

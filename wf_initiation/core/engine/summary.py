@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
-from . import _batch, _deactivate, _intake, _view
+from . import _batch, _deactivate, _intake, _kept, _view
 from ._engine import Core
 from ._keys import event_key
 from ._types import Deactivation, SignalRef
@@ -58,6 +58,7 @@ def short(engine: Core) -> dict[str, Any]:
                       "last_error": p.last_error} for n, p in st.polls.items()},
         "deactivation": _deactivation(st.deactivation) if st.deactivation else None,
         "signals": signals(engine),
+        "redrive": redrive(engine),
     }
 
 
@@ -78,7 +79,8 @@ def full_state(engine: Core) -> dict[str, Any]:
     queue heads, and no dedup entries (see :func:`events` for those, paged)."""
     st = engine.state
     data = st.model_dump(mode="json", exclude={"compact_events": True, "events": True, "runs": True, "queues": True,
-                                              "deactivation": {"spec"}, "signals_deferred": True, "signals_waiting": True})
+                                              "deactivation": {"spec"}, "signals_deferred": True, "signals_waiting": True,
+                                              "redrive_kept": True})
     data["events_total"] = len(st.events)
     data["runs_total"] = len(st.runs)
     data["runs"] = {k: r.model_dump(mode="json", exclude={"input"})
@@ -137,6 +139,13 @@ def signals(engine: Core) -> dict[str, int]:
             "deferred_unlisted": st.counters.get("deferred_signals_unlisted", 0)}
 
 
+def redrive(engine: Core) -> dict[str, int]:
+    """Events kept for re-drive (``_kept``; deferred signals are counted in :func:`signals`) and those let go."""
+    st = engine.state
+    return {"kept": len(st.redrive_kept), "kept_bytes": _kept.kept_bytes(st),
+            **{name: st.counters.get(f"redrive_{name}", 0) for name in ("evicted", "expired", "not_kept")}}
+
+
 def markdown(engine: Core) -> str:
     """The operator's page shown as Current Details in the Temporal UI (bounded, no secrets): see _view."""
     notes = []
@@ -149,8 +158,12 @@ def markdown(engine: Core) -> str:
     kept = signals(engine)
     if kept["deferred_listed"]:  # their senders were told they are durable: nobody else will deliver them again
         notes.append(f"**{kept['deferred_listed']} signalled deliveries deferred and not run**: listed by "
-                     f"`wfi state --deferred-signals --workflow {engine.spec.workflow}`; deliver each again with "
-                     "`wfi deliver --redrive ID`")
+                     f"`wfi state --redrivable --workflow {engine.spec.workflow}`; offer them again with "
+                     "`wfi operate redrive --kind deferred_signal`")
+    if engine.state.redrive_kept:  # invalid deliveries, quarantined items, start faults: kept for a while
+        notes.append(f"**{len(engine.state.redrive_kept)} events that did not run kept for re-drive** (invalid, "
+                     f"quarantined, start faults): `wfi state --redrivable --workflow {engine.spec.workflow}`; once "
+                     "the cause is fixed, `wfi operate redrive`")
     if kept["deferred_unlisted"]:
         notes.append(f"**{kept['deferred_unlisted']} signalled deliveries deferred and not run, not listed** (past "
                      f"the {MAX_DEFERRED_SIGNALS} listed): their senders must deliver them again")
