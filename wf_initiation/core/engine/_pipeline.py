@@ -15,7 +15,7 @@ import jsonschema
 
 from wf_initiation.errors import UnknownEntry
 
-from .. import schedule as seq
+from .. import schedule
 from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
@@ -46,7 +46,7 @@ class Pipeline(Runs):
         super().__init__(spec, state)
         self._eval = Evaluator()
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        self._schedules: dict[str, seq.ScheduleSpec] = {}
+        self._schedules: dict[str, schedule.ScheduleSpec] = {}
         self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
         self._legacy_schedules = False
 
@@ -58,10 +58,10 @@ class Pipeline(Runs):
         self._legacy_schedules = True
         self._schedules.clear()
 
-    def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
+    def parsed_schedule(self, name: str) -> schedule.ScheduleSpec:
         parsed = self._schedules.get(name)
         if parsed is None:
-            parsed = seq.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
+            parsed = schedule.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
             self._schedules[name] = parsed
         return parsed
 
