@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wf_initiation.activities.signals import DEFERRED_SIGNALS_QUERY, signalled_requests
 from wf_initiation.core.engine import DeliveryResult, SignalRef
 from wf_initiation.errors import UnknownEntry
-from wf_initiation.wire import ROUTING_QUERY
+from wf_initiation.wire import shard_workflow_id
 
 if TYPE_CHECKING:
     from wf_initiation.client import WfiClient
@@ -25,11 +25,10 @@ PAGE = 500
 
 async def deferred_signals(wfi: WfiClient, workflow: str) -> AsyncIterator[tuple[int, dict[str, Any]]]:
     """(shard, listed signal) of every deferred signal the activation lists, oldest first per shard."""
-    routing = await wfi.handle(workflow, 0).query(ROUTING_QUERY)
-    for shard in range(max(1, int(routing.get("shards", 1)))):
+    for shard in range(await wfi.shards(workflow)):
         offset = 0
         while True:
-            page = await wfi.handle(workflow, shard).query(DEFERRED_SIGNALS_QUERY, args=[offset, PAGE])
+            page = await wfi._query(workflow, DEFERRED_SIGNALS_QUERY, offset, PAGE, shard=shard)
             for signal in page["signals"]:
                 yield shard, signal
             offset += len(page["signals"])
@@ -47,7 +46,7 @@ async def redrive(wfi: WfiClient, workflow: str, delivery_id: str, entry: str | 
     async for shard, listed in deferred_signals(wfi, workflow):
         if listed["delivery_id"] == delivery_id and entry in (None, listed["entry"]):
             ref = SignalRef.model_validate(listed)
-            [request] = await signalled_requests(wfi.client, wfi.handle(workflow, shard).id, [ref])
+            [request] = await signalled_requests(wfi.client, shard_workflow_id(workflow, shard), [ref])
             if request is None:
                 raise UnknownEntry(f"the signal of deferred delivery {delivery_id!r} is no longer in the history of run "
                                    f"{ref.run_id} (past the namespace's retention?): its sender must deliver it again")
@@ -65,6 +64,6 @@ async def redrive_all(wfi: WfiClient, workflow: str) -> list[DeliveryResult]:
     requests: list[tuple[str | None, Any]] = []
     for shard in dict.fromkeys(shard for shard, _ in listed):
         refs = [ref for k, ref in listed if k == shard]
-        found = await signalled_requests(wfi.client, wfi.handle(workflow, shard).id, refs)
+        found = await signalled_requests(wfi.client, shard_workflow_id(workflow, shard), refs)
         requests += [(ref.entry, request.payload) for ref, request in zip(refs, found) if request is not None]
     return await wfi.deliver_many(workflow, requests) if requests else []

@@ -25,7 +25,6 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
-from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation import _temporal
 from wf_initiation._codec import codec_problem
@@ -464,15 +463,14 @@ class Ingress:
             return []
 
     async def _activation(self, client: Any, workflow: str) -> str:
-        from wf_initiation.wire import workflow_id_for
-
         try:
-            description = await asyncio.wait_for(client.get_workflow_handle(workflow_id_for(workflow)).describe(), 5)
-        except RPCError as exc:
-            return "missing" if exc.status == RPCStatusCode.NOT_FOUND else f"unknown: {exc.message[:100]}"
+            status = await asyncio.wait_for(self._wfi(client).activation_status(workflow), 5)
+        except ActivationNotFound:
+            return "missing"
+        except WfiError as exc:
+            return f"unknown: {str(exc)[:100]}"
         except TimeoutError:
             return "unknown: describe timed out"
-        status = description.status.name.lower() if description.status is not None else "unknown"
         return status if status == "running" else f"missing ({status})"
 
     async def metrics_endpoint(self, request: Request) -> Response:
