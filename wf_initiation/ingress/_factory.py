@@ -11,7 +11,8 @@ from typing import Any
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.errors import SecretUnavailable
 
-from ._app import Ingress, build_app
+from ._app import build_app
+from ._receiver import Ingress
 from ._routes import IngressConfigError, build_routes
 from ._secrets import SecretResolver
 from .config import IngressConfig
