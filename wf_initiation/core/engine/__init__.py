@@ -19,11 +19,11 @@ from ._dispatch import (
     StartFault,
     WatchCall,
 )
-from ._engine import initial_state
 from ._facade import Engine
 from ._keys import event_key, payload_digest
 from ._lanes import ACTIVATION_ID_PREFIX, LANES_SIGNAL, LaneNotice, shard_workflow
 from ._lifecycle import lifecycle_event_id
+from ._machine import initial_state
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
