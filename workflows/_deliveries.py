@@ -1,7 +1,7 @@
 """The activation's handlers for what outsiders send: deliveries (updates and signals), lifecycle
 events of other runs, and subscriptions of waiting runs (a mixin of ``ActivationWorkflow``).
 
-Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_intake``): an
+Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_decode``): an
 undecodable one is recorded (``invalid``) or refused, never a dropped signal or a failed workflow
 task. Deliveries share the workflow task's budget through the inbox (``_inbox``; the tickets of
 ``_admission`` for runs begun before it) and are taken in arrival order. With the budgets
@@ -56,8 +56,8 @@ with workflow.unsafe.imports_passed_through():
 
     from ._admission import TicketAdmission
     from ._compat import RunCompat
+    from ._decode import Undecodable, decode
     from ._inbox import Inbox, Turn
-    from ._intake import Undecodable, decode
     from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
