@@ -1,9 +1,10 @@
 """The ingress as an ASGI application: Starlette's routing, requests and responses around the
 framework-free delivery pipeline of :mod:`._receiver` (which says what one request goes through).
 
-Only translation lives here: a Starlette request becomes an :class:`HttpRequest` (headers, query
-string, the body's stream), an :class:`HttpResponse` a Starlette response; the health, readiness and
-metrics endpoints; every request counted and timed by its route label; 404/405/500 as JSON.
+Only translation lives here: Starlette's routes to the hooks (``_hooks``), a Starlette request
+becomes an :class:`HttpRequest` (headers, query string, the body's stream), an :class:`HttpResponse`
+a Starlette response; the health, readiness and metrics endpoints; every request counted and timed
+by its route label (Starlette's word, and the metric's); 404/405/500 as JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from ._connections import BodyDeadline, limits_for
+from ._hooks import RESERVED, Hook
 from ._metrics import CONTENT_TYPE, IngressMetrics
 from ._receiver import (  # noqa: F401  (STATUS, DELIVERY_FAILURES, disposition_response: read here by tests)
     DELIVERY_FAILURES,
@@ -30,27 +32,26 @@ from ._receiver import (  # noqa: F401  (STATUS, DELIVERY_FAILURES, disposition_
     disposition_response,
     error,
 )
-from ._routes import RESERVED, Route
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
 def build_app(ingress: Ingress) -> Starlette:
-    """The Starlette application serving ``ingress``'s routes, health, readiness and metrics."""
+    """The Starlette application serving ``ingress``'s hooks, health, readiness and metrics."""
     routes = [
         StarletteRoute("/healthz", _healthz, methods=["GET"]),
         StarletteRoute("/readyz", _readyz(ingress), methods=["GET"]),
         StarletteRoute("/readyz/{workflow}", _readyz_workflow(ingress), methods=["GET"]),
         StarletteRoute("/metrics", _metrics(ingress), methods=["GET"]),
     ]
-    # Every method reaches the pipeline, which answers 405 naming the entry's methods: a route that
-    # refused a method would let the request fall through to a /hooks/{workflow} pattern (404).
-    for path, route in ingress.table.by_path.items():
-        routes.append(StarletteRoute(path, _declared(ingress, route, path), methods=METHODS))
-    hook = _hook(ingress)
+    # Every method reaches the pipeline, which answers 405 naming the entry's methods: a Starlette route
+    # that refused a method would let the request fall through to a /hooks/{workflow} pattern (404).
+    for path, hook in ingress.table.by_path.items():
+        routes.append(StarletteRoute(path, _declared(ingress, hook, path), methods=METHODS))
+    generic = _generic(ingress)
     routes += [
-        StarletteRoute("/hooks/{workflow}/{entry}", hook, methods=METHODS),
-        StarletteRoute("/hooks/{workflow}", hook, methods=METHODS),
+        StarletteRoute("/hooks/{workflow}/{entry}", generic, methods=METHODS),
+        StarletteRoute("/hooks/{workflow}", generic, methods=METHODS),
     ]
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found, Exception: _server_error})
     app.router.redirect_slashes = False  # its redirect's Location is built from the sender's Host header
@@ -63,22 +64,22 @@ def build_app(ingress: Ingress) -> Starlette:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def _hook(ingress: Ingress) -> Endpoint:
+def _generic(ingress: Ingress) -> Endpoint:
     """``/hooks/{workflow}/{entry}`` and ``/hooks/{workflow}``."""
-    async def hook(request: Request) -> Response:
+    async def generic(request: Request) -> Response:
         request.state.route_label = "/hooks/{workflow}/{entry}" if "entry" in request.path_params else "/hooks/{workflow}"
-        route = ingress.table.find(request.path_params["workflow"], request.path_params.get("entry"))
-        if route is None or not ingress.config.generic_routes:
+        hook = ingress.table.find(request.path_params["workflow"], request.path_params.get("entry"))
+        if hook is None or not ingress.config.generic_routes:
             return _response(error(404, "unknown_route", f"no external trigger entry is served at {path_of(request)}"))
-        return _response(await ingress.receive(route, _plain(request)))
-    return hook
+        return _response(await ingress.receive(hook, _plain(request)))
+    return generic
 
 
-def _declared(ingress: Ingress, route: Route, path: str) -> Endpoint:
+def _declared(ingress: Ingress, hook: Hook, path: str) -> Endpoint:
     """A path an entry or an ``ingress.endpoints`` item declares."""
     async def endpoint(request: Request) -> Response:
         request.state.route_label = path
-        return _response(await ingress.receive(route, _plain(request)))
+        return _response(await ingress.receive(hook, _plain(request)))
     return endpoint
 
 

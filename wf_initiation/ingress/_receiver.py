@@ -45,10 +45,10 @@ from wf_initiation.errors import (
 
 from . import _auth, _payload
 from ._gates import Gate, Pressure
+from ._hooks import Hook, HookTable
 from ._metrics import IngressMetrics
 from ._readiness import Readiness
 from ._refusals import BodyTooSlow, RefusalLog
-from ._routes import Route, RouteTable
 from ._secrets import SecretResolver
 from .config import IngressConfig
 from .limits import MAX_JSON_DEPTH
@@ -95,7 +95,7 @@ class Failed:
 
     ``message`` and ``log`` are formats over ``workflow``, ``timeout``, ``task_queue`` and ``error``;
     a 4xx answers with the error's own message (the sender must fix the request); a ``log`` line is
-    written once a minute per route and code (``RefusalLog``)."""
+    written once a minute per hook and code (``RefusalLog``)."""
 
     status: int
     code: str
@@ -166,17 +166,17 @@ def json_response(body: dict[str, Any], status: int, headers: dict[str, str] | N
 
 
 class Ingress:
-    """The state of one ingress: its routes, its Temporal client, gates, metrics; the pipeline."""
+    """The state of one ingress: its hooks, its Temporal client, gates, metrics; the pipeline."""
 
     def __init__(
-        self, deployment: Deployment, config: IngressConfig, table: RouteTable, *, client: Any = None,
+        self, deployment: Deployment, config: IngressConfig, table: HookTable, *, client: Any = None,
         connect: Callable[[], Awaitable[Any]] | None = None, secrets: SecretResolver | None = None,
     ):
         self.deployment, self.config, self.table = deployment, config, table
         self.secrets = secrets or SecretResolver()
         self.metrics = IngressMetrics()
         self.refusals = RefusalLog(log, self.metrics.connections_refused)
-        # Senders choose how often they fail to authenticate: logged once a minute per route and reason.
+        # Senders choose how often they fail to authenticate: logged once a minute per hook and reason.
         self.auth_refusals = RefusalLog(log, what="requests refused", metric="wfi_ingress_auth_failures_total")
         self.delivery_failures = RefusalLog(log, what="deliveries answered 503",
                                             metric='wfi_ingress_requests_total{status="503"}')
@@ -211,20 +211,20 @@ class Ingress:
         return sorted({r.workflow for r in self.table.by_name.values()})
 
     # ------------------------------------------------------------------ the pipeline
-    async def receive(self, route: Route, request: HttpRequest) -> HttpResponse:
-        """Answer one request to ``route``'s entry (see the module docstring)."""
-        if request.method not in route.methods:
-            allowed = ", ".join(sorted(route.methods))
-            return error(405, "method_not_allowed", f"{route.label} accepts {allowed}", headers={"allow": allowed})
+    async def receive(self, hook: Hook, request: HttpRequest) -> HttpResponse:
+        """Answer one request to ``hook``'s entry (see the module docstring)."""
+        if request.method not in hook.methods:
+            allowed = ", ".join(sorted(hook.methods))
+            return error(405, "method_not_allowed", f"{hook.label} accepts {allowed}", headers={"allow": allowed})
         try:
             raw = await self._read_body(request)
             encodings = ", ".join(v for k, v in request.headers if k == "content-encoding")
             body = _payload.decode_content(raw, encodings, self.config.max_body_bytes)
             headers = {k.lower(): v for k, v in request.headers}
-            refused = self._authenticate(route, headers, body, request, raw=raw)
+            refused = self._authenticate(hook, headers, body, request, raw=raw)
             if refused is not None:
                 return refused
-            payload, update_id = self._payload(route, request, headers, body)
+            payload, update_id = self._payload(hook, request, headers, body)
         except Disconnected:  # the sender went away mid-body: nothing to answer, nothing delivered
             return error(400, "client_disconnected", "the request body was not received in full")
         except BodyTooSlow as exc:
@@ -232,7 +232,7 @@ class Ingress:
             return error(408, "body_too_slow", f"{exc}: send the body at once", headers={"connection": "close"})
         except _payload.BadRequest as exc:
             return error(exc.status, exc.code, str(exc), headers=exc.headers)
-        return await self._deliver(route, payload, update_id)
+        return await self._deliver(hook, payload, update_id)
 
     async def _read_body(self, request: HttpRequest) -> bytes:
         limit = self.config.max_body_bytes
@@ -247,51 +247,51 @@ class Ingress:
             got.append(chunk)
         return b"".join(got)
 
-    def _authenticate(self, route: Route, headers: dict[str, str], body: bytes, request: HttpRequest, *,
+    def _authenticate(self, hook: Hook, headers: dict[str, str], body: bytes, request: HttpRequest, *,
                       raw: bytes) -> HttpResponse | None:
         """Verify the sender; a compressed body's signature may be over either form of it."""
         where = f"{request.method} {request.path} from {request.peer}"
-        if route.auth is None:
-            self.auth_refusals.note(f"{route.label}: no authentication configured",
+        if hook.auth is None:
+            self.auth_refusals.note(f"{hook.label}: no authentication configured",
                                     f"{where}; add an ingress.endpoints item with auth: (or ingress.default_auth)")
-            self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
+            self.metrics.auth_failures.labels(hook.workflow, hook.entry).inc()
             return error(401, "unauthenticated", "this endpoint has no authentication configured")
         try:
-            secrets = [self.secrets.value(s) for s in route.secrets]
+            secrets = [self.secrets.value(s) for s in hook.secrets]
         except SecretUnavailable as exc:
-            self.auth_refusals.note(f"{route.label}: secret unavailable", f"{exc}; answered 503")
+            self.auth_refusals.note(f"{hook.label}: secret unavailable", f"{exc}; answered 503")
             return error(503, "endpoint_unconfigured", "this endpoint's secret is not available to the ingress",
                          retry_after=self.config.retry_after)
         now = datetime.now(UTC)
-        result = _auth.verify(route.auth.scheme, headers, body, now, secrets,
-                              tolerance=route.auth.tolerance, token_header=route.auth.header)
+        result = _auth.verify(hook.auth.scheme, headers, body, now, secrets,
+                              tolerance=hook.auth.tolerance, token_header=hook.auth.header)
         if not result.ok and raw is not body:
-            over_raw = _auth.verify(route.auth.scheme, headers, raw, now, secrets,
-                                    tolerance=route.auth.tolerance, token_header=route.auth.header)
+            over_raw = _auth.verify(hook.auth.scheme, headers, raw, now, secrets,
+                                    tolerance=hook.auth.tolerance, token_header=hook.auth.header)
             result = over_raw if over_raw.ok else result
         if result.ok:
             return None
-        self.auth_refusals.note(f"{route.label}: {result.code}", f"{result.reason}; {where}")
-        self.metrics.auth_failures.labels(route.workflow, route.entry).inc()
+        self.auth_refusals.note(f"{hook.label}: {result.code}", f"{result.reason}; {where}")
+        self.metrics.auth_failures.labels(hook.workflow, hook.entry).inc()
         return error(401, "unauthenticated", result.reason)
 
-    def _payload(self, route: Route, request: HttpRequest, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
-        github = route.auth is not None and route.auth.scheme == "github"
-        parsed = _payload.parse_body(body, headers.get("content-type"), self._body_depth(route), form_payload=github)
-        if not route.envelope:
+    def _payload(self, hook: Hook, request: HttpRequest, headers: dict[str, str], body: bytes) -> tuple[Any, str]:
+        github = hook.auth is not None and hook.auth.scheme == "github"
+        parsed = _payload.parse_body(body, headers.get("content-type"), self._body_depth(hook), form_payload=github)
+        if not hook.envelope:
             if parsed is None:
-                raise _payload.BadRequest(400, "empty_body", f"{route.connector} expects its payload as the JSON body")
+                raise _payload.BadRequest(400, "empty_body", f"{hook.connector} expects its payload as the JSON body")
             return parsed, self._update_id()
-        delivery_id = self._delivery_id(route, headers, parsed)
-        token_header = route.auth.header if route.auth is not None and route.auth.header else None
+        delivery_id = self._delivery_id(hook, headers, parsed)
+        token_header = hook.auth.header if hook.auth is not None and hook.auth.header else None
         payload = _payload.request_payload(
-            delivery_id=delivery_id, method=request.method, path=route.canonical_path,
-            headers=_payload.kept_headers(request.headers, route.headers, [token_header] if token_header else []),
+            delivery_id=delivery_id, method=request.method, path=hook.canonical_path,
+            headers=_payload.kept_headers(request.headers, hook.headers, [token_header] if token_header else []),
             query=_payload.fields(request.query, "utf-8", what="query parameter"),
-            body=_payload.without_paths(parsed, route.ignore_body),
+            body=_payload.without_paths(parsed, hook.ignore_body),
         )
-        if route.received_at:
-            payload["received_at"] = self._received_at((route.workflow, route.entry, delivery_id))
+        if hook.received_at:
+            payload["received_at"] = self._received_at((hook.workflow, hook.entry, delivery_id))
         _payload.check_envelope(payload)
         return payload, self._update_id()
 
@@ -299,14 +299,14 @@ class Ingress:
         """This request's update id; none when deliveries are grouped (a group's update has its own)."""
         return "" if self.config.group_deliveries else request_update_id()
 
-    def _body_depth(self, route: Route) -> int:
+    def _body_depth(self, hook: Hook) -> int:
         """An http.request payload holds the body one level down, under ``body``: the payload's
         depth limit leaves the body one level less."""
-        return min(self.config.max_json_depth, MAX_JSON_DEPTH - 1) if route.envelope else self.config.max_json_depth
+        return min(self.config.max_json_depth, MAX_JSON_DEPTH - 1) if hook.envelope else self.config.max_json_depth
 
-    def _delivery_id(self, route: Route, headers: dict[str, str], parsed: Any) -> str:
-        source = route.delivery_id
-        assert source is not None  # every envelope route has one (_routes)
+    def _delivery_id(self, hook: Hook, headers: dict[str, str], parsed: Any) -> str:
+        source = hook.delivery_id
+        assert source is not None  # every envelope hook has one (_hooks)
         if source.header is not None:
             found = _payload.header_delivery_id(headers, source.header)
             where = f"the {source.header} header"
@@ -329,24 +329,24 @@ class Ingress:
                 self._received.popitem(last=False)
         return seen
 
-    async def _deliver(self, route: Route, payload: Any, update_id: str) -> HttpResponse:
-        gate = self._gates.get(route.workflow)
+    async def _deliver(self, hook: Hook, payload: Any, update_id: str) -> HttpResponse:
+        gate = self._gates.get(hook.workflow)
         if gate is None:
-            gate = self._gates[route.workflow] = Gate(self._slots(), self.config.max_waiting)
+            gate = self._gates[hook.workflow] = Gate(self._slots(), self.config.max_waiting)
         try:
-            await gate.enter(self.config.queue_timeout.total_seconds(), self.metrics.waiting.labels(route.workflow))
+            await gate.enter(self.config.queue_timeout.total_seconds(), self.metrics.waiting.labels(hook.workflow))
         except Pressure as exc:
             return error(exc.status, exc.code, str(exc), retry_after=self.config.retry_after)
         self.metrics.in_flight.inc()
         try:
-            result = await self._call(route, payload, update_id)
+            result = await self._call(hook, payload, update_id)
         finally:
             self.metrics.in_flight.dec()
             gate.leave()
         if isinstance(result, HttpResponse):
             return result
-        self.metrics.deliveries.labels(route.workflow, route.entry, result.disposition.value).inc()
-        return disposition_response(route, result, self.config.retry_after, self.config.deferred_retry_after)
+        self.metrics.deliveries.labels(hook.workflow, hook.entry, result.disposition.value).inc()
+        return disposition_response(hook, result, self.config.retry_after, self.config.deferred_retry_after)
 
     def _slots(self) -> int:
         """Deliveries in flight per workflow: one an update, or, grouped, up to 500 an update."""
@@ -354,25 +354,25 @@ class Ingress:
         return max(config.updates_per_workflow, config.groups_in_flight * MAX_BULK) if config.group_deliveries \
             else config.updates_per_workflow
 
-    async def _call(self, route: Route, payload: Any, update_id: str) -> DeliveryResult | HttpResponse:
+    async def _call(self, hook: Hook, payload: Any, update_id: str) -> DeliveryResult | HttpResponse:
         timeout = self.config.delivery_timeout.total_seconds()
         try:
             wfi = self.wfi(await self.client())
             async with asyncio.timeout(timeout):  # WfiClient ends its call on cancellation
                 grouped = self.config.group_deliveries  # a group's update id binds its members' content
-                return await wfi.deliver(route.workflow, payload, entry=route.entry, update_id=None if grouped else update_id)
+                return await wfi.deliver(hook.workflow, payload, entry=hook.entry, update_id=None if grouped else update_id)
         except TimeoutError:
-            return self._failed(route, CallTimeout(f"no disposition within {timeout:g}s"))
+            return self._failed(hook, CallTimeout(f"no disposition within {timeout:g}s"))
         except WfiError as exc:
-            return self._failed(route, exc)
+            return self._failed(hook, exc)
 
-    def _failed(self, route: Route, failure: WfiError) -> HttpResponse:
+    def _failed(self, hook: Hook, failure: WfiError) -> HttpResponse:
         """The answer to a delivery that failed, by the table ``DELIVERY_FAILURES``."""
         row = DELIVERY_FAILURES[most_specific(type(failure), DELIVERY_FAILURES) or WfiError]
-        facts = {"workflow": route.workflow, "timeout": self.config.delivery_timeout.total_seconds(),
+        facts = {"workflow": hook.workflow, "timeout": self.config.delivery_timeout.total_seconds(),
                  "task_queue": self.deployment.temporal.task_queue, "error": failure}
         if row.log is not None:
-            self.delivery_failures.note(f"{route.label}: {row.code}", row.log.format(**facts))
+            self.delivery_failures.note(f"{hook.label}: {row.code}", row.log.format(**facts))
         if row.status < 500:  # what the sender sent cannot be delivered: the same on every retry
             return error(row.status, row.code, str(failure))
         return error(row.status, row.code, row.message.format(**facts), retry_after=self.config.retry_after)
@@ -390,9 +390,9 @@ def request_update_id() -> str:
     return f"http-{uuid.uuid4().hex}"
 
 
-def disposition_response(route: Route, result: DeliveryResult, retry_after: int, deferred_retry_after: int) -> HttpResponse:
+def disposition_response(hook: Hook, result: DeliveryResult, retry_after: int, deferred_retry_after: int) -> HttpResponse:
     body: dict[str, Any] = {
-        "disposition": result.disposition.value, "workflow": route.workflow, "entry": result.entry or route.entry,
+        "disposition": result.disposition.value, "workflow": hook.workflow, "entry": result.entry or hook.entry,
         "delivery_id": result.delivery_id, "run_key": result.run_key, "activation_id": result.activation_id,
     }
     if result.retained is not None:
