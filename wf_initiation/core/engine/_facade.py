@@ -109,7 +109,7 @@ class Engine:
         return self._machine.lookup(key)
 
     def key_lane(self, entry: str | None, payload: Any) -> Decision[int | None]:
-        """The lane the routing function names for this delivery's key (core.sharding.lane_key; None:
+        """The lane the routing function names for this delivery's key (core.sharding.event_lane; None:
         its entry relates no events, or its key cannot be computed: its id's shard judges it).
         Decides nothing (no commands): the router's question to the engine (core.routing.route)."""
         machine = self._machine

@@ -1,4 +1,4 @@
-"""Queue keys across a split (core.sharding, "lanes" and "splitting").
+"""The lane handover: a split moves queue keys to new lanes (core.sharding, "lanes" and "splitting").
 
 A split from N to M shards moves a queue key from its lane under N (the *parent*) to its lane under
 M (a *child*) when the two differ. The key's events must still run one at a time, in order: the
