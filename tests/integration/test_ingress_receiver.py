@@ -1,4 +1,4 @@
-"""The ingress's delivery pipeline driven without Starlette, HTTP or a socket (issue 33 item 4):
+"""The ingress's receiver driven without Starlette, HTTP or a socket (issue 33 item 4):
 ``Ingress.receive`` takes a plain ``HttpRequest`` and answers a plain ``HttpResponse``, with a real
 dev server and worker behind it. What the Starlette adapter adds (routing, the body's stream, the
 response) is proved over real HTTP by the other test_ingress modules."""

@@ -1,5 +1,5 @@
 """The ingress as an ASGI application: Starlette's routing, requests and responses around the
-framework-free delivery pipeline of :mod:`._receiver` (which says what one request goes through).
+framework-free receiver of :mod:`._receiver` (which says what one request goes through).
 
 Only translation lives here: Starlette's routes to the hooks (``_hooks``), a Starlette request
 becomes an :class:`HttpRequest` (headers, query string, the body's stream), an :class:`HttpResponse`
@@ -44,7 +44,7 @@ def build_app(ingress: Ingress) -> Starlette:
         StarletteRoute("/readyz/{workflow}", _readyz_workflow(ingress), methods=["GET"]),
         StarletteRoute("/metrics", _metrics(ingress), methods=["GET"]),
     ]
-    # Every method reaches the pipeline, which answers 405 naming the entry's methods: a Starlette route
+    # Every method reaches the receiver, which answers 405 naming the entry's methods: a Starlette route
     # that refused a method would let the request fall through to a /hooks/{workflow} pattern (404).
     for path, hook in ingress.table.by_path.items():
         routes.append(StarletteRoute(path, _declared(ingress, hook, path), methods=METHODS))

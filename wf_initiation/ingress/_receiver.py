@@ -1,4 +1,4 @@
-"""The ingress's delivery pipeline, with no web framework: a plain request in, a plain response out.
+"""The ingress's receiver, with no web framework: a plain request in, a plain response out.
 
 One request to a served entry (:meth:`Ingress.receive`): method (405) -> body read up to the limit
 (413) and its content-coding undone -> authentication on the raw bytes (401) -> delivery id (400)
@@ -166,7 +166,7 @@ def json_response(body: dict[str, Any], status: int, headers: dict[str, str] | N
 
 
 class Ingress:
-    """The state of one ingress: its hooks, its Temporal client, gates, metrics; the pipeline."""
+    """The state of one ingress: its hooks, its Temporal client, gates, metrics; the receiver."""
 
     def __init__(
         self, deployment: Deployment, config: IngressConfig, table: HookTable, *, client: Any = None,
@@ -210,7 +210,7 @@ class Ingress:
     def served_workflows(self) -> list[str]:
         return sorted({r.workflow for r in self.table.by_name.values()})
 
-    # ------------------------------------------------------------------ the pipeline
+    # ------------------------------------------------------------------ the receiver
     async def receive(self, hook: Hook, request: HttpRequest) -> HttpResponse:
         """Answer one request to ``hook``'s entry (see the module docstring)."""
         if request.method not in hook.methods:

@@ -1,5 +1,5 @@
 """Refusals the ingress counts and logs quietly, and the one a slow body raises: no web framework here
-(the delivery pipeline, ``_receiver``, and the connection guards, ``_connections``, share them)."""
+(the receiver, ``_receiver``, and the connection guards, ``_connections``, share them)."""
 
 from __future__ import annotations
 
