@@ -36,6 +36,7 @@ from wf_initiation.errors import (
     CodecError,
     DeliveryRefused,
     DeliveryTooLarge,
+    InvalidInput,
     SecretUnavailable,
     TemporalError,
     TemporalUnavailable,
@@ -149,7 +150,7 @@ class HttpResponse:
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-class Disconnected(Exception):
+class Disconnected(InvalidInput):
     """The sender went away before its body was received in full (raised by the body's iterator)."""
 
 
