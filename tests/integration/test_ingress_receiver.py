@@ -19,7 +19,8 @@ from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
 from wf_initiation.ingress import build
-from wf_initiation.ingress._receiver import Disconnected, HttpRequest, HttpResponse, Ingress
+from wf_initiation.ingress._http import Disconnected, HttpRequest, HttpResponse
+from wf_initiation.ingress._receiver import Ingress
 
 TOKEN = "tok-" + "receiver" * 3
 HOOK = """
@@ -113,7 +114,7 @@ async def test_each_refusal_of_the_pipeline_is_answered_before_anything_is_deliv
 
 
 def test_the_pipeline_module_imports_no_web_framework() -> None:
-    probe = ("import sys, wf_initiation.ingress._receiver, wf_initiation.ingress._readiness; "
+    probe = ("import sys, wf_initiation.ingress._receiver, wf_initiation.ingress._readiness, wf_initiation.ingress._http; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'httptools'}))")
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert found.stdout.strip() == "[]", found.stdout + found.stderr

@@ -21,17 +21,9 @@ from starlette.routing import Route as StarletteRoute
 
 from ._connections import BodyDeadline, limits_for
 from ._hooks import RESERVED, Hook
+from ._http import Disconnected, HttpRequest, HttpResponse, error
 from ._metrics import CONTENT_TYPE, IngressMetrics
-from ._receiver import (  # noqa: F401  (STATUS, DELIVERY_FAILURES, disposition_response: read here by tests)
-    DELIVERY_FAILURES,
-    STATUS,
-    Disconnected,
-    HttpRequest,
-    HttpResponse,
-    Ingress,
-    disposition_response,
-    error,
-)
+from ._receiver import DELIVERY_FAILURES, STATUS, Ingress, disposition_response  # noqa: F401  (the tables: read here by tests)
 
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 

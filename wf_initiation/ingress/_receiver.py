@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
 import logging
 import uuid
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +35,6 @@ from wf_initiation.errors import (
     CodecError,
     DeliveryRefused,
     DeliveryTooLarge,
-    InvalidInput,
     SecretUnavailable,
     TemporalError,
     TemporalUnavailable,
@@ -47,6 +45,7 @@ from wf_initiation.errors import (
 from . import _auth, _payload
 from ._gates import Gate, Pressure
 from ._hooks import Hook, HookTable
+from ._http import Disconnected, HttpRequest, HttpResponse, error, json_response
 from ._metrics import IngressMetrics
 from ._readiness import Readiness
 from ._refusals import BodyTooSlow, RefusalLog
@@ -122,48 +121,6 @@ DELIVERY_FAILURES: dict[type[WfiError], Failed] = {
                             "the activation failed the update: {error}"),
 }
 RECEIVED_AT_MEMORY = 10_000
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class HttpRequest:
-    """One HTTP request, as any server or framework hands it over.
-
-    ``headers``: (name, value) pairs in order, latin-1 text (names lowercase, as ASGI gives them);
-    ``query``: the raw query string; ``path``: the path as the server parsed it (for messages);
-    ``body``: the body's chunks as they arrive (read once, up to the limit); ``peer``: the sender's
-    address, for logs."""
-
-    method: str
-    path: str
-    headers: Sequence[tuple[str, str]]
-    body: AsyncIterable[bytes]
-    query: str = ""
-    peer: str = "?"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class HttpResponse:
-    """The answer: ``body`` is the JSON document's bytes; ``headers`` lowercase names."""
-
-    status_code: int
-    body: bytes
-    headers: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-class Disconnected(InvalidInput):
-    """The sender went away before its body was received in full (raised by the body's iterator)."""
-
-
-def error(status: int, code: str, message: str, retry_after: int | None = None, *,
-          headers: dict[str, str] | None = None) -> HttpResponse:
-    return json_response({"error": code, "message": message}, status,
-                         {**(headers or {}), **({"retry-after": str(retry_after)} if retry_after is not None else {})})
-
-
-def json_response(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> HttpResponse:
-    """As Starlette's ``JSONResponse`` renders it: compact, UTF-8, never NaN."""
-    text = json.dumps(body, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
-    return HttpResponse(status, text.encode("utf-8"), {k.lower(): v for k, v in (headers or {}).items()})
 
 
 class Ingress:
