@@ -51,9 +51,9 @@ from temporalio.worker import Worker  # noqa: E402
 from bench._common import temporal_binary  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
-from wf_initiation.core import schedule as seq  # noqa: E402
 from wf_initiation.core.deployment import WAKE_AHEAD_DEFAULT  # noqa: E402
 from wf_initiation.core.runinput import Initiation, RunInput, TriggerInfo  # noqa: E402
+from wf_initiation.core.schedule import parse_instant  # noqa: E402
 from wf_initiation.plugin import WfiPlugin  # noqa: E402
 from wf_initiation.wire import (
     ECHO_RUN_WORKFLOW,  # noqa: E402
@@ -92,7 +92,7 @@ async def run_ours(
     for o in occurrences:
         if o["disposition"] != "admitted":
             continue
-        scheduled = seq.parse_instant(o["scheduled_at"])
+        scheduled = parse_instant(o["scheduled_at"])
         admission.append(datetime.fromisoformat(o["fired_at"]) - scheduled)
         desc = await client.get_workflow_handle(o["run_key"]).describe()
         start.append(desc.start_time - scheduled)

@@ -41,7 +41,7 @@ class WfiClient(Protocol):
     client: Client
     _routing: RoutingCache
 
-    def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]: ...
+    def _handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]: ...
     async def shards(self, workflow: str) -> int: ...
     async def _query(self, workflow: str, name: str, *args: Any, shard: int = 0, attempts: int | None = None) -> Any: ...
     async def _operate_on(self, workflow: str, action: OperatorAction, shard: int) -> OperatorResult: ...
@@ -97,7 +97,7 @@ async def _payloads(wfi: WfiClient, workflow: str, shard: int, signals: list[dic
         return {}
     refs = [SignalRef(entry=s["entry"], delivery_id=s["delivery_id"], digest=s["digest"], size=s["bytes"],
                       run_id=s["run_id"], at=s["at"], reason=s["reason"], number=s["number"]) for s in signals]
-    requests = await signalled_requests(wfi.client, wfi.handle(workflow, shard).id, refs)
+    requests = await signalled_requests(wfi.client, wfi._handle(workflow, shard).id, refs)
     return {ref.digest: r.payload for ref, r in zip(refs, requests, strict=True)
             if r is not None and payload_digest(r.payload) == ref.digest}
 
@@ -147,11 +147,11 @@ def _combined(results: list[OperatorResult], base: str) -> OperatorResult:
 # ---------------------------------------------------------------------------- deferred signals (`wfi deliver --redrive`)
 async def deferred_signals(wfi: WfiClient, workflow: str) -> AsyncIterator[tuple[int, dict[str, Any]]]:
     """(shard, listed signal) of every deferred signal the activation lists, oldest first per shard."""
-    routing = await wfi.handle(workflow, 0).query(ROUTING_QUERY)
+    routing = await wfi._handle(workflow, 0).query(ROUTING_QUERY)
     for shard in range(max(1, int(routing.get("shards", 1)))):
         offset = 0
         while True:
-            page = await wfi.handle(workflow, shard).query(DEFERRED_SIGNALS_QUERY, args=[offset, PAGE])
+            page = await wfi._handle(workflow, shard).query(DEFERRED_SIGNALS_QUERY, args=[offset, PAGE])
             for signal in page["signals"]:
                 yield shard, signal
             offset += len(page["signals"])

@@ -54,7 +54,7 @@ class _Client(Protocol):
     _routing: RoutingCache
     _groups: DeliveryGroups | None
 
-    def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]: ...
+    def _handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]: ...
     async def shards(self, workflow: str) -> int: ...
     async def _check_codec(self, workflow: str) -> None: ...
     async def _activate_shard(self, spec: ActivationSpec, shard: int) -> Any: ...
@@ -221,7 +221,7 @@ class ShardedCalls:
         wfi = self._wfi
         workflow, shard = of_group_key(key)
         uid = uid or "bulk-" + hashlib.sha256("".join(update_id_for(r.entry, r.payload) for r in chunk).encode()).hexdigest()[:32]
-        handle = wfi.handle(workflow, shard)
+        handle = wfi._handle(workflow, shard)
 
         async def send(requests: list[DeliveryRequest]) -> list[DeliveryResult]:
             return await wfi._retry(functools.partial(handle.execute_update, DELIVER_MANY_UPDATE, requests, id=uid,
@@ -263,7 +263,7 @@ class ShardedCalls:
     async def _update_one(self, workflow: str, shard: int, uid: str | None, requests: list[DeliveryRequest]) -> DeliveryResult:
         """One ``deliver`` update (of ``requests[0]``) to one shard, retried with the same id."""
         wfi = self._wfi
-        send = functools.partial(wfi.handle(workflow, shard).execute_update, DELIVER_UPDATE, requests[0], id=uid,
+        send = functools.partial(wfi._handle(workflow, shard).execute_update, DELIVER_UPDATE, requests[0], id=uid,
                                  result_type=DeliveryResult, rpc_timeout=wfi.update_timeout)
         return await wfi._retry(send, workflow=workflow)
 

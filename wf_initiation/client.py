@@ -193,24 +193,34 @@ class WfiClient:
         loaded = deployment if isinstance(deployment, Deployment) else load_deployment(deployment)
         return cls(await _temporal.connect(loaded), task_queue=loaded.temporal.task_queue, **options)
 
-    def handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]:
-        """The Temporal handle of the activation workflow ``wfi-activation:<workflow>`` (or of its shard).
+    def _handle(self, workflow: str, shard: int = 0) -> WorkflowHandle[Any, Any]:
+        """The Temporal handle of the activation workflow (or of its shard) for the client's own calls,
+        which go through :meth:`_retry` so that only ``WfiError`` leaves a public method."""
+        return self.client.get_workflow_handle(shard_workflow_id(workflow, shard), result_type=DeactivatedResult)
+
+    async def activation_status(self, workflow: str) -> str:
+        """How the activation workflow's latest run stands, in Temporal's words: ``running``,
+        ``completed`` (deactivated), ``terminated``, ``failed``, ``timed_out``, ``canceled``, ...
 
         Args:
             workflow: The workflow identity (the Workfile's ``name``).
-            shard: Which shard of a sharded activation (``scale.shards``); 0 is the one every sender knows.
 
         Returns:
-            A handle of its latest run. Calls on it name the activation's updates, signals and
-            queries by their wire names (``wf_initiation.wire``), with their result types.
+            The status of its shard 0's latest run, lowercased.
+
+        Raises:
+            ActivationNotFound: the workflow was never activated (or its history is past retention).
         """
-        return self.client.get_workflow_handle(shard_workflow_id(workflow, shard), result_type=DeactivatedResult)
+        latest = await self._latest(workflow)
+        if latest is None:
+            raise ActivationNotFound(f"workflow {workflow!r} has no activation", workflow=workflow)
+        return latest.status.name.lower() if latest.status is not None else "unknown"
 
     async def _has_shards(self, workflow: str) -> bool:
         """Whether the activation spans more than one workflow: shard 1 exists (the server answers
         alone; no worker, no query task)."""
         try:
-            await self._retry(self.handle(workflow, 1).describe, workflow=workflow, attempts=ROUTING_ATTEMPTS)
+            await self._retry(self._handle(workflow, 1).describe, workflow=workflow, attempts=ROUTING_ATTEMPTS)
         except ActivationNotFound:
             return False
         return True
@@ -407,7 +417,7 @@ class WfiClient:
         request = DeliveryRequest(entry=entry, payload=payload)
         await self._check_codec(workflow)
         shard = (await self._routing.get(workflow, fallback=True)).shard(entry, payload)  # a shard passes on a misrouted one
-        await self._retry(lambda: self.handle(workflow, shard).signal(DELIVER_SIGNAL, request), workflow=workflow)
+        await self._retry(lambda: self._handle(workflow, shard).signal(DELIVER_SIGNAL, request), workflow=workflow)
 
     async def operate(self, workflow: str, request: OperatorRequest | OperatorAction) -> OperatorResult:
         """Apply an operator action, recorded in the activation's operator log.
@@ -442,7 +452,7 @@ class WfiClient:
             return OperatorResult(ok=False, message=f"refused before sending: {problem}", action_id=request.action_id)
         uid = f"op-{request.action_id}~{content_digest(request)}"
         await self._check_codec(workflow)
-        return await self._retry(lambda: self.handle(workflow, shard).execute_update(
+        return await self._retry(lambda: self._handle(workflow, shard).execute_update(
             OPERATE_UPDATE, request, id=uid, result_type=OperatorResult, rpc_timeout=self.update_timeout), workflow=workflow)
 
     async def redrive(self, workflow: str, request: Redrive, *, shard: int | None = None) -> OperatorResult:
@@ -490,7 +500,7 @@ class WfiClient:
 
     async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
         """Deactivate an activation (docs/lifecycle.md): refuse deliveries, stop schedules and polls,
-        settle queued work; the workflow completes once settled (``handle(workflow).result()``).
+        settle queued work; the workflow completes once settled (:meth:`deactivated`).
 
         Args:
             workflow: The workflow identity (the Workfile's ``name``).
@@ -507,7 +517,7 @@ class WfiClient:
         shards = (await self._routing.get(workflow)).shards
 
         def one(shard: int) -> Awaitable[DeactivateResult]:
-            return self._retry(lambda: self.handle(workflow, shard).execute_update(
+            return self._retry(lambda: self._handle(workflow, shard).execute_update(
                 DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
                 rpc_timeout=self.update_timeout), workflow=workflow)
 
@@ -524,7 +534,7 @@ class WfiClient:
             The final record, summary and state of the activation's shard 0.
         """
         shards = (await self._routing.get(workflow)).shards
-        results = await asyncio.gather(*(self.handle(workflow, k).result() for k in range(shards)))
+        results = await asyncio.gather(*(self._handle(workflow, k).result() for k in range(shards)))
         return results[0]
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
@@ -661,7 +671,7 @@ class WfiClient:
         error is retryable. A run that ended (terminated, timed out, ...) and keeps answering stale
         gets no next workflow task that would clear it: it is answered from its history, replayed
         here (wf_initiation/_ended.py)."""
-        ask = functools.partial(self.handle(workflow, shard).query, name, args=list(args))
+        ask = functools.partial(self._handle(workflow, shard).query, name, args=list(args))
         probes = STALE_PROBES if attempts is None else min(attempts, STALE_PROBES)
         try:
             return await self._retry(ask, workflow=workflow, attempts=probes)

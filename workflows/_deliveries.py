@@ -1,7 +1,7 @@
 """The activation's handlers for what outsiders send: deliveries (updates and signals), lifecycle
 events of other runs, and subscriptions of waiting runs (a mixin of ``ActivationWorkflow``).
 
-Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_intake``): an
+Arguments anyone with a Temporal client can send arrive raw and are decoded here (``_decode``): an
 undecodable one is recorded (``invalid``) or refused, never a dropped signal or a failed workflow
 task. A delivery that reached the worker without the team's payload codec is refused (an update by
 its validator, before anything is recorded; a signal recorded as refused, not taken) or recorded, as
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -59,8 +59,8 @@ with workflow.unsafe.imports_passed_through():
 
     from ._admission import TicketAdmission
     from ._compat import RunCompat
+    from ._decode import Undecodable, decode, unencoded
     from ._inbox import Inbox, Turn
-    from ._intake import Undecodable, decode, unencoded
     from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
@@ -89,6 +89,7 @@ class DeliveryHandlers(SplitHandlers):
     _pending_spec: Any
     _signals: int
     _forwarding: int
+    _validated: dict[str, Any]  # update id -> what its validator decoded (or why it could not)
     _compat: RunCompat
     _spec: ActivationSpec  # the whole binding (the engine has this shard's part)
     _shard: int
@@ -99,7 +100,8 @@ class DeliveryHandlers(SplitHandlers):
     @workflow.update(name=DELIVER_UPDATE)
     async def deliver(self, request: RawValue) -> DeliveryResult:
         try:
-            decoded = decode(request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery")
+            decoded = self._validated_value(lambda: decode(
+                request, DeliveryRequest, max_bytes=self._max_bytes(MAX_DELIVERY_BYTES), what="the delivery"))
         except Undecodable as exc:
             return self._absorb(self._engine.undecodable(str(exc), self._now()))
         self._take_unencoded(request, DELIVER_UPDATE, [decoded])
@@ -122,17 +124,19 @@ class DeliveryHandlers(SplitHandlers):
         if isinstance(request, RawValue) and len(request.payload.data) > limit:
             raise ValueError(f"the delivery is {len(request.payload.data)} bytes; the limit is {limit}: send a "
                              "reference (URL, object key) instead of the content")
+        try:
+            decoded = decode(request, DeliveryRequest, max_bytes=None, what="the delivery")  # measured just above
+        except Undecodable as exc:
+            self._keep_validated(exc)  # the handler records it as invalid
+            return
         if self._spec.shards > 1:
-            try:
-                decoded = decode(request, DeliveryRequest, max_bytes=limit, what="the delivery")
-            except Undecodable:
-                return  # the handler records it as invalid
             self._refuse_misrouted([decoded])
+        self._keep_validated(decoded)
 
     @workflow.update(name=DELIVER_MANY_UPDATE)
     async def deliver_many(self, requests: RawValue) -> list[DeliveryResult]:
         try:
-            decoded = self._decode_many(requests)
+            decoded = self._validated_value(lambda: self._decode_many(requests))
         except Undecodable as exc:  # the validator refused it; only a replay without validators gets here
             raise ApplicationError(str(exc), type=INVALID_ARGUMENT, non_retryable=True) from None
         self._take_unencoded(requests, DELIVER_MANY_UPDATE, decoded)
@@ -160,6 +164,24 @@ class DeliveryHandlers(SplitHandlers):
             raise ValueError(f"at most {MAX_BULK} deliveries per deliver_many update; split the batch")
         if self._spec.shards > 1:
             self._refuse_misrouted(decoded)
+        self._keep_validated(decoded)
+
+    # An update's argument is measured and decoded once, by its validator, which hands the handler what
+    # it decoded (the handler runs right after it, in the same workflow task). On replay no validator
+    # runs, and the handler decodes the argument itself, to the same value.
+    def _keep_validated(self, value: Any) -> None:
+        info = workflow.current_update_info()
+        if info is not None:
+            self._validated[info.id] = value
+
+    def _validated_value(self, decode_here: Callable[[], R]) -> R:
+        info = workflow.current_update_info()
+        value = self._validated.pop(info.id, None) if info is not None else None
+        if value is None:
+            return decode_here()
+        if isinstance(value, Undecodable):
+            raise value
+        return cast(R, value)
 
     @workflow.signal(name=DELIVER_SIGNAL)
     async def deliver_signal(self, request: RawValue) -> None:

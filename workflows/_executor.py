@@ -58,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from wf_initiation.wire import poll_activity_name as activity_name_for
 
-    from ._intake import decode
+    from ._decode import decode
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
 

@@ -112,6 +112,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._carry_retry_at = 0
         self._signals = 0  # signals this run took (the server refuses a run's 10,001st)
         self._forwarding = 0  # deliveries being passed on to another shard (_deliveries._forward)
+        self._validated: dict[str, Any] = {}  # an update's argument its validator decoded (_deliveries)
         self._init_splits()
         # Re-issues what the previous run left unfinished; activates a deactivated activation again.
         self._absorb(self._engine.resume(now))

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, case, check
-from wf_initiation.core.engine import DeliveryResult
 from wf_initiation.wire import (
     DELIVER_UPDATE,
     DELIVERY_QUERY,
@@ -23,6 +22,7 @@ from wf_initiation.wire import (
     SUMMARY_QUERY,
     WAIT_FOR_EXAMPLE_WORKFLOW,
     DeliveryRequest,
+    DeliveryResult,
     WaitRequest,
     subscribers_query,
     workflow_id_for,

@@ -1,7 +1,7 @@
 """A sharded activation checked from outside (deployment ``scale: {shards: N}``; docs/limits.md).
 
-The activation runs as N Temporal workflows, each taking the deliveries whose id routes to it
-(``core.sharding``); every guarantee of one activation holds across them. These cases drive it only
+The activation runs as N Temporal workflows, each taking the deliveries whose id routes to it (the
+rule docs/wire.md publishes); every guarantee of one activation holds across them. These cases drive it only
 through ``wfi activate``, ``wfi deliver``, ``wfi state`` and ``wfi deactivate`` (the kit's cleanup),
 so a sharded deployment is proved the way an operator would use it. Operator actions (pause,
 resume, poll_now, set_cursor, backfill, ...) name schedule and poll entries, which shard 0 alone
@@ -11,13 +11,20 @@ runs, so they need no fan-out; a deactivation reaches every shard with one actio
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from typing import Any
 
 from wf_initiation.conformance.cases.composition import REPLIES
 from wf_initiation.conformance.kit import EXTERNAL, CaseFailed, Target, WorkfilePair, case, check, eventually
-from wf_initiation.core.sharding import shard_of
-from wf_initiation.wire import ECHO_RUN_RELEASE_SIGNAL, ECHO_RUN_WORKFLOW, WAIT_FOR_EXAMPLE_WORKFLOW, WaitRequest
+from wf_initiation.wire import (
+    ECHO_RUN_RELEASE_SIGNAL,
+    ECHO_RUN_WORKFLOW,
+    ROUTING_QUERY,
+    WAIT_FOR_EXAMPLE_WORKFLOW,
+    WaitRequest,
+    workflow_id_for,
+)
 
 SHARDS = 4
 HOOK = """name: {name}
@@ -45,6 +52,19 @@ def _pair(target: Target, shards: int = SHARDS, workfile: str = HOOK) -> Workfil
     name = target.unique("sharded")
     run = {"workflow_type": ECHO_RUN_WORKFLOW, "task_queue": target.deployment.temporal.task_queue}
     return target.write_pair(name, workfile.format(name=name), {"run": run, "scale": {"shards": shards}})
+
+
+async def _routed_shards(target: Target, workflow: str) -> int:
+    """How many shards the activation spreads its deliveries over: shard 0's ``routing`` query."""
+    routing = await (await target.client()).get_workflow_handle(workflow_id_for(workflow)).query(ROUTING_QUERY)
+    return int(routing["shards"])
+
+
+def _published_shard(entry: str, delivery_id: str, shards: int) -> int:
+    """The shard that takes a delivery id, by the rule docs/wire.md publishes for bridges in any
+    language ("Routing for a sharded activation"), computed here as such a bridge would."""
+    digest = hashlib.sha256(f"{entry}\x1f{delivery_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
 
 
 async def _deliver(target: Target, pair: WorkfilePair, ident: str, **body: Any) -> dict[str, Any]:
@@ -185,7 +205,8 @@ async def a_run_waiting_on_a_sharded_entry_gets_its_event_whatever_shard_its_id_
     await eventually(copies, lambda parts: len(parts) == SHARDS and all(
         p.get("counters", {}).get("subscription_copies", 0) >= 1 for p in parts[1:]),
         "every shard holds a copy of the waiting run's subscription", timeout=60, describe=str)
-    away = next(i for i in (f"r-{n}" for n in range(100)) if shard_of("reply", i, SHARDS) != 0)
+    shards = await _routed_shards(target, name)
+    away = next(i for i in (f"r-{n}" for n in range(100)) if _published_shard("reply", i, shards) != 0)
     payload = {"delivery_id": away, "method": "POST", "body": {"thread": "t1"}}
     result = await target.wfi("deliver", "--payload", json.dumps(payload), "--entry", "reply", "--workflow", name,
                               "--deployment", str(pair.deployment), "--json")

@@ -109,7 +109,7 @@ def test_the_counts_of_starting_and_running_runs_follow_every_transition(tmp_pat
     # The page and the summary read counts the engine keeps, not a scan of the runs in flight.
     spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq", max_concurrent_runs=4)
     engine = Engine(spec, initial_state(spec, T0))
-    core = engine._core
+    core = engine._machine
 
     def counted() -> tuple[int, int, int]:
         summary = engine.summary()
@@ -131,7 +131,7 @@ def test_the_counts_of_starting_and_running_runs_follow_every_transition(tmp_pat
     engine.run_finished(keys[0], "failed", T0)
     assert counted() == (0, 2, 1)
     engine = Engine(spec, decode_state(encode_state(engine)))  # continue-as-new: counted from the state
-    core = engine._core
+    core = engine._machine
     assert counted() == (0, 2, 1)
 
 

@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"_schedule", "_poll", "_subscriptions", "_redrive"},  # sources on top of the pipeline; re-drive of kept events
     {"_jobs", "operator"},                        # schedule jobs; operator actions
     {"_deactivate"},                              # deactivation and re-activation
-    {"_engine"},                                  # the core: every source's time-driven work
+    {"_machine"},                                 # the machine: every source's time-driven work
     {"_view"},                                    # the operator's page
     {"summary"},                                  # operator views
     {"_facade"},                                  # the public face: Decisions

@@ -30,7 +30,7 @@ def child_engine(tmp_path: pathlib.Path) -> tuple[Engine, list[str]]:
 
 
 def starting(engine: Engine) -> int:
-    return sum(1 for r in engine._core.state.runs.values() if r.status == "starting")
+    return sum(1 for r in engine._machine.state.runs.values() if r.status == "starting")
 
 
 def test_a_child_that_missed_its_handover_and_frees_takes_them_from_its_parent_s_state(tmp_path: pathlib.Path) -> None:

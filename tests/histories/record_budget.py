@@ -53,7 +53,7 @@ async def main(out):
             else:
                 raise SystemExit(f"not settled: {s}")
             print(s["counters"])
-            history = await wfi.handle(name).fetch_history()
+            history = await wfi._handle(name).fetch_history()
         pathlib.Path(out).write_text(history.to_json())
         kinds = {}
         for e in history.events:

@@ -122,7 +122,7 @@ async def test_cancel_queued_drops_queued_work_terminates_running_runs_and_compl
         keys = await busy(wfi, client, name, tmp_path)
         result = await wfi.deactivate(name, DeactivateRequest(queued="cancel", running="terminate", note="cleanup"))
         assert (result.ok, result.status, result.remaining["pending_runs"]) == (True, "deactivating", 0)
-        final: DeactivatedResult = await asyncio.wait_for(wfi.handle(name).result(), 60)
+        final: DeactivatedResult = await asyncio.wait_for(wfi._handle(name).result(), 60)
         d = final.deactivation
         assert (d["dropped_runs"], d["dropped_batches"], d["left_running"], d["note"]) == (1, 1, 0, "cleanup")
         assert d["controlled"][keys["h1"]] == d["controlled"][keys["t1"]] == "terminate"
@@ -131,7 +131,7 @@ async def test_cancel_queued_drops_queued_work_terminates_running_runs_and_compl
         assert await describe_or_none(client, keys["h2"]) is None, "the queued run never started"
         assert await describe_or_none(client, keys["o1"]) is None, "the open batch never became a run"
         # Replayed here first: the query below replays it in the worker, and a failure there names no event.
-        await assert_replays_history(await wfi.handle(name).fetch_history(), name)
+        await assert_replays_history(await wfi._handle(name).fetch_history(), name)
         state = await wfi.state(name, include_events=True)  # a completed workflow still answers queries
         assert state["summary"]["status"] == "deactivated"
         assert state["events"]["order\x1fo1"]["disposition"] == "dropped" == state["events"]["hook\x1fh2"]["disposition"]
@@ -143,7 +143,7 @@ async def test_cancel_queued_drops_queued_work_terminates_running_runs_and_compl
             assert (await client.count_workflows(deactivated)).count == 1
 
         await assert_eventually(nothing_open, timeout=30)
-        history = await wfi.handle(name).fetch_history()
+        history = await wfi._handle(name).fetch_history()
     assert await replay_failure(history) is None
 
 
@@ -184,7 +184,7 @@ async def test_drain_finishes_queued_work_and_refuses_every_delivery_meanwhile(
         assert await status_of(client, keys["h2"]) is None, "h2 waits behind h1's key"
         for key in (keys["h1"], keys["t1"]):
             await client.get_workflow_handle(key).signal("release")
-        final: DeactivatedResult = await asyncio.wait_for(wfi.handle(name).result(), 60)
+        final: DeactivatedResult = await asyncio.wait_for(wfi._handle(name).result(), 60)
         assert await status_of(client, keys["h2"]) == WorkflowExecutionStatus.COMPLETED, "the queued run ran"
         d = final.deactivation
         assert (d["dropped_runs"], d["dropped_batches"], d["controlled"], d["left_running"]) == (0, 0, {}, 0)
@@ -227,7 +227,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
         await until_status(client, done.run_key, WorkflowExecutionStatus.COMPLETED)
         await until_status(client, held.run_key, WorkflowExecutionStatus.RUNNING)
         await assert_eventually(lambda: _polled(wfi, name, "1"), timeout=60)
-        first_run = (await wfi.handle(name).describe()).run_id
+        first_run = (await wfi._handle(name).describe()).run_id
 
         first = await wfi.deactivate(name, DeactivateRequest(queued="drain", action_id="a1"))
         assert first.status == "deactivating"
@@ -236,7 +236,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
         assert await status_of(client, held.run_key) == WorkflowExecutionStatus.RUNNING
         escalated = await wfi.deactivate(name, DeactivateRequest(queued="cancel", running="terminate", action_id="a2"))
         assert "escalated" in escalated.message
-        final: DeactivatedResult = await asyncio.wait_for(wfi.handle(name).result(), 60)
+        final: DeactivatedResult = await asyncio.wait_for(wfi._handle(name).result(), 60)
         assert await status_of(client, held.run_key) == WorkflowExecutionStatus.TERMINATED
         requested = datetime.fromisoformat(final.deactivation["requested_at"].replace("Z", "+00:00"))
 
@@ -247,7 +247,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
         before_reactivation = datetime.now(UTC)
         reactivated = await wfi.activate(changed)
         assert reactivated.previous == [spec.activation_id], "a changed binding: a rebind of the carried state"
-        assert (await wfi.handle(name).describe()).run_id != first_run
+        assert (await wfi._handle(name).describe()).run_id != first_run
         summary = await wfi.summary(name)
         assert (summary["status"], summary["activation_id"]) == ("active", changed.activation_id)
         # Counters carry over; the 1 s tick may already have started a run since the re-activation.
@@ -274,7 +274,7 @@ async def test_an_action_id_applies_once_and_a_reactivation_resumes_from_the_fin
                    if t < before_reactivation]
         assert stretch == [], f"occurrences while deactivated were not admitted: {stretch}"
         await wfi.deactivate(name, DeactivateRequest(queued="cancel", running="terminate"))
-        await asyncio.wait_for(wfi.handle(name).result(), 60)
+        await asyncio.wait_for(wfi._handle(name).result(), 60)
         await assert_eventually(lambda: no_open_workflows(client, name), timeout=15)
     await assert_replays(client, workflow_id_for(name))
 
@@ -343,4 +343,4 @@ async def test_wfi_deactivate_settles_waits_and_says_what_happened(dev_env, task
         accepted = await wfi_cli("deliver", "--payload", json.dumps(hook("h2")), *target)
         assert accepted.returncode == 0 and accepted.stdout.startswith("accepted")
         await wfi.deactivate(name, DeactivateRequest(queued="cancel", running="terminate"))
-        await asyncio.wait_for(wfi.handle(name).result(), 60)
+        await asyncio.wait_for(wfi._handle(name).result(), 60)

@@ -96,7 +96,7 @@ async def test_cancelling_more_running_runs_than_the_pending_activities_limit_go
         assert all(f" of {RUNS} (" in line for line in shown), shown
         for key in keys[:: RUNS // 6]:
             assert (await client.get_workflow_handle(key).describe()).status == WorkflowExecutionStatus.CANCELED
-        final = await wfi.handle(name).result()
+        final = await wfi._handle(name).result()
         assert final.deactivation["controls_applied"] == RUNS and len(final.deactivation["controlled"]) == RUNS
 
         async def nothing_running() -> None:

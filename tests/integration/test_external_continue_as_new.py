@@ -59,7 +59,7 @@ async def test_deliveries_across_several_continue_as_new_boundaries(dev_env, tas
             return state
 
         state = await assert_eventually(settled, timeout=180, interval=1.0)
-    desc = await wfi.handle(name).describe()
+    desc = await wfi._handle(name).describe()
     runs_in_chain = 0
     async for _ in dev_env.client.list_workflows(f'WorkflowId = "{desc.id}"'):
         runs_in_chain += 1

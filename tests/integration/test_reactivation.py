@@ -87,7 +87,7 @@ async def test_changed_connection_or_input_is_a_new_activation_that_keeps_what_t
         assert summary["activation_id"] == new_input.activation_id
         # One stable identity spans every activation and run that interact (INIT-2): the same
         # activation workflow id, and every run, whichever activation accepted it, names the workflow.
-        assert (await wfi.handle(name).describe()).id == f"wfi-activation:{name}"
+        assert (await wfi._handle(name).describe()).id == f"wfi-activation:{name}"
         for run in (m2, m3):
             assert run["input"]["initiation"]["workflow"] == name
         assert summary["counters"]["runs_started"] == 3, "nothing was re-run"

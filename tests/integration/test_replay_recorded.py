@@ -37,8 +37,8 @@ async def test_a_recorded_activation_history_replays_without_nondeterminism(dev_
             assert summary["runs_pending"] == summary["runs_starting"] == summary["runs_running"] == 0, summary
 
         await assert_eventually(settled, timeout=60)
-        history = await wfi.handle(name).fetch_history()
-    assert (await wfi.handle(name).describe()).status == WorkflowExecutionStatus.RUNNING
+        history = await wfi._handle(name).fetch_history()
+    assert (await wfi._handle(name).describe()).status == WorkflowExecutionStatus.RUNNING
     assert len(history.events) > 50, "a history with deliveries, starts, watches and publishes"
     failure = await replay_failure(history)
     assert failure is None, failure

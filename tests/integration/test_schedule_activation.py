@@ -218,7 +218,7 @@ async def test_waking_ahead_admits_at_the_instant_itself_and_never_starts_a_run_
             run = await assert_eventually(lambda o=o: _finished_run(client, o["run_key"]), timeout=30)
             fired = check_timing(run, instant)
             assert fired == datetime.fromisoformat(o["fired_at"]), "the run's fired_at is the recorded admission"
-        history = await wfi.handle(name).fetch_history()
+        history = await wfi._handle(name).fetch_history()
     failure = await replay_failure(history)
     assert failure is None, f"a history with held starts replays: {failure}"
     local_starts = [e for e in history.events if e.HasField("marker_recorded_event_attributes")

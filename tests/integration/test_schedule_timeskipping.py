@@ -181,7 +181,7 @@ async def quiet(wfi: WfiClient, name: str) -> dict[str, Any]:
         state = await wfi.state(name)
         s = state["summary"]
         assert s["runs_pending"] == s["runs_starting"] == s["runs_running"] == 0, s
-        desc = (await wfi.handle(name).describe()).raw_description
+        desc = (await wfi._handle(name).describe()).raw_description
         assert not desc.pending_activities and not desc.HasField("pending_workflow_task")
         return state
 

@@ -34,7 +34,7 @@ async def test_a_plain_client_cannot_activate_out_of_bounds_and_the_activation_g
         raw["activation_id"] = spec.activation_id.replace("@", "@x")
         forged = type(spec).model_validate_json(json.dumps(raw))
         with pytest.raises(WorkflowUpdateFailedError):
-            await wfi.handle(name).execute_update("activate", forged, id="forged-activate")
+            await wfi._handle(name).execute_update("activate", forged, id="forged-activate")
         state = await wfi.state(name)
         assert state["activation_id"] == spec.activation_id
         ok = await wfi.deliver(name, {"message_id": "m1", "from": "a@b.c", "recipient": "help@acme.com", "subject": "hi"})

@@ -44,7 +44,7 @@ class Driver:
     @property
     def core(self) -> Any:
         """The engine's internals, for tests that set up or read what no public call exposes."""
-        return self.engine._core
+        return self.engine._machine
 
     def deliver_event(self, entry: str, payload: Any, now: datetime) -> Any:
         """One event of any entry straight into the acceptance pipeline (an internal step: the public

@@ -127,20 +127,16 @@ def _control_progress(d: dict[str, Any]) -> str:
 
 async def _closed(wfi: Any, workflow: str) -> tuple[str, dict[str, Any]] | None:
     """(outcome, data) when the activation is not running any more; None while it runs."""
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError, RPCStatusCode
+    from wf_initiation.errors import ActivationNotFound
 
     try:
-        desc = await wfi.handle(workflow).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(f"there is no activation of workflow {workflow!r} to deactivate") from None
-        raise
-    if desc.status == WorkflowExecutionStatus.RUNNING:
+        status = await wfi.activation_status(workflow)
+    except ActivationNotFound:
+        raise UserError(f"there is no activation of workflow {workflow!r} to deactivate") from None
+    if status == "running":
         return None
-    if desc.status == WorkflowExecutionStatus.COMPLETED:
-        return "already_deactivated", _final(workflow, await wfi.handle(workflow).result())
-    status = desc.status.name.lower() if desc.status else "closed"
+    if status == "completed":
+        return "already_deactivated", _final(workflow, await wfi.deactivated(workflow))
     return "not_running", {"workflow": workflow, "status": status,
                            "message": f"the activation is not running ({status}); nothing to deactivate"}
 

@@ -34,16 +34,24 @@ import functools
 import re
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from jinja2 import Undefined, nodes
 from jinja2.compiler import Frame, optimizeconst
 from jinja2.nativetypes import NativeCodeGenerator, NativeTemplate, native_concat
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from wf_initiation.errors import InvalidInput
 
 from .limits import MAX_INT_DIGITS
+
+V = TypeVar("V")
+Args = tuple[object, ...]
+"""A filter's or method's positional arguments: whatever the expression passed."""
+Kwargs = dict[str, object]
+Prechecked = tuple[Args, Kwargs]
+"""The arguments after a precheck (an iterable argument materialised as a list)."""
 
 # -- limits (docs/limits.md, "Expressions, validation and schedules") ------------------------------
 MAX_EXPRESSION_CHARS = 4_096
@@ -108,7 +116,7 @@ class Budget:
                 "or compute the value before sending the event"
             )
 
-    def charge(self, value: Any) -> Any:
+    def charge(self, value: V) -> V:
         """Count one operation that produced ``value``; refuse a value or a total that is too large."""
         self.tick()
         if isinstance(value, int) and not isinstance(value, bool):
@@ -128,7 +136,7 @@ class Budget:
 _SCALARS = frozenset({int, float, bool, type(None)})
 
 
-def value_size(value: Any, cap: int) -> int:
+def value_size(value: object, cap: int) -> int:
     """:data:`ITEM_SIZE` per value plus 1 per character, through lists and mappings; stops past ``cap``."""
     total, stack = 0, [value]
     while stack and total <= cap:
@@ -150,7 +158,7 @@ def value_size(value: Any, cap: int) -> int:
     return total
 
 
-def input_work(value: Any) -> int:
+def input_work(value: object) -> int:
     """Operations a filter or method spends going through ``value``: 1 per item, 1 per 100 characters."""
     if isinstance(value, Undefined):
         return 0
@@ -174,7 +182,7 @@ def check_int_bits(bits: int) -> None:
         raise BudgetExceeded(f"an integer of the expression would have more than {MAX_INT_DIGITS:,} digits")
 
 
-def check_width(width: Any, what: str) -> None:
+def check_width(width: object, what: str) -> None:
     if isinstance(width, int) and width > MAX_FORMAT_WIDTH:
         raise BudgetExceeded(f"{what} {width:,} is larger than {MAX_FORMAT_WIDTH:,}: use a smaller width")
 
@@ -182,11 +190,11 @@ def check_width(width: Any, what: str) -> None:
 # -- operators --------------------------------------------------------------------------------------
 
 
-def _is_seq(value: Any) -> bool:
+def _is_seq(value: object) -> bool:
     return isinstance(value, (str, list, tuple))
 
 
-def _precheck_mul(left: Any, right: Any) -> None:
+def _precheck_mul(left: object, right: object) -> None:
     if _is_seq(left) and isinstance(right, int):
         check_size(_repeated_size(left, right))
     elif _is_seq(right) and isinstance(left, int):
@@ -195,7 +203,7 @@ def _precheck_mul(left: Any, right: Any) -> None:
         check_int_bits(left.bit_length() + right.bit_length() - 1)
 
 
-def _repeated_size(seq: Any, times: int) -> int:
+def _repeated_size(seq: object, times: int) -> int:
     """Size of ``seq * times`` (a string repeats its characters, a list its items)."""
     if times <= 0:
         return ITEM_SIZE
@@ -203,17 +211,17 @@ def _repeated_size(seq: Any, times: int) -> int:
     return ITEM_SIZE + inner * times
 
 
-def _precheck_pow(base: Any, exp: Any) -> None:
+def _precheck_pow(base: object, exp: object) -> None:
     if isinstance(base, int) and isinstance(exp, int) and exp > 0 and abs(base) > 1:
         check_int_bits((base.bit_length() - 1) * exp + 1)
 
 
-def _precheck_mod(left: Any, right: Any) -> None:
+def _precheck_mod(left: object, right: object) -> None:
     if isinstance(left, str):
         check_printf(left, right)
 
 
-def check_printf(fmt: str, args: Any) -> None:
+def check_printf(fmt: str, args: object) -> None:
     """Refuse a ``%`` format whose widths or precisions (written, or taken from ``args`` by ``*``) are too large."""
     star = False
     for match in _PRINTF_FIELD.finditer(fmt):
@@ -240,13 +248,13 @@ def check_format(fmt: str) -> None:
             check_width(int(digits), "a format width")
 
 
-_PRECHECKS: Mapping[str, Callable[[Any, Any], None]] = {"*": _precheck_mul, "**": _precheck_pow, "%": _precheck_mod}
+_PRECHECKS: Mapping[str, Callable[[object, object], None]] = {"*": _precheck_mul, "**": _precheck_pow, "%": _precheck_mod}
 
 
 # -- methods and filters ----------------------------------------------------------------------------
 
 
-def _estimate_replace(text: Any, old: Any, new: Any, count: Any = -1) -> None:
+def _estimate_replace(text: object, old: object, new: object, count: object = -1) -> None:
     if isinstance(text, str) and isinstance(old, str) and isinstance(new, str) and len(new) > len(old):
         hits = text.count(old) if old else len(text) + 1
         if isinstance(count, int) and count >= 0:
@@ -254,11 +262,17 @@ def _estimate_replace(text: Any, old: Any, new: Any, count: Any = -1) -> None:
         check_size(ITEM_SIZE + len(text) + hits * (len(new) - len(old)))
 
 
-def _estimate_join(sep: str, items: list[Any]) -> None:
+def _items(value: object) -> list[object]:
+    """An iterable argument as a list (``join`` goes through it once to measure it); one that is not
+    iterable raises the TypeError the call itself would."""
+    return list(cast("Iterable[object]", value))
+
+
+def _estimate_join(sep: str, items: list[object]) -> None:
     check_size(ITEM_SIZE + len(items) + max(len(items) - 1, 0) * len(sep))
 
 
-def _method_precheck(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+def _method_precheck(owner: object, name: str, args: Args, kwargs: Kwargs) -> Args:
     """Refuse a call to an allowed method whose result would be too large; return the (materialised) args."""
     if not isinstance(owner, str):
         return args
@@ -267,7 +281,7 @@ def _method_precheck(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[
     elif name == "replace" and len(args) >= 2:
         _estimate_replace(owner, *args[:3])
     elif name == "join" and args:
-        items = list(args[0])
+        items = _items(args[0])
         _estimate_join(owner, items)
         args = (items, *args[1:])
     elif name == "format":
@@ -277,51 +291,51 @@ def _method_precheck(owner: Any, name: str, args: tuple[Any, ...], kwargs: dict[
     return args
 
 
-def _filter_prechecks() -> Mapping[str, Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]]:
+def _filter_prechecks() -> Mapping[str, Callable[[Args, Kwargs], Prechecked]]:
     """Per filter: refuse arguments that would make its result too large; may materialise an iterable."""
 
-    def center(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def center(args: Args, kwargs: Kwargs) -> Prechecked:
         check_width(args[1] if len(args) > 1 else kwargs.get("width", 80), "center width")
         return args, kwargs
 
-    def indent(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def indent(args: Args, kwargs: Kwargs) -> Prechecked:
         width = args[1] if len(args) > 1 else kwargs.get("width", 4)
         unit = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         text = str(args[0]) if args else ""
         check_size(ITEM_SIZE + len(text) + (text.count("\n") + 1) * max(unit, 0))
         return args, kwargs
 
-    def fmt(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def fmt(args: Args, kwargs: Kwargs) -> Prechecked:
         if args and isinstance(args[0], str):
             check_printf(args[0], kwargs or tuple(args[1:]))
         return args, kwargs
 
-    def sized(name: str, index: int) -> Callable[..., tuple[tuple[Any, ...], dict[str, Any]]]:
-        def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def sized(name: str, index: int) -> Callable[[Args, Kwargs], Prechecked]:
+        def check(args: Args, kwargs: Kwargs) -> Prechecked:
             count = args[index] if len(args) > index else kwargs.get(name)
             if isinstance(count, int) and count > MAX_VALUE_SIZE:
                 raise BudgetExceeded(f"{name} {count:,} is larger than {MAX_VALUE_SIZE:,}")
             return args, kwargs
         return check
 
-    def join(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        items = list(args[0]) if args else []
+    def join(args: Args, kwargs: Kwargs) -> Prechecked:
+        items = _items(args[0]) if args else []
         sep = args[1] if len(args) > 1 else kwargs.get("d", "")
         _estimate_join(str(sep), items)
         return (items, *args[1:]), kwargs
 
-    def replace(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def replace(args: Args, kwargs: Kwargs) -> Prechecked:
         if len(args) >= 3:
             _estimate_replace(str(args[0]), *args[1:4])
         return args, kwargs
 
-    def tojson(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def tojson(args: Args, kwargs: Kwargs) -> Prechecked:
         indent = args[1] if len(args) > 1 else kwargs.get("indent")
         if isinstance(indent, int) and indent > MAX_JSON_INDENT:
             raise BudgetExceeded(f"tojson indent {indent} is larger than {MAX_JSON_INDENT}")
         return args, kwargs
 
-    def numbers_only(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def numbers_only(args: Args, kwargs: Kwargs) -> Prechecked:
         # Only numbers add to a number among JSON values: no quadratic list concatenation.
         start = args[2] if len(args) > 2 else kwargs.get("start", 0)
         if not isinstance(start, (int, float)):
@@ -355,7 +369,7 @@ class _Template(NativeTemplate):
 class _CodeGenerator(NativeCodeGenerator):
     """Native code generation, with ``a ~ b`` routed through the environment so it is budgeted."""
 
-    def _output_const_repr(self, group: Iterable[Any]) -> str:
+    def _output_const_repr(self, group: Iterable[object]) -> str:
         # A lone constant keeps its type ({{ true }} is True): Jinja joins it into text and relied
         # on parsing the text back as a Python literal, which this environment no longer does.
         parts = list(group)
@@ -398,7 +412,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         precheck = _FILTER_PRECHECKS.get(name)
 
         @functools.wraps(fn)  # keeps jinja_pass_arg (context/environment passing)
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def run(*args: object, **kwargs: object) -> object:
             head = 1 if getattr(fn, "jinja_pass_arg", None) is not None else 0
             self.budget.tick(1 + (input_work(args[head]) if len(args) > head else 0))
             if precheck is not None:
@@ -409,13 +423,13 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         return run
 
     # The three hooks the sandbox offers (see jinja2.sandbox.SandboxedEnvironment).
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
+    def call_binop(self, context: Context, operator_: str, left: object, right: object) -> object:
         precheck = _PRECHECKS.get(operator_)
         if precheck is not None:
             precheck(left, right)
         return self.budget.charge(self.binop_table[operator_](left, right))
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (jinja's signature)
+    def call(__self, __context: Context, __obj: Any, *args: object, **kwargs: object) -> object:  # noqa: N805 (jinja's signature)
         if isinstance(__obj, Undefined):
             return __obj()  # raises the undefined error naming what is missing
         owner, name = _method_of(__obj)
@@ -425,25 +439,25 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         args = _method_precheck(owner, name, args, kwargs)
         return __self.budget.charge(__obj(*args, **kwargs))
 
-    def getattr(self, obj: Any, attribute: str) -> Any:
+    def getattr(self, obj: object, attribute: str) -> object:
         self.budget.tick()
         if isinstance(obj, Mapping) and attribute in obj and not self.legacy_literals:
             return obj[attribute]  # a payload key wins over a method of the same name
         return super().getattr(obj, attribute)
 
-    def getitem(self, obj: Any, argument: Any) -> Any:
+    def getitem(self, obj: object, argument: object) -> object:
         self.budget.tick()
         value = super().getitem(obj, argument)
         return self.budget.charge(value) if isinstance(argument, slice) else value
 
-    def concat_values(self, parts: Iterable[Any]) -> str:
+    def concat_values(self, parts: Iterable[object]) -> str:
         """``a ~ b ~ c``: every part as text, refused before joining when the result would be too large."""
         texts = [str(p) for p in parts]
         check_size(ITEM_SIZE + sum(len(t) for t in texts))
         joined = "".join(texts)
         return self.budget.charge(joined)
 
-    def concat_output(self, values: Iterable[Any]) -> Any:
+    def concat_output(self, values: Iterable[object]) -> object:
         """The value of a whole template: one output node's value as it is, several joined as text."""
         parts = list(values)
         if not parts:
@@ -455,7 +469,7 @@ class BudgetedSandbox(ImmutableSandboxedEnvironment):
         return value
 
 
-def _method_of(obj: Any) -> tuple[Any, str]:
+def _method_of(obj: object) -> tuple[object | None, str]:
     """The value a bound method belongs to and its name (the sandbox's str.format wrapper included)."""
     target = getattr(obj, "__wrapped__", obj)
     owner = getattr(target, "__self__", None)
@@ -464,14 +478,14 @@ def _method_of(obj: Any) -> tuple[Any, str]:
     return owner, getattr(target, "__name__", "")
 
 
-def _base_type(value: Any) -> type:
+def _base_type(value: object) -> type:
     for kind in (bool, int, float, str, dict, list, tuple):
         if isinstance(value, kind):
             return int if kind is bool else kind
     return type(value)
 
 
-def _describe(obj: Any) -> str:
+def _describe(obj: object) -> str:
     owner, name = _method_of(obj)
     if owner is not None:
         return f"{_base_type(owner).__name__}.{name}()"

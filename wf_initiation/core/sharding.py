@@ -9,7 +9,7 @@ polls, lifecycle-event entries, subscriptions, operator actions) is shard 0's: t
 source, so nothing is gained by spreading them.
 
 Entries that relate events to each other have each event *run* by one shard, its lane
-(:func:`lane_key`): an entry with ``queue_by`` orders the events of one key, so the key's shard
+(:func:`event_lane`): an entry with ``queue_by`` orders the events of one key, so the key's shard
 (:func:`lane_of`) takes them; a ``batch`` collects the events of one partition, so the partition's
 shard does; ``overlap`` other than ``allow`` and ``max_concurrent_runs`` span every run, so shard 0
 takes every such event (where schedules and polls run too). The id's shard (its *id-home*) still
@@ -113,7 +113,7 @@ def batch_lane_text(entry: str, partition: str | None) -> str:
     return f"\x1d{entry}\x1f{partition or ''}"
 
 
-def lane_key(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, partition: str | None) -> int | None:
+def event_lane(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, partition: str | None) -> int | None:
     """The shard that takes an admitted event of ``entry`` (None: its id's shard, as for an entry that
     relates no events to others): shard 0 under an activation-wide policy (where the schedules and
     polls run too), else the lane of its batch (entry and partition) or of its queue key."""

@@ -22,12 +22,12 @@ __all__ = ["IngressConfig", "IngressConfigError", "app", "build"]
 
 if TYPE_CHECKING:
     from ._factory import app, build
-    from ._routes import IngressConfigError
+    from ._hooks import IngressConfigError
     from .config import IngressConfig
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "IngressConfig": ".config",
-    "IngressConfigError": "._routes",
+    "IngressConfigError": "._hooks",
     "app": "._factory",
     "build": "._factory",
 })

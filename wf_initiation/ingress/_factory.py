@@ -11,8 +11,9 @@ from typing import Any
 from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.errors import SecretUnavailable
 
-from ._app import Ingress, build_app
-from ._routes import IngressConfigError, build_routes
+from ._app import build_app
+from ._hooks import IngressConfigError, build_hooks
+from ._receiver import Ingress
 from ._secrets import SecretResolver
 from .config import IngressConfig
 
@@ -23,7 +24,7 @@ def build(
     deployment: Deployment | str | os.PathLike[str], *, client: Any = None, strict: bool = True,
     connect: Callable[[], Awaitable[Any]] | None = None,
 ) -> Ingress:
-    """The ingress state (routes, gates, metrics) for a deployment.
+    """The ingress state (hooks, gates, metrics) for a deployment.
 
     Args:
         deployment: A :class:`Deployment` or the path of a deployment file.
@@ -36,15 +37,15 @@ def build(
     if not isinstance(deployment, Deployment):
         deployment = load_deployment(pathlib.Path(deployment))
     config = deployment.ingress or IngressConfig()
-    table = build_routes(deployment, config)
+    table = build_hooks(deployment, config)
     problems = list(table.problems)
     secrets = SecretResolver()
-    for route in table.by_name.values():
-        for secret in route.secrets:
+    for hook in table.by_name.values():
+        for secret in hook.secrets:
             try:
                 secrets.value(secret)
             except SecretUnavailable as exc:
-                problems.append(f"{route.label}: {exc}; until it resolves, requests to it are answered 503")
+                problems.append(f"{hook.label}: {exc}; until it resolves, requests to it are answered 503")
     if problems and strict:
         raise IngressConfigError("the ingress cannot serve this deployment (fix these, or serve the rest with "
                                  "wfi serve --lenient or strict=False): " + "; ".join(problems))
@@ -56,5 +57,5 @@ def build(
 def app(deployment: Deployment | str | os.PathLike[str], *, client: Any = None, strict: bool = True) -> Any:
     """The ASGI application (Starlette) serving a deployment's webhook endpoints; see :func:`build`.
 
-    Its ``state.ingress`` is the :class:`Ingress` (routes, metrics)."""
+    Its ``state.ingress`` is the :class:`Ingress` (hooks, metrics)."""
     return build_app(build(deployment, client=client, strict=strict))

@@ -8,7 +8,7 @@ For ``http.request`` the payload is the request itself::
 
 It must be the same for every redelivery of one event, or the redelivery would be a conflict
 (EXT-3/4) instead of a duplicate. So its headers are only those that are part of the event (the
-route's list: by scheme, or the endpoint's ``headers``), never one of a single attempt
+hook's list: by scheme, or the endpoint's ``headers``), never one of a single attempt
 (:func:`wf_initiation.core.ingress.attempt_header`: signatures, timestamps and credentials, which
 never enter history anyway, transport, proxy, tracing, sender-build and retry headers), and the body
 paths listed in ``ignore_body`` are left out.

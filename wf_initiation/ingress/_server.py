@@ -24,7 +24,8 @@ import uvicorn
 
 from wf_initiation.errors import PortInUse
 
-from ._connections import ConnectionGuard, ConnectionLimits, RefusalLog, limits_for
+from ._connections import ConnectionGuard, ConnectionLimits, limits_for
+from ._refusals import RefusalLog
 from .config import IngressConfig
 
 

@@ -6,7 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from wf_initiation.core.engine import RedrivenEvent
+from wf_initiation.core.engine import (  # DeliveryResult, Disposition re-exported: the result of deliver, decided by the engine
+    DeliveryResult,
+    Disposition,
+    RedrivenEvent,
+)
 from wf_initiation.core.limits import MAX_BULK, MAX_DELIVERY_BYTES  # re-exported: the limits live in core.limits
 
 
@@ -105,5 +109,5 @@ class DeactivatedResult(BaseModel):
 
 __all__ = [
     "MAX_BULK", "MAX_DELIVERY_BYTES", "ActivateResult", "DeactivateRequest", "DeactivateResult", "DeactivatedResult",
-    "DeliveryRequest", "LaneClaim", "OperatorResult", "PriorEntry",
+    "DeliveryRequest", "DeliveryResult", "Disposition", "LaneClaim", "OperatorResult", "PriorEntry",
 ]

@@ -3,23 +3,37 @@
 Histories, webhook bridges, the Temporal UI/CLI and other workers address the activation by these
 strings: each is written here once, and everything else (workflows, activities, client, CLI,
 ingress, conformance, bench) imports it. Changing one breaks recorded histories and running
-deployments. The signal names the pure engine emits as commands, and the activation workflow id
-prefix and shard id format, are defined in ``core.engine`` (core imports nothing above it; its public
-names) and re-exported here: this module is where every other layer reads them.
+deployments. The signal names the pure engine emits as commands are defined in ``core.engine`` (core
+imports nothing above it; its public names) and re-exported here: this module is where every other
+layer reads them. The engine also addresses its sibling shards by the workflow id format defined
+here, spelling it below the wire (tests/core/test_workflow_ids.py pins the two equal).
 """
 
 from __future__ import annotations
 
+from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
 from wf_initiation.core.engine import (
-    ACTIVATION_ID_PREFIX,
     LANES_SIGNAL,
     LIFECYCLE_SIGNAL,
     SUBSCRIBE_SIGNAL,
     UNSUBSCRIBE_SIGNAL,
-    shard_workflow,
 )
-from wf_initiation.core.engine import EVENT_SIGNAL as SUBSCRIPTION_EVENT_SIGNAL
-from wf_initiation.core.engine import activation_workflow_id as workflow_id_for
+
+# --- workflow ids
+ACTIVATION_ID_PREFIX = "wfi-activation:"
+"""Temporal workflow ids of activations: this prefix and the workflow identity (shard 0)."""
+
+
+def workflow_id_for(workflow: str) -> str:
+    """The Temporal workflow id of the activation of ``workflow`` (its shard 0): the id every sender knows."""
+    return ACTIVATION_ID_PREFIX + workflow
+
+
+def shard_workflow_id(workflow: str, shard: int) -> str:
+    """The Temporal workflow id of shard ``shard`` of an activation: shard 0 is ``workflow_id_for``
+    (the id every sender knows), shard k its id followed by ``#k`` (core.sharding)."""
+    return workflow_id_for(workflow) if shard == 0 else f"{workflow_id_for(workflow)}#{shard}"
+
 
 # --- workflow types
 ACTIVATION_WORKFLOW = "wfi.Activation"
@@ -80,13 +94,6 @@ ASK_SHARD_ACTIVITY = "wfi.ask_shard"
 """A shard asks another shard of its activation a query (the split protocol's checks, core.routing)."""
 POLL_ACTIVITY_PREFIX = "wfi.poll."
 """Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
-
-
-def shard_workflow_id(workflow: str, shard: int) -> str:
-    """The Temporal workflow id of shard ``shard`` of an activation: shard 0 is ``workflow_id_for``
-    (the id every sender knows), shard k its id followed by ``#k`` (core.sharding; the engine
-    names its shards with the same function)."""
-    return shard_workflow(workflow, shard)
 
 
 def poll_activity_name(connector: str) -> str:

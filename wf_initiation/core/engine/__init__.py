@@ -19,12 +19,12 @@ from ._dispatch import (
     StartFault,
     WatchCall,
 )
-from ._engine import initial_state
 from ._facade import Engine
 from ._kept import selects as redrive_selects
 from ._keys import event_key, payload_digest
-from ._lanes import ACTIVATION_ID_PREFIX, LANES_SIGNAL, LaneNotice, shard_workflow
+from ._lanes import LANES_SIGNAL, LaneNotice
 from ._lifecycle import lifecycle_event_id
+from ._machine import initial_state
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
 from ._poll import PollItemIn, PollResultIn
 from ._subscriptions import (
@@ -34,7 +34,6 @@ from ._subscriptions import (
     LifecycleEvent,
     SubscribeRequest,
     UnsubscribeRequest,
-    activation_workflow_id,
     transition_event,
 )
 from ._types import (
@@ -62,11 +61,11 @@ from ._types import (
 )
 
 __all__ = [
-    "ACTIVATION_ID_PREFIX", "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "LifecycleEvent", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RedriveKind", "RedrivenEvent", "RunPoll",
     "SignalRef", "SignalRun", "StartRun", "SubscribeRequest", "SubscriptionEvent", "UnsubscribeRequest", "WatchRuns", "WatchTarget",
-    "activation_workflow_id", "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "redrive_selects", "shard_workflow", "summary",
+    "decode_state", "event_key", "lifecycle_event_id", "initial_state", "operator", "payload_digest", "redrive_selects", "summary",
     "transition_event",
 ]

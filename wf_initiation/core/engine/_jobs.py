@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from .. import schedule as seq
+from .. import schedule
 from ..limits import ENUMERATE_PER_TASK, MAX_BACKFILL
 from ._pipeline import Pipeline
 from ._schedule import ACTIVE, TICK, admit_occurrence
@@ -42,7 +42,7 @@ def next_wakeup(engine: Pipeline) -> datetime | None:
 
 
 def _count_step(engine: Pipeline, job: AdmitJob, now: datetime) -> None:
-    found = seq.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, ENUMERATE_PER_TASK)
+    found = schedule.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, ENUMERATE_PER_TASK)
     job.total += len(found)
     engine.task_budget = 0  # enumerating is this task's share of work
     if job.total > MAX_BACKFILL:
@@ -60,7 +60,7 @@ def _count_step(engine: Pipeline, job: AdmitJob, now: datetime) -> None:
 def _admit_step(engine: Pipeline, st: ScheduleState, job: AdmitJob, now: datetime) -> None:
     processed = job.admitted + job.duplicates + job.other
     want = engine.task_budget if job.limit is None else min(engine.task_budget, job.limit - processed)
-    instants = seq.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, max(want, 0))
+    instants = schedule.occurrences_between(engine.parsed_schedule(job.entry), job.after, job.last, max(want, 0))
     entry = engine.entry(job.entry)
     for instant in instants:
         outcome = admit_occurrence(engine, entry, st, instant, now, job.how)

@@ -1,4 +1,4 @@
-"""Queue keys across a split (core.sharding, "lanes" and "splitting").
+"""The lane handover: a split moves queue keys to new lanes (core.sharding, "lanes" and "splitting").
 
 A split from N to M shards moves a queue key from its lane under N (the *parent*) to its lane under
 M (a *child*) when the two differ. The key's events must still run one at a time, in order: the
@@ -65,13 +65,16 @@ def awaited_parent(spec: ActivationSpec) -> int | None:
     return parent_of(spec.shard, split)
 
 
-ACTIVATION_ID_PREFIX = "wfi-activation:"
-"""Temporal workflow ids of activations: this prefix and the workflow identity (shard 0)."""
+# The activation workflow id format is the wire's (wf_initiation.wire.shard_workflow_id), which every
+# layer above the core reads. The engine sits below the wire and addresses its sibling shards itself
+# (hand-overs here, subscription copies): it spells the same format, which tests/core/test_workflow_ids.py
+# pins equal to the wire's.
+_ACTIVATION_ID_PREFIX = "wfi-activation:"
 
 
 def shard_workflow(workflow: str, shard: int) -> str:
-    """Shard ``shard``'s Temporal workflow id (as ``wire.shard_workflow_id``)."""
-    base = f"{ACTIVATION_ID_PREFIX}{workflow}"
+    """Shard ``shard``'s Temporal workflow id, as ``wf_initiation.wire.shard_workflow_id`` makes it."""
+    base = f"{_ACTIVATION_ID_PREFIX}{workflow}"
     return base if shard == 0 else f"{base}#{shard}"
 
 

@@ -15,12 +15,12 @@ import jsonschema
 
 from wf_initiation.errors import UnknownEntry
 
-from .. import schedule as seq
+from .. import schedule
 from .._expr import Evaluator, ExpressionFault
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import clip, retained_id
 from ..runinput import Causation
-from ..sharding import activation_wide, lane_key, shard_of
+from ..sharding import activation_wide, event_lane, shard_of
 from . import _batch, _intake, _kept, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
@@ -47,7 +47,7 @@ class Pipeline(Runs):
         super().__init__(spec, state)
         self._eval = Evaluator()
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        self._schedules: dict[str, seq.ScheduleSpec] = {}
+        self._schedules: dict[str, schedule.ScheduleSpec] = {}
         self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
         self._legacy_schedules = False
 
@@ -59,10 +59,10 @@ class Pipeline(Runs):
         self._legacy_schedules = True
         self._schedules.clear()
 
-    def parsed_schedule(self, name: str) -> seq.ScheduleSpec:
+    def parsed_schedule(self, name: str) -> schedule.ScheduleSpec:
         parsed = self._schedules.get(name)
         if parsed is None:
-            parsed = seq.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
+            parsed = schedule.parse_schedule(self.entry(name).config, legacy=self._legacy_schedules)
             self._schedules[name] = parsed
         return parsed
 
@@ -201,7 +201,7 @@ class Pipeline(Runs):
 
     # ------------------------------------------------------------------ lanes (core.sharding)
     def lane(self, entry: EntrySpec, payload: Any) -> int | None:
-        """The shard that takes an admitted event of ``entry`` with ``payload`` (core.sharding.lane_key;
+        """The shard that takes an admitted event of ``entry`` with ``payload`` (core.sharding.event_lane;
         None: this one, the id's); computed again for a repeat (a routed entry keeps only the digest)."""
         if self.spec.shards <= 1 or entry.kind != "external" or not (entry.queue_by or entry.batch
                                                                      or activation_wide(self.spec)):
@@ -209,7 +209,7 @@ class Pipeline(Runs):
         scope = {entry.name: payload, "inputs": self.spec.inputs}
         queue_key = self._eval.key(entry.queue_by, scope) if entry.queue_by else None
         partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
-        return lane_key(self.spec, entry, queue_key, partition)
+        return event_lane(self.spec, entry, queue_key, partition)
 
     def _home_unless_keyed(self, entry: EntrySpec, delivery_id: str | None) -> int | None:
         """For an event routed here by another shard: its id's shard when that is not this one and its
@@ -276,7 +276,7 @@ class Pipeline(Runs):
             partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
         except ExpressionFault as exc:
             return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
-        lane = lane_key(self.spec, entry, queue_key, partition)
+        lane = event_lane(self.spec, entry, queue_key, partition)
         # Its key's shard takes it, with the routing (WfiClient sends it on, also when that is this
         # shard: then every event of a deliver_many reaches its key's queue in the order given).
         if lane is not None and not (laned and lane == self.spec.shard):

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .. import schedule as seq
+from .. import schedule
 from ..activation import ActivationSpec, EntrySpec
 from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
 from ._keys import payload_digest
@@ -57,23 +57,23 @@ ACTIVE = ("counting", "admitting")  # job states still to work off (_jobs)
 
 
 def new_schedule_state(
-    entry: EntrySpec, spec: ActivationSpec, now: datetime, parsed: seq.ScheduleSpec | None = None
+    entry: EntrySpec, spec: ActivationSpec, now: datetime, parsed: schedule.ScheduleSpec | None = None
 ) -> ScheduleState:
     """Fresh schedule state: occurrences strictly after ``now`` (the activation instant) are due.
 
     ``parsed`` is the engine's parse of the entry (legacy rules when replaying an older history)."""
     missed = spec.policies.missed
-    parsed = parsed if parsed is not None else seq.parse_schedule(entry.config)
+    parsed = parsed if parsed is not None else schedule.parse_schedule(entry.config)
     state = ScheduleState(entry=entry.name, policy=missed.policy, bound=missed.bound,
                           tzdata_version=spec.tzdata_version or parsed.tzdata_version, last_instant=now)
     refresh_next(state, parsed)
     return state
 
 
-def refresh_next(state: ScheduleState, parsed: seq.ScheduleSpec) -> None:
+def refresh_next(state: ScheduleState, parsed: schedule.ScheduleSpec) -> None:
     """Set ``next_instant`` from ``last_instant``; with none left the schedule is inactive (SCHED-4)."""
     after = state.last_instant
-    nxt = seq.next_occurrences(parsed, after, 1) if after is not None else []
+    nxt = schedule.next_occurrences(parsed, after, 1) if after is not None else []
     state.next_instant = nxt[0] if nxt else None
     if state.next_instant is None:
         state.active = False
@@ -96,7 +96,7 @@ def schedule_tick(engine: Pipeline, now: datetime) -> None:
 
 
 def _check_tzdata(engine: Pipeline, st: ScheduleState, now: datetime) -> None:
-    worker = seq.TZDATA_VERSION
+    worker = schedule.TZDATA_VERSION
     if st.tzdata_version == worker:
         return
     engine.record_error(now, "tzdata_changed", (
@@ -118,7 +118,7 @@ def _advance(engine: Pipeline, entry: EntrySpec, st: ScheduleState, now: datetim
     missed_bound = now - engine.spec.policies.late_after - TICK  # t <= missed_bound <=> t + late_after < now
     if st.missed_through is not None:
         missed_bound = max(missed_bound, min(st.missed_through, now))
-    missed = seq.occurrences_between(parsed, last, missed_bound, chunk + 1) if missed_bound > last else []
+    missed = schedule.occurrences_between(parsed, last, missed_bound, chunk + 1) if missed_bound > last else []
     if len(missed) > chunk:  # long gap: the rest stays missed in the next task, never on time
         missed = missed[:chunk]
         _handle_missed(engine, entry, st, missed, now)
@@ -134,7 +134,7 @@ def _advance(engine: Pipeline, entry: EntrySpec, st: ScheduleState, now: datetim
     on_time_max = enumerate_max - len(missed)
     if engine.bounded:
         on_time_max = min(on_time_max, engine.task_budget)  # the rest follows in the next task
-    on_time = seq.occurrences_between(parsed, last, now, on_time_max)
+    on_time = schedule.occurrences_between(parsed, last, now, on_time_max)
     for instant in on_time:
         admit_occurrence(engine, entry, st, instant, now, "admitted")
     _spend(engine, len(on_time))
@@ -198,7 +198,7 @@ def local_iso(engine: Pipeline, instant: datetime, timezone: str) -> str:
     tzdata package through importlib, which the workflow sandbox makes ~1 ms a call."""
     zone = engine.zones.get(timezone)
     if zone is None:
-        zone = engine.zones[timezone] = seq.load_zone(timezone)
+        zone = engine.zones[timezone] = schedule.load_zone(timezone)
     return instant.astimezone(zone).isoformat()
 
 
@@ -274,7 +274,7 @@ def decide_overflow(engine: Pipeline, range_id: str, choice: str, count: int | N
                 return _overflow_job(engine, st, rng, admit_n, now, note)
             engine.task_budget -= admit_n
             entry = engine.entry(rng.entry)
-            instants = seq.occurrences_between(engine.parsed_schedule(rng.entry), rng.first - TICK, rng.last, rng.count)
+            instants = schedule.occurrences_between(engine.parsed_schedule(rng.entry), rng.first - TICK, rng.last, rng.count)
             if choice == "skip":
                 take: list[datetime] = []
             elif choice == "admit_all":
@@ -326,7 +326,7 @@ def backfill(engine: Pipeline, entry_name: str, start: datetime, end: datetime, 
     if end < start:
         raise OperatorRefused("backfill range is empty: end is before start")
     head = ADMIT_PER_TASK if engine.bounded else CHUNK  # what one task may take on at once
-    instants = seq.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, head + 1)
+    instants = schedule.occurrences_between(engine.parsed_schedule(entry_name), start - TICK, end, head + 1)
     if not engine.bounded and len(instants) > CHUNK:
         raise OperatorRefused(f"backfill range holds more than {CHUNK} occurrences; split it into smaller ranges")
     if engine.bounded and len(instants) > min(head, engine.task_budget):

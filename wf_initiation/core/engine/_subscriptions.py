@@ -86,11 +86,6 @@ def transition_event(
     return LifecycleEvent(connector=f"workflow.{payload['transition']}", payload=payload)
 
 
-def activation_workflow_id(workflow: str) -> str:
-    """Temporal workflow id of the activation of a workflow identity (its shard 0)."""
-    return shard_workflow(workflow, 0)
-
-
 # ---------------------------------------------------------------------- subscription lifecycle
 def subscribe(engine: Pipeline, request: SubscribeRequest, now: datetime, *, refuse_sharded: bool = False) -> None:
     """Register a subscription; a target that cannot serve it ends it at once with a reason."""

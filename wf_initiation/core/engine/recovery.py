@@ -20,7 +20,7 @@ from ._lanes import LaneNotice
 
 def awaits_parent(engine: Engine) -> bool:
     """Whether this shard holds queue keys for a parent's word (a handover or frees)."""
-    state = engine._core.state
+    state = engine._machine.state
     return state.lanes_awaited is not None or bool(state.lanes_held)
 
 
@@ -30,7 +30,7 @@ def rejoin(engine: Engine, parent: int, handed: int | None, busy: Mapping[str, i
     longer runs (``busy``: moved key -> the child it moved to). Returns the keys still held (the
     parent frees each when its events there end), or None when nothing changed: the parent has not
     handed over yet, and its handover reaches the new run."""
-    state = engine._core.state
+    state = engine._machine.state
     shard, shards = engine.spec.shard, engine.spec.shards
     still = sorted(k for k, child in busy.items() if child == shard)
     if state.lanes_awaited is not None:

@@ -6,12 +6,12 @@ from typing import Any
 
 from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
 from . import _batch, _deactivate, _intake, _kept, _view
-from ._engine import Core
 from ._keys import event_key
+from ._machine import Machine
 from ._types import Deactivation, SignalRef
 
 
-def status(engine: Core) -> str:
+def status(engine: Machine) -> str:
     """One word for the `WfiState` search attribute."""
     st = engine.state
     deactivation = _deactivate.status(engine)
@@ -31,7 +31,7 @@ def status(engine: Core) -> str:
     return "active"
 
 
-def short(engine: Core) -> dict[str, Any]:
+def short(engine: Machine) -> dict[str, Any]:
     st = engine.state
     return {
         "workflow": engine.spec.workflow,
@@ -74,7 +74,7 @@ MAX_RUNS_IN_STATE = 500
 MAX_QUEUE_KEYS_IN_STATE = 200
 
 
-def full_state(engine: Core) -> dict[str, Any]:
+def full_state(engine: Machine) -> dict[str, Any]:
     """The operator's view, bounded in size: runs without their inputs (at most 500, oldest first),
     queue heads, and no dedup entries (see :func:`events` for those, paged)."""
     st = engine.state
@@ -94,14 +94,14 @@ def full_state(engine: Core) -> dict[str, Any]:
     return data
 
 
-def events(engine: Core, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
+def events(engine: Machine, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
     """Dedup entries in acceptance order, ``seq > after_seq``, at most ``limit`` (<= 500) per page."""
     chosen = sorted((r for r in engine.state.events.values() if r.seq > after_seq), key=lambda r: r.seq)
     return [{"key": f"{r.entry}\x1f{r.delivery_id}", **r.model_dump(mode="json")}
             for r in chosen[: max(1, min(limit, MAX_EVENTS_IN_STATE))]]
 
 
-def delivery(engine: Core, entry: str, delivery_id: str) -> dict[str, Any] | None:
+def delivery(engine: Machine, entry: str, delivery_id: str) -> dict[str, Any] | None:
     key = event_key(entry, delivery_id)
     record = engine.lookup(key)
     if record is None:
@@ -112,7 +112,7 @@ def delivery(engine: Core, entry: str, delivery_id: str) -> dict[str, Any] | Non
     return out
 
 
-def _kept_signal(engine: Core, key: str) -> dict[str, Any] | None:
+def _kept_signal(engine: Machine, key: str) -> dict[str, Any] | None:
     """A signalled delivery kept by reference (``SignalRef``): ``deferred_signal`` (listed, to be
     delivered again) or ``waiting_signal`` (carried across continue-as-new, taken when there is room)."""
     st = engine.state
@@ -124,7 +124,7 @@ def _kept_signal(engine: Core, key: str) -> dict[str, Any] | None:
     return None if ref is None else kept_signal(engine, ref, disposition)
 
 
-def kept_signal(engine: Core, ref: SignalRef, disposition: str) -> dict[str, Any]:
+def kept_signal(engine: Machine, ref: SignalRef, disposition: str) -> dict[str, Any]:
     """The ``delivery`` answer for a signal kept by reference."""
     return {"entry": ref.entry, "delivery_id": ref.delivery_id, "disposition": disposition, "digest": ref.digest,
             "run_key": None, "run_status": None, "kept_at": ref.at.isoformat(),
@@ -132,21 +132,21 @@ def kept_signal(engine: Core, ref: SignalRef, disposition: str) -> dict[str, Any
             "activation_id": engine.spec.activation_id}
 
 
-def signals(engine: Core) -> dict[str, int]:
+def signals(engine: Machine) -> dict[str, int]:
     """Signalled deliveries kept by reference (docs/webhooks.md, "What a signal sender can rely on")."""
     st = engine.state
     return {"waiting_carried": len(st.signals_waiting), "deferred_listed": len(st.signals_deferred),
             "deferred_unlisted": st.counters.get("deferred_signals_unlisted", 0)}
 
 
-def redrive(engine: Core) -> dict[str, int]:
+def redrive(engine: Machine) -> dict[str, int]:
     """Events kept for re-drive (``_kept``; deferred signals are counted in :func:`signals`) and those let go."""
     st = engine.state
     return {"kept": len(st.redrive_kept), "kept_bytes": _kept.kept_bytes(st),
             **{name: st.counters.get(f"redrive_{name}", 0) for name in ("evicted", "expired", "not_kept")}}
 
 
-def markdown(engine: Core) -> str:
+def markdown(engine: Machine) -> str:
     """The operator's page shown as Current Details in the Temporal UI (bounded, no secrets): see _view."""
     notes = []
     if engine.state.deactivation is not None:  # rare: the full summary only then

@@ -1,4 +1,4 @@
-"""Layer 5 of the engine: the core that runs every source over the pipeline (no Temporal import).
+"""The engine's machine: every source run over the pipeline, as one object (no Temporal import).
 
 State in, event in, new state and commands out; time is always an argument (``now``). Below it:
 the ledger (``_ledger``), runs (``_runs``), the acceptance pipeline (``_pipeline``), and the
@@ -17,8 +17,9 @@ from ._pipeline import Pipeline
 from ._types import CURRENT, Compat, EngineState, RunPoll
 
 
-class Core(Pipeline):
-    """The pipeline, its runs and ledger, plus the time-driven work of every source."""
+class Machine(Pipeline):
+    """The pipeline, its runs and ledger, plus the time-driven work of every source: the one object
+    the facade (``Engine``) drives."""
 
     def tick(self, now: datetime) -> None:
         """Everything time-driven: dedup expiry, batch deadlines, due occurrences, admission jobs."""
@@ -81,14 +82,14 @@ class Core(Pipeline):
 def initial_state(spec: ActivationSpec, now: datetime, *, compat: Compat = CURRENT) -> EngineState:
     """The state of a new activation: a schedule and a poll state per entry, nothing accepted."""
     state = EngineState(activation_id=spec.activation_id, lanes_awaited=_lanes.awaited_parent(spec))
-    engine = Core(spec, state)
+    engine = Machine(spec, state)
     if compat.legacy_evaluation:
         engine.use_legacy_evaluation()
     sync_sources(engine, now, previous=None)
     return state
 
 
-def sync_sources(engine: Core, now: datetime, previous: ActivationSpec | None) -> None:
+def sync_sources(engine: Machine, now: datetime, previous: ActivationSpec | None) -> None:
     """Schedule and poll state per entry: kept across rebinding when the entry keeps its connector."""
     state, spec = engine.state, engine.spec
     old_entries = {e.name: e for e in previous.entries} if previous else {}

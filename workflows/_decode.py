@@ -29,15 +29,16 @@ class Undecodable(InvalidInput, ValueError):
     """The argument could not be taken: its one-line reason is the message."""
 
 
-def decode(raw: Any, kind: type[T], *, max_bytes: int, what: str) -> T:
+def decode(raw: Any, kind: type[T], *, max_bytes: int | None, what: str) -> T:
     """Decode a handler's raw argument as ``kind``, or raise :class:`Undecodable` saying why.
 
-    ``raw`` is a ``RawValue`` (or, when the SDK already decoded it, the value itself).
+    ``raw`` is a ``RawValue`` (or, when the SDK already decoded it, the value itself). ``max_bytes``:
+    refused past it before decoding; None when an update's validator measured it already.
     """
     if not isinstance(raw, RawValue):
         return raw
     size = len(raw.payload.data)
-    if size > max_bytes:
+    if max_bytes is not None and size > max_bytes:
         raise Undecodable(f"{what} is {size} bytes; the limit is {max_bytes}")
     try:
         return workflow.payload_converter().from_payload(raw.payload, kind)
