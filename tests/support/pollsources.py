@@ -2,11 +2,11 @@
 server and a throwaway IMAP server (dovecot).
 
 Its fixtures (``feed_server``, ``other_server``, ``json_api``, ``postgres_server``, ``postgres_dsn``,
-``imap_server``) are a pytest
-plugin registered by tests/conftest.py: a test names them as arguments; the helpers are imported
-(``from tests.support.pollsources import FeedServer, rss_document``). Nothing here mocks a source:
-the feed is served over a real socket, PostgreSQL is a real server started with
-``initdb``/``pg_ctl`` in a temporary directory.
+``imap_server``) are a pytest plugin registered by tests/conftest.py: a test names them as
+arguments; the helpers are imported (``from tests.support.pollsources import FeedServer,
+rss_document``). Nothing here mocks a source: the feed and the JSON API are served over real
+sockets, PostgreSQL is a real server started with ``initdb``/``pg_ctl`` and dovecot a real IMAP
+server, each in a temporary directory.
 """
 
 from __future__ import annotations
