@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import urllib.parse
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from wf_initiation.activities.poll._contract import config_invalid, decode_cursor, encode_cursor, require_str
@@ -63,14 +63,11 @@ class JsonSource:
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request of a poll: compared to tell whether an ETag still applies."""
+    """One HTTP request of a poll: method, URL and JSON body (POST)."""
 
     method: str
     url: str
     body: dict[str, Any] | None = None
-
-    def key(self) -> str:
-        return json.dumps([self.method, self.url, self.body], sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True)
@@ -82,7 +79,7 @@ class Position:
     skip: int = 0
     w: Any = None
     etag: str | None = None
-    positionless: tuple[str, ...] = field(default=())
+    positionless: tuple[str, ...] = ()
 
     def encode(self) -> str:
         value: dict[str, Any] = {"v": 1, "mode": self.mode}
@@ -95,9 +92,6 @@ class Position:
         if self.etag is not None:
             value["etag"] = self.etag
         return encode_cursor(value)
-
-    def without_etag(self) -> Position:
-        return replace(self, etag=None) if self.etag is not None else self
 
 
 def parse_source(config: dict[str, Any]) -> JsonSource:
@@ -192,16 +186,6 @@ def watermark_of(item: Any, path: str) -> int | float | str | None:
     if isinstance(value, int | float) and value == value and value not in (float("inf"), float("-inf")):
         return value
     return value if isinstance(value, str) and value else None
-
-
-def after(value: int | float | str, mark: Any) -> bool:
-    """Is watermark ``value`` past the cursor's ``mark`` (None: nothing seen yet)? Values of another
-    kind than the mark (text against a number) are not comparable: None."""
-    if mark is None:
-        return True
-    if isinstance(value, str) != isinstance(mark, str):
-        raise TypeError("incomparable")
-    return bool(value > mark)
 
 
 def item_digest(item: Any) -> str:

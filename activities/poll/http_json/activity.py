@@ -24,7 +24,6 @@ from wf_initiation.activities.poll.http_json._walk import walk
 from wf_initiation.core.connections import ResolvedConnection, describe_url, origin_of
 
 DEFAULT_TIMEOUT_S = 30.0
-_MAX_DEPTH_ERRORS = (RecursionError,)
 
 
 @activity.defn(name=activity_name_for(CONNECTOR))
@@ -68,7 +67,7 @@ def parse_json(body: bytes, source: JsonSource) -> Any:
     """A page's JSON (blocking: run it on a source thread); PollSourceUnavailable when it is none."""
     try:
         return json.loads(body)
-    except (ValueError, *_MAX_DEPTH_ERRORS) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
         raise source_unavailable(
             f"{CONNECTOR}: {describe_url(source.url)} answered something that is not JSON ({reason}); check the "
