@@ -167,6 +167,12 @@ async def test_an_item_without_an_id_is_still_returned_and_fails_the_payload_sch
         jsonschema.validate(response.items[1].payload, manifest.payload_schema)
 
 
+async def test_numbers_json_cannot_carry_are_kept_as_their_text(json_api: JsonApi) -> None:
+    json_api.script(Answer(200, {}, b'{"data": [{"id": "n1", "a": NaN, "b": -Infinity, "c": 1e999, "d": 2.5}]}'))
+    (item,) = (await poll(tokens(json_api))).items
+    assert item.payload["item"] == {"id": "n1", "a": "NaN", "b": "-Infinity", "c": "1e999", "d": 2.5}
+
+
 async def test_watermark_mode_returns_new_items_in_increasing_order_whatever_the_source_order(json_api: JsonApi) -> None:
     # proves: POLL-6
     json_api.add(*items(3, 1, 2))

@@ -171,6 +171,21 @@ async def test_a_message_without_message_id_gets_a_digest_of_its_headers_that_su
     assert ids(await mailbox.poll()) == [ident]
 
 
+async def test_headers_and_bodies_in_any_encoding_give_valid_unicode(mailbox: Mailbox) -> None:
+    raw = (b"From: =?iso-8859-1?q?Ren=E9?= <rene@example.test>\r\nTo: support@acme.test\r\n"
+           b"Subject: na\xc3\xafve \xe9t\xe9 =?utf-8?b?w6l0w6k=?=\r\nMessage-ID: <enc@example.test>\r\n"
+           b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n"
+           b"--b\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+           b"d\xe9j\xe0 vu\r\n--b\r\nContent-Type: text/plain\r\nContent-Disposition: attachment; filename=a.txt\r\n\r\n"
+           b"not the body\r\n--b--\r\n")
+    mailbox.server.append(mailbox.name, raw, T0)
+    (item,) = (await mailbox.poll()).items
+    payload = item.payload
+    assert (payload["from"], payload["body"]) == ("rene@example.test", "d\u00e9j\u00e0 vu")
+    assert payload["subject"] == "na\u00efve \ufffdt\ufffd \u00e9t\u00e9", "raw bytes read as UTF-8, the rest replaced"
+    assert all(not any(0xD800 <= ord(c) <= 0xDFFF for c in str(v)) for v in payload.values()), "no lone surrogate"
+
+
 async def test_an_oversized_message_is_returned_as_an_invalid_stand_in(mailbox: Mailbox, monkeypatch) -> None:
     # proves: POLL-11 (the activation quarantines or holds it; never a silent skip)
     monkeypatch.setattr(_mailbox, "MAX_MESSAGE_BYTES", 64 * 1024)

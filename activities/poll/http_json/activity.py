@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from typing import Any
 
 import httpx
@@ -64,15 +65,25 @@ async def _poll(req: PollRequest, connection: ResolvedConnection, deadline: floa
 
 
 def parse_json(body: bytes, source: JsonSource) -> Any:
-    """A page's JSON (blocking: run it on a source thread); PollSourceUnavailable when it is none."""
+    """A page's JSON (blocking: run it on a source thread); PollSourceUnavailable when it is none.
+
+    Numbers JSON cannot carry (``NaN``, ``Infinity``, ``1e999``, which Python's parser accepts) are
+    kept as their text, as ``sql.row_inserted`` keeps non-finite floats: a data converter would
+    otherwise turn them into ``null`` without a word.
+    """
     try:
-        return json.loads(body)
+        return json.loads(body, parse_constant=str, parse_float=_finite_or_text)
     except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's depth
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
         raise source_unavailable(
             f"{CONNECTOR}: {describe_url(source.url)} answered something that is not JSON ({reason}); check the "
             "trigger's 'url', polling retries with backoff"
         ) from None
+
+
+def _finite_or_text(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else text
 
 
 def check_origin(url: str, connection: ResolvedConnection) -> None:

@@ -20,13 +20,15 @@ only when received at or after ``B`` (the old cursor's ``since``), and every lat
 
 from __future__ import annotations
 
+import codecs
 import email
+import email.errors
 import email.policy
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.header import decode_header, make_header
+from email.header import decode_header
 from email.message import Message
 from email.utils import getaddresses
 from typing import Any
@@ -124,19 +126,29 @@ def parse_instant(text: str) -> datetime:
 def message_payload(raw: bytes, *, received: datetime, inbox: str, account: str) -> dict[str, Any]:
     """The payload of one message (``raw``: the message as fetched, or only its header block)."""
     message = email.message_from_bytes(raw, policy=email.policy.compat32)
-    own = first_id(message.get("Message-ID")) or "sha256:" + hashlib.sha256(header_block(raw)).hexdigest()
-    references = _ID.findall(str(message.get("References") or ""))
-    return {
+    # Headers are read from their own text: raw 8-bit bytes as UTF-8 (RFC 6532), anything else replaced.
+    headers = email.message_from_string(header_block(raw).decode("utf-8", "replace") + "\n\n",
+                                        policy=email.policy.compat32)
+    own = first_id(headers.get("Message-ID")) or "sha256:" + hashlib.sha256(header_block(raw)).hexdigest()
+    references = _ID.findall(decoded(headers.get("References")))
+    payload = {
         "message_id": own,
-        "thread_id": (references[0] if references else None) or first_id(message.get("In-Reply-To")) or own,
+        "thread_id": (references[0] if references else None) or first_id(headers.get("In-Reply-To")) or own,
         "account_id": account,
-        "from": first_address(message, "From") or "",
-        "recipient": first_address(message, "Delivered-To") or first_address(message, "To")
-        or first_address(message, "Cc") or inbox,
-        "subject": decoded(message.get("Subject")),
+        "from": first_address(headers, "From") or "",
+        "recipient": first_address(headers, "Delivered-To") or first_address(headers, "To")
+        or first_address(headers, "Cc") or inbox,
+        "subject": decoded(headers.get("Subject")),
         "body": body_text(message),
         "received_at": instant_text(received),
     }
+    return {key: text(value) for key, value in payload.items()}
+
+
+def text(value: str) -> str:
+    """``value`` as valid Unicode: raw 8-bit header bytes (which the parser keeps as lone surrogates)
+    read as UTF-8, what is not UTF-8 replaced (U+FFFD), so no payload carries a lone surrogate."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def header_block(raw: bytes) -> bytes:
@@ -152,28 +164,47 @@ def first_id(value: Any) -> str | None:
     """The first ``<id>`` of a Message-ID-like header, without its brackets (or the bare value)."""
     if value is None:
         return None
-    text = str(value).strip()
-    found = _ID.search(text)
-    return found.group(1) if found else (text.split()[0] if text else None)
+    found_text = decoded(value).strip()
+    found = _ID.search(found_text)
+    return found.group(1) if found else (found_text.split()[0] if found_text else None)
 
 
 def first_address(message: Message, header: str) -> str | None:
-    values = [str(v) for v in message.get_all(header) or []]
+    values = [decoded(v) for v in message.get_all(header) or []]
     return next((address for _, address in getaddresses(values) if address), None)
 
 
 def decoded(value: Any) -> str:
-    """A header's text with its RFC 2047 encoded words decoded (the raw text if they do not decode)."""
+    """A header's text with its RFC 2047 encoded words decoded by their charset (what does not decode
+    is replaced, U+FFFD)."""
     if value is None:
         return ""
+    raw = text(str(value))
+    if "=?" not in raw:  # no encoded word: the text as it is
+        return raw
     try:
-        return str(make_header(decode_header(str(value))))
-    except (LookupError, UnicodeError, ValueError):
-        return str(value)
+        parts = decode_header(raw)
+    except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
+        return raw
+    return "".join(_chunk(chunk, charset) for chunk, charset in parts)
+
+
+def _chunk(chunk: bytes | str, charset: str | None) -> str:
+    if isinstance(chunk, str):
+        return text(chunk)
+    # decode_header gives the text between encoded words back in raw-unicode-escape (as make_header reads it).
+    return chunk.decode(_known(charset) if charset else "raw-unicode-escape", errors="replace")
+
+
+def _known(charset: str | None) -> str:
+    try:
+        return codecs.lookup(charset).name if charset and charset != "unknown-8bit" else "utf-8"
+    except LookupError:
+        return "utf-8"
 
 
 def body_text(message: Message) -> str:
-    """The first ``text/plain`` part that is no attachment, else the first ``text/html``, decoded."""
+    """The first ``text/plain`` part that is no attachment, else the first ``text/html``, decoded by its charset."""
     parts = [p for p in message.walk() if not p.is_multipart() and not _attachment(p)]
     for kind in ("text/plain", "text/html"):
         part = next((p for p in parts if p.get_content_type() == kind), None)
@@ -189,9 +220,4 @@ def _attachment(part: Message) -> bool:
 
 
 def _charset(part: Message) -> str:
-    charset = part.get_content_charset() or "utf-8"
-    try:
-        "".encode(charset)
-        return charset
-    except LookupError:
-        return "utf-8"
+    return _known(part.get_content_charset())
