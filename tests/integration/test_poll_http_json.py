@@ -173,6 +173,24 @@ async def test_numbers_json_cannot_carry_are_kept_as_their_text(json_api: JsonAp
     assert item.payload["item"] == {"id": "n1", "a": "NaN", "b": "-Infinity", "c": "1e999", "d": 2.5}
 
 
+async def test_an_item_the_activation_could_not_carry_is_an_invalid_stand_in(json_api: JsonApi) -> None:
+    # proves: POLL-11 (a lone surrogate or a nesting past the payload depth would wedge the poll's result)
+    deep = "[" * 70 + "]" * 70
+    body = '{"data": [{"id": "d1", "x": %s}, {"id": "s1", "x": "\\ud800"}, {"id": "ok"}]}' % deep
+    json_api.script(Answer(200, {}, body.encode()))
+    deep_item, lone, fine = (await poll(tokens(json_api))).items
+    assert deep_item.payload == {"item_id": "d1", "source": json_api.url, "item": None}
+    assert deep_item.problem and "nested more than 63 levels" in deep_item.problem
+    assert lone.payload["item"] is None and lone.problem and "surrogate" in lone.problem
+    assert fine.problem is None and fine.payload["item"] == {"id": "ok"}
+
+
+async def test_a_next_token_that_is_not_text_fails_the_poll_naming_next(json_api: JsonApi) -> None:
+    json_api.script(Answer(200, {}, b'{"data": [{"id": "a"}], "meta": {"next": "\\udc00"}}'))
+    error = await poll_error(tokens(json_api))
+    assert error.type == POLL_SOURCE_UNAVAILABLE and "not valid Unicode" in error.message and "'next'" in error.message
+
+
 async def test_watermark_mode_returns_new_items_in_increasing_order_whatever_the_source_order(json_api: JsonApi) -> None:
     # proves: POLL-6
     json_api.add(*items(3, 1, 2))

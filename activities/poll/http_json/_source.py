@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from wf_initiation.activities.poll._contract import config_invalid, decode_cursor, encode_cursor, require_str
+from wf_initiation.core.limits import MAX_PAYLOAD_DEPTH, is_utf8_text, json_problem
 
 CONNECTOR = "http_json.item_added"
 MAX_PAGES = 20
@@ -178,14 +179,26 @@ def payload_of(source: JsonSource, item: Any) -> dict[str, Any]:
     return {"item_id": delivery_id(item, source.id), "source": source.url, "item": item}
 
 
+def item_entry(source: JsonSource, item: Any) -> tuple[dict[str, Any], str | None]:
+    """The item's payload, and why it cannot start a run when the activation could not even carry it
+    (nested past the payload depth, a lone surrogate, an integer too long): then a stand-in without
+    the item, which the activation quarantines or holds with that reason (POLL-11)."""
+    payload = payload_of(source, item)
+    problem = json_problem(item, max_depth=MAX_PAYLOAD_DEPTH - 1)  # the payload holds the item one level down
+    if problem is None:
+        return payload, None
+    ident = payload["item_id"] if is_utf8_text(payload["item_id"]) else ""
+    return {"item_id": ident, "source": source.url, "item": None}, f"the item cannot be carried: {problem}"
+
+
 def watermark_of(item: Any, path: str) -> int | float | str | None:
     """The item's watermark: a finite number or non-empty text; None when it has none usable."""
     value = at_path(item, path)
     if isinstance(value, bool) or value is _MISSING:
         return None
-    if isinstance(value, int | float) and value == value and value not in (float("inf"), float("-inf")):
+    if isinstance(value, int | float) and json_problem(value) is None:
         return value
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and value and is_utf8_text(value) else None
 
 
 def item_digest(item: Any) -> str:

@@ -28,15 +28,18 @@ from wf_initiation.activities.poll.http_json._source import (
     at_path,
     found,
     item_digest,
-    payload_of,
+    item_entry,
     request_for,
     watermark_of,
 )
+from wf_initiation.core.limits import is_utf8_text
 
 Fetch = Callable[[Request, str | None], Awaitable[Page]]
 """Sends one request (with ``If-None-Match`` when an ETag is given) and returns its page."""
 Parse = Callable[[bytes], Awaitable[Any]]
 """Parses a page's JSON (on a source thread)."""
+MAX_TOKEN_CHARS = 8 * 1024
+"""A next-page token or URL; it rides in every item's cursor of the page before it."""
 
 
 async def walk(source: JsonSource, position: Position, request_cursor: str | None, *, limit: int,
@@ -69,7 +72,8 @@ async def _page_tokens(source: JsonSource, pos: Position, builder: ResponseBuild
                 after = Position(pos.mode, token=nxt)
             else:  # the end of the listing: this request, read to its end, is the next poll's first
                 after = Position(pos.mode, token=token, skip=len(items), etag=page.etag)
-            if not builder.add(payload_of(source, items[j]), after.encode(), id_field="item_id"):
+            payload, problem = item_entry(source, items[j])
+            if not builder.add(payload, after.encode(), id_field="item_id", problem=problem):
                 return builder.response(more=True)
         if nxt is None:
             end = Position(pos.mode, token=token, skip=max(skip, len(items)), etag=page.etag)
@@ -185,11 +189,12 @@ class _Sorter:
         remembered = list(self.pos.positionless)
         for item, problem in self.bad:
             remembered = [*remembered, item_digest(item)][-MAX_POSITIONLESS:]
-            out.append((payload_of(self.source, item), Position("watermark", w=self.pos.w,
-                                                                positionless=tuple(remembered)), problem))
+            payload, unfit = item_entry(self.source, item)
+            out.append((payload, Position("watermark", w=self.pos.w, positionless=tuple(remembered)), unfit or problem))
         for w, item in sorted(self.new, key=lambda pair: pair[0]):
             self.mark = w
-            out.append((payload_of(self.source, item), Position("watermark", w=w, positionless=tuple(remembered)), None))
+            payload, unfit = item_entry(self.source, item)
+            out.append((payload, Position("watermark", w=w, positionless=tuple(remembered)), unfit))
         return out
 
 
@@ -217,12 +222,18 @@ def _next(source: JsonSource, document: Any, token: str | None) -> str | None:
         value = str(value)
     if not found(value) or value in ("", token):
         return None
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not is_utf8_text(value) or len(value) > MAX_TOKEN_CHARS:
         raise source_unavailable(
-            f"{CONNECTOR}: the response holds {type(value).__name__} at 'next' ({source.next}), not a page token or "
-            "URL; fix the trigger's 'next' path, polling retries with backoff"
+            f"{CONNECTOR}: the response holds {_kind(value)} at 'next' ({source.next}), not a page token or URL "
+            f"(text of at most {MAX_TOKEN_CHARS:,} characters); fix the trigger's 'next' path, polling retries with backoff"
         )
     return value
+
+
+def _kind(value: Any) -> str:
+    if not isinstance(value, str):
+        return type(value).__name__
+    return "text that is not valid Unicode" if not is_utf8_text(value) else f"text of {len(value):,} characters"
 
 
 __all__ = ["Fetch", "Parse", "walk"]
