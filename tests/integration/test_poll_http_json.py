@@ -176,7 +176,7 @@ async def test_numbers_json_cannot_carry_are_kept_as_their_text(json_api: JsonAp
 async def test_an_item_the_activation_could_not_carry_is_an_invalid_stand_in(json_api: JsonApi) -> None:
     # proves: POLL-11 (a lone surrogate or a nesting past the payload depth would wedge the poll's result)
     deep = "[" * 70 + "]" * 70
-    body = '{"data": [{"id": "d1", "x": %s}, {"id": "s1", "x": "\\ud800"}, {"id": "ok"}]}' % deep
+    body = '{"data": [{"id": "d1", "x": ' + deep + '}, {"id": "s1", "x": "\\ud800"}, {"id": "ok"}]}'
     json_api.script(Answer(200, {}, body.encode()))
     deep_item, lone, fine = (await poll(tokens(json_api))).items
     assert deep_item.payload == {"item_id": "d1", "source": json_api.url, "item": None}
