@@ -112,3 +112,43 @@ async def test_a_mailbox_polled_over_imap_starts_one_run_per_message_across_a_ui
         await assert_eventually(runs, timeout=60)
         history = await wfi.handle(name).fetch_history()
     assert await replay_failure(history) is None, "the notice and the rescan replay"
+
+
+async def test_a_refused_login_is_recorded_without_the_password_and_a_rotated_secret_is_used_at_the_next_poll(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, imap_server: ImapServer, monkeypatch
+) -> None:
+    # proves: POLL-10, POLL-2
+    monkeypatch.setenv(PASSWORD_ENV, "stale-pw-0b9e")
+    box = f"R{uuid.uuid4().hex[:10]}"
+    imap_server.create(box)
+    imap_server.append(box, mail("first@example.test", "first"), datetime(2026, 12, 5, 10, 0, tzinfo=UTC))
+    connections = {"support-imap": {
+        "connector": "mail", "via": "imap", "host": imap_server.host, "port": imap_server.port, "security": "none",
+        "username": imap_server.username, "password": f"env:{PASSWORD_ENV}", "mailbox": box, "timeout": 10}}
+    name = unique("imapauth")
+    spec = make_spec(tmp_path, WORKFILE.format(name=name), task_queue=task_queue, connections=connections,
+                     poll=FAST_POLL)
+    deployment = parse_deployment({"temporal": {"task_queue": task_queue}, "connections": connections})
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True, deployment=deployment)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(spec)
+
+        async def refused() -> dict[str, Any]:
+            state = await wfi.state(name, include_events=True)
+            poll = state["polls"]["message"]
+            assert poll["failures"] >= 2 and "refused the login" in (poll["last_error"] or ""), poll
+            return state
+
+        state = await assert_eventually(refused, timeout=60)
+        assert "stale-pw-0b9e" not in str(state) and state["polls"]["message"]["cursor"] is None
+        assert state["counters"].get("runs_started", 0) == 0
+        monkeypatch.setenv(PASSWORD_ENV, imap_server.password)  # the secret rotated behind the same reference
+
+        async def started() -> None:
+            query = f'WfiActivation = "{spec.activation_id}" AND WorkflowType = "wfi.EchoRun"'
+            found = [w.id async for w in client.list_workflows(query)]
+            assert found == [f"{spec.activation_id}/message/first@example.test"], found
+            assert (await wfi.state(name))["polls"]["message"]["failures"] == 0
+
+        await assert_eventually(started, timeout=60)
