@@ -17,7 +17,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``verified_splits()`` | patch ``wfi-verified-splits`` | 4 Dec 2026 | a split's child acted on its parent's signals (drained, lane notices) unchecked |
 | ``faults_fail_task()`` | patch ``wfi-task-faults`` | 3 Dec 2026 | an exception one of the activation's unawaited tasks did not handle was only logged (workflows/_tasks.py) |
 | ``paged_controls()`` | patch ``wfi-paged-controls`` | 4 Dec 2026 | one ``wfi.control_run`` activity per run cancelled or terminated, all at once (past 2,000 the server refused the task) |
-| ``poll_retry_after()`` | patch ``wfi-poll-retry-after`` | 5 Dec 2026 | a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) was ignored: the next poll came after the backoff alone |
+| ``poll_retry_after()`` | patch ``wfi-poll-retry-after`` | 6 Dec 2026 | a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) was ignored: the next poll came after the backoff alone |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
