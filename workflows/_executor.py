@@ -74,8 +74,9 @@ class Executor:
 
     def __init__(self, engine: Engine, dispatcher: Dispatcher, telemetry: ActivationTelemetry, *,
                  absorb: Callable[[Decision[Any]], Any], poke: Callable[[], None], now: Callable[[], datetime],
-                 tasks: Tasks) -> None:
+                 tasks: Tasks, retry_after: Callable[[], bool] = lambda: True) -> None:
         self._engine = engine
+        self._honours_retry_after = retry_after  # the run's patch (workflows/_compat.py), asked only when a source asks
         self._dispatcher = dispatcher
         self._telemetry = telemetry
         self._absorb = absorb
@@ -232,6 +233,13 @@ class Executor:
         self._poke()
 
     # ------------------------------------------------------------------ polls
+
+    def _retry_after(self, cause: BaseException) -> timedelta | None:
+        """How long the failed poll's source asked to be left alone (its error's ``next_retry_delay``,
+        set from an HTTP ``Retry-After``), when this run honours it."""
+        delay = cause.next_retry_delay if isinstance(cause, ApplicationError) else None
+        return delay if delay and self._honours_retry_after() else None
+
     async def _poll(self, call: PollCall) -> None:
         c = call.command
         request = PollRequest(connector=c.connector, config=c.config, connection=c.connection, cursor=c.cursor, limit=c.limit)
@@ -247,11 +255,13 @@ class Executor:
             response = decode(raw, PollResponse, max_bytes=4 * MIB, what="the poll response")
             result = PollResultIn(items=[PollItemIn(payload=i.payload, cursor_after=i.cursor_after, problem=i.problem)
                                          for i in response.items],
-                                  cursor=response.cursor, more=response.more, stable_order=response.stable_order)
+                                  cursor=response.cursor, more=response.more, stable_order=response.stable_order,
+                                  notices=[redact(n) for n in response.notices])
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
             # Built-in connectors redact their errors; this also strips URL/DSN passwords from any other's.
-            self._absorb(self._engine.poll_failed(c.entry, c.seq, redact(str(cause)), self._now()))
+            self._absorb(self._engine.poll_failed(c.entry, c.seq, redact(str(cause)), self._now(),
+                                                  retry_after=self._retry_after(cause)))
         except (TypeError, ValueError) as exc:  # a response that does not convert is a failed poll, not a stuck one
             self._absorb(self._engine.poll_failed(c.entry, c.seq, f"unusable poll response: {exc}", self._now()))
         else:

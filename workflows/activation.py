@@ -118,7 +118,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._absorb(self._engine.resume(now))
         self._telemetry = ActivationTelemetry(self._engine)  # replay-safe traces and metrics
         self._executor = Executor(self._engine, self._dispatcher, self._telemetry, absorb=self._absorb, poke=self._poke,
-                                  now=self._now, tasks=self._tasks)
+                                  now=self._now, tasks=self._tasks, retry_after=self._compat.poll_retry_after)
 
     # ------------------------------------------------------------------ main loop
     @workflow.run

@@ -1,6 +1,7 @@
 """Poll connectors and the poll contract they implement (see docs/poll-contract.md).
 
-Each built-in connector is a folder of its own: ``rss/``, ``sql/``, ``sheet/``, each holding its
+Each built-in connector is a folder of its own: ``rss/``, ``sql/``, ``sheet/``, ``http_json/``, ``imap/``
+(``mail.received`` polled over IMAP, chosen by a connection's ``via: imap``), each holding its
 ``manifest.yaml`` (read by the pure catalog, :mod:`wf_initiation.core._catalog`) and its activity.
 The manifest's ``implementation`` (``module:function``) names the activity; :func:`poll_activities`
 resolves those of every poll manifest in a catalog, which is how ``WfiPlugin`` registers the
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     )
     from wf_initiation.activities.poll._registry import POLL_ACTIVITIES, poll_activities
     from wf_initiation.activities.poll._runtime import run_poll
+    from wf_initiation.activities.poll.http_json.activity import poll_http_json
+    from wf_initiation.activities.poll.imap.activity import poll_imap
     from wf_initiation.activities.poll.rss.activity import poll_rss
     from wf_initiation.activities.poll.sheet.activity import poll_sheet
     from wf_initiation.activities.poll.sql.activity import poll_sql
@@ -48,6 +51,8 @@ __all__ = [
     "ResponseBuilder",
     "activity_name_for",
     "poll_activities",
+    "poll_http_json",
+    "poll_imap",
     "poll_rss",
     "poll_sheet",
     "poll_sql",
@@ -60,6 +65,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     **{name: "._registry" for name in ("POLL_ACTIVITIES", "poll_activities")},
     **{name: "._budget" for name in ("MAX_ITEM_BYTES", "MAX_RESPONSE_BYTES", "ResponseBuilder")},
     "run_poll": "._runtime",
+    "poll_http_json": ".http_json.activity",
+    "poll_imap": ".imap.activity",
     "poll_rss": ".rss.activity",
     "poll_sheet": ".sheet.activity",
     "poll_sql": ".sql.activity",

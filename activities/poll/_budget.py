@@ -53,18 +53,20 @@ class ResponseBuilder:
         self.items: list[PollItem] = []
         self.bytes = 0
 
-    def add(self, payload: dict[str, Any], cursor_after: str, *, id_field: str) -> bool:
+    def add(self, payload: dict[str, Any], cursor_after: str, *, id_field: str, problem: str | None = None) -> bool:
         """Add one item (a stand-in if it is too big); False, adding nothing, when the response is full.
 
         Args:
             payload: The item's payload.
             cursor_after: The cursor just after it.
             id_field: The payload key of its delivery id (kept in a stand-in).
+            problem: Why the item cannot start a run although it was read (e.g. it has no position in
+                the source's order): the activation treats it as invalid with this reason (POLL-11).
         """
         if len(self.items) >= self._limit:
             return False
         size = item_size(payload, cursor_after)
-        item = PollItem(payload=payload, cursor_after=cursor_after)
+        item = PollItem(payload=payload, cursor_after=cursor_after, problem=problem)
         if size > self._max_item:
             item = self._stand_in(payload, cursor_after, id_field, size)
             size = item_size(item.payload, cursor_after)
@@ -83,6 +85,12 @@ class ResponseBuilder:
                    "once it is quarantined")
         return PollItem(payload={id_field: ident}, cursor_after=cursor_after, problem=problem)
 
-    def response(self, *, more: bool) -> PollResponse:
-        """The response; ``more`` when the source has items beyond these (limit or budget cut it)."""
-        return respond(self.items, self._cursor, more=more)
+    def response(self, *, more: bool, empty_cursor: str | None = None) -> PollResponse:
+        """The response; ``more`` when the source has items beyond these (limit or budget cut it).
+
+        Args:
+            more: The source has items beyond these.
+            empty_cursor: With no item added, a cursor at the same point of the source as the request's
+                (an updated ETag, a position carried over); None keeps the request's.
+        """
+        return respond(self.items, empty_cursor if empty_cursor is not None else self._cursor, more=more)

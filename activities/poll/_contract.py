@@ -12,6 +12,7 @@ its own backoff (POLL-2, POLL-10). The request's ``connection`` holds secret *re
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from temporalio.exceptions import ApplicationError
@@ -39,9 +40,15 @@ def respond(items: list[PollItem], cursor: str | None, *, more: bool) -> PollRes
     return PollResponse(items=items, cursor=resume, stable_order=True, more=more)
 
 
-def source_unavailable(message: str) -> ApplicationError:
-    """The error a poll activity raises when its source fails; the activation backs off."""
-    return ApplicationError(message, type=POLL_SOURCE_UNAVAILABLE, non_retryable=True)
+def source_unavailable(message: str, *, retry_after: timedelta | None = None) -> ApplicationError:
+    """The error a poll activity raises when its source fails; the activation backs off.
+
+    Args:
+        message: What failed and what fixes it (never a credential).
+        retry_after: The source asked to be left alone this long (HTTP ``Retry-After``): the
+            activation's next poll waits at least that (carried as the error's ``next_retry_delay``).
+    """
+    return ApplicationError(message, type=POLL_SOURCE_UNAVAILABLE, non_retryable=True, next_retry_delay=retry_after)
 
 
 def config_invalid(message: str) -> ApplicationError:

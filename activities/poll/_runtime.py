@@ -131,7 +131,10 @@ async def run_poll(
         timer = asyncio.timeout(deadline)
         try:
             async with timer:
-                return await body(req, connection, deadline)
+                response = await body(req, connection, deadline)
+            if response.notices:
+                response = response.model_copy(update={"notices": [redactor.redact(n) for n in response.notices]})
+            return response
         except TimeoutError:
             if not timer.expired():
                 raise
@@ -148,7 +151,8 @@ async def run_poll(
 
 
 def _redacted(exc: ApplicationError, redactor: Redactor) -> ApplicationError:
-    return ApplicationError(redactor.redact(exc.message), type=exc.type, non_retryable=exc.non_retryable)
+    return ApplicationError(redactor.redact(exc.message), type=exc.type, non_retryable=exc.non_retryable,
+                            next_retry_delay=exc.next_retry_delay)
 
 
 @dataclass

@@ -19,6 +19,7 @@ REQUIRED = {
     "rss.item_published": "poll",
     "sheet.row_added": "poll",
     "sql.row_inserted": "poll",
+    "http_json.item_added": "poll",
     "workflow.started": "external",
     "workflow.completed": "external",
     "workflow.failed": "external",
@@ -36,9 +37,11 @@ PING = {
 
 
 def test_every_builtin_manifest_is_sound_and_the_required_ones_exist() -> None:
-    manifests = {m.name: m for m in builtin_manifests()}
+    manifests = {m.name: m for m in builtin_manifests() if m.via is None}
     assert {name: manifests[name].kind for name in REQUIRED} == REQUIRED
-    for m in manifests.values():
+    alternatives = {(m.name, m.via): m.kind for m in builtin_manifests() if m.via is not None}
+    assert alternatives == {("mail.received", "imap"): "poll"}
+    for m in builtin_manifests():
         assert manifest_problems(m) == [], m.name
         assert m.capability == CAPABILITY_BY_KIND[m.kind]
         if m.kind == "schedule":

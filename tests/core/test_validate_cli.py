@@ -101,3 +101,21 @@ def test_an_unreadable_claims_value_is_a_usage_error(files, tmp_path, capsys) ->
 def test_a_missing_workfile_is_invalid_not_a_traceback(tmp_path, capsys) -> None:
     code, (obj,) = run_json(capsys, str(tmp_path / "absent.yaml"))
     assert (code, obj["status"], obj["diagnostics"][0]["code"]) == (1, "invalid", "WF-FILE-UNREADABLE")
+
+
+def test_with_a_deployment_whose_connection_chooses_imap_the_mail_entry_needs_polling(files, tmp_path, capsys) -> None:
+    # proves: CAP-1, CAP-7
+    def deployment(claims: str) -> str:
+        path = tmp_path / f"deploy-{claims}.yaml"
+        path.write_text(
+            f"capabilities: [{claims}]\n"
+            "connections:\n  inbox: {connector: mail, via: imap, host: imap.b.co, username: a@b.co, "
+            "password: 'env:INBOX_PW'}\n"
+            "workflows:\n  triage: {run: {workflow_type: Triage, task_queue: q}}\n")
+        return str(path)
+
+    code, (result,) = run_json(capsys, str(files["mail"]), "--deployment", deployment("wf.polling-initiation"))
+    assert (code, result["status"], result["required_capabilities"]) == (0, "valid", ["wf.polling-initiation"])
+    code, (result,) = run_json(capsys, str(files["mail"]), "--deployment", deployment("wf.external-event-initiation"))
+    assert (code, result["status"]) == (3, "unsupported")
+    assert result["diagnostics"][0]["capability"] == "wf.polling-initiation"

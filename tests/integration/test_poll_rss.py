@@ -250,6 +250,8 @@ def test_the_public_surface_of_activities_poll_is_pinned():
         "ResponseBuilder",
         "activity_name_for",
         "poll_activities",
+        "poll_http_json",
+        "poll_imap",
         "poll_rss",
         "poll_sheet",
         "poll_sql",
@@ -257,7 +259,8 @@ def test_the_public_surface_of_activities_poll_is_pinned():
     ]
     for name in activities.poll.__all__:
         assert getattr(activities.poll, name) is not None, name
-    assert activities.poll.POLL_ACTIVITIES == [poll_rss, activities.poll.poll_sheet, activities.poll.poll_sql]
+    assert activities.poll.POLL_ACTIVITIES == [activities.poll.poll_http_json, activities.poll.poll_imap, poll_rss,
+                                               activities.poll.poll_sheet, activities.poll.poll_sql]
     assert activities.poll.activity_name_for("sql.row_inserted") == "wfi.poll.sql.row_inserted"
 
 

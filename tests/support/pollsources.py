@@ -1,10 +1,12 @@
-"""Real sources for poll tests: a local HTTP feed server and a throwaway PostgreSQL server.
+"""Real sources for poll tests: a local HTTP feed server, a paged JSON API, a throwaway PostgreSQL
+server and a throwaway IMAP server (dovecot).
 
-Its fixtures (``feed_server``, ``other_server``, ``postgres_server``, ``postgres_dsn``) are a pytest
-plugin registered by tests/conftest.py: a test names them as arguments; the helpers are imported
-(``from tests.support.pollsources import FeedServer, rss_document``). Nothing here mocks a source:
-the feed is served over a real socket, PostgreSQL is a real server started with
-``initdb``/``pg_ctl`` in a temporary directory.
+Its fixtures (``feed_server``, ``other_server``, ``json_api``, ``postgres_server``, ``postgres_dsn``,
+``imap_server``) are a pytest plugin registered by tests/conftest.py: a test names them as
+arguments; the helpers are imported (``from tests.support.pollsources import FeedServer,
+rss_document``). Nothing here mocks a source: the feed and the JSON API are served over real
+sockets, PostgreSQL is a real server started with ``initdb``/``pg_ctl`` and dovecot a real IMAP
+server, each in a temporary directory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 from temporalio.testing import ActivityEnvironment
@@ -243,6 +246,146 @@ def atom_document(entries: list[Entry], *, title: str = "Test feed") -> str:
     )
 
 
+# --- A JSON API ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Answer:
+    """A scripted answer: status, headers and body (JSON when not bytes)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: Any = b""
+
+
+class JsonApi:
+    """A paged JSON listing on 127.0.0.1 (``GET`` or ``POST /items``), over a real socket.
+
+    It answers ``{"data": [items of the page], "meta": {"next": token-or-URL-or-null}}``: pages of
+    ``page_size`` items from the offset given by ``?cursor=`` (GET) or ``{"cursor": ...}`` (POST);
+    ``since`` (query or body) keeps the items whose ``seq`` is greater; ``newest_first`` lists them
+    in reverse. Every page has a strong ETag and ``If-None-Match`` with it is answered 304. Answers
+    queued with :meth:`script` are given first, one per request (failures, rate limits).
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.page_size = 2
+        self.next_style = "token"  # or "url": meta.next is the next page's path and query
+        self.newest_first = False
+        self.lock = threading.Lock()
+        self.scripted: list[Answer] = []
+        self.requests: list[tuple[float, str, str, dict[str, str], int, Any]] = []  # time, method, path, headers, status, body
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def origin(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.origin}/items"
+
+    def add(self, *items: Any) -> None:
+        with self.lock:
+            self.items.extend(items)
+
+    def script(self, *answers: Answer) -> None:
+        """The next requests get these answers, in order, instead of a page."""
+        with self.lock:
+            self.scripted.extend(answers)
+
+    def statuses(self) -> list[int]:
+        with self.lock:
+            return [r[4] for r in self.requests]
+
+    def sent(self) -> list[tuple[float, str, str, dict[str, str], int, Any]]:
+        with self.lock:
+            return list(self.requests)
+
+    def start(self) -> JsonApi:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def page(self, params: dict[str, Any], if_none_match: str | None) -> Answer:
+        import hashlib
+        import json
+
+        with self.lock:
+            items = list(self.items)
+        since = params.get("since")
+        if since is not None:
+            items = [i for i in items if isinstance(i, dict) and i.get("seq", 0) > float(since)]
+        if self.newest_first:
+            items.reverse()
+        offset = int(params.get("cursor") or 0)
+        page = items[offset:offset + self.page_size]
+        more = offset + self.page_size < len(items)
+        nxt: str | None = str(offset + self.page_size) if more else None
+        if nxt is not None and self.next_style == "url":
+            nxt = f"/items?cursor={nxt}" + (f"&since={since}" if since is not None else "")
+        body = json.dumps({"data": page, "meta": {"next": nxt}}).encode()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+        if if_none_match == etag:
+            return Answer(304, {"ETag": etag})
+        return Answer(200, {"Content-Type": "application/json", "ETag": etag}, body)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                import urllib.parse
+
+                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+                self._answer(query, None)
+
+            def do_POST(self) -> None:  # noqa: N802
+                import json
+
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                self._answer(body if isinstance(body, dict) else {}, body)
+
+            def _answer(self, params: dict[str, Any], body: Any) -> None:
+                import json
+
+                with api.lock:
+                    answer = api.scripted.pop(0) if api.scripted else None
+                if answer is None:
+                    answer = api.page(params, self.headers.get("If-None-Match"))
+                with api.lock:
+                    api.requests.append((time.monotonic(), self.command, self.path, dict(self.headers.items()),
+                                         answer.status, body))
+                data = answer.body if isinstance(answer.body, bytes) else json.dumps(answer.body).encode()
+                self.send_response(answer.status)
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if answer.status != 304:
+                    self.wfile.write(data)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet test output
+                pass
+
+        return Handler
+
+
+@pytest.fixture
+def json_api() -> Iterator[JsonApi]:
+    """A running JSON API, stopped after the test."""
+    api = JsonApi().start()
+    yield api
+    api.stop()
+
+
 # --- PostgreSQL -------------------------------------------------------------------------------
 
 
@@ -337,6 +480,205 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_dsn(postgres_server: PostgresServer) -> str:
     """The DSN of the session's PostgreSQL server."""
     return postgres_server.dsn
+
+
+# --- IMAP (dovecot) ----------------------------------------------------------------------------
+
+IMAP_PACKAGE = "dovecot-imapd"
+IMAP_USER, IMAP_PASSWORD = "support@acme.test", "imap-test-pw-5e1f"
+
+
+def dovecot_binary() -> str | None:
+    """The dovecot master binary from PATH or /usr/sbin (Debian's ``dovecot-core``)."""
+    return shutil.which("dovecot") or shutil.which("dovecot", path="/usr/sbin:/usr/local/sbin")
+
+
+@dataclass
+class ImapServer:
+    """A running throwaway dovecot: IMAP without TLS on 127.0.0.1, one account (passwd-file) with maildirs."""
+
+    host: str
+    port: int
+    base: str
+    proc: subprocess.Popen[bytes]
+    username: str = IMAP_USER
+    password: str = IMAP_PASSWORD
+
+    def client(self) -> Any:
+        import imaplib
+
+        imap = imaplib.IMAP4(self.host, self.port, timeout=10)
+        imap.login(self.username, self.password)
+        return imap
+
+    def create(self, mailbox: str) -> int:
+        """Create ``mailbox``; its UIDVALIDITY."""
+        imap = self.client()
+        try:
+            status, data = imap.create(mailbox)
+            assert status == "OK", data
+            return self.uidvalidity(mailbox, imap)
+        finally:
+            imap.logout()
+
+    def recreate(self, mailbox: str) -> int:
+        """Delete ``mailbox`` and create it again (its messages gone, a new UIDVALIDITY); the new UIDVALIDITY."""
+        imap = self.client()
+        try:
+            assert imap.delete(mailbox)[0] == "OK"
+            assert imap.create(mailbox)[0] == "OK"
+            return self.uidvalidity(mailbox, imap)
+        finally:
+            imap.logout()
+
+    def uidvalidity(self, mailbox: str, imap: Any) -> int:
+        import re
+
+        status, data = imap.status(mailbox, "(UIDVALIDITY)")
+        assert status == "OK", data
+        return int(re.search(rb"UIDVALIDITY (\d+)", data[0]).group(1))
+
+    def append(self, mailbox: str, raw: bytes, received: datetime) -> int:
+        """APPEND one message with that INTERNALDATE; its UID."""
+        import imaplib
+        import re
+
+        imap = self.client()
+        try:
+            status, data = imap.append(mailbox, None, imaplib.Time2Internaldate(received), raw)
+            assert status == "OK", data
+            return int(re.search(rb"APPENDUID \d+ (\d+)", data[0]).group(1))
+        finally:
+            imap.logout()
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def mail(message_id: str | None, subject: str, *, sender: str = "alice@example.test", to: str = IMAP_USER,
+         body: str = "hello", extra: str = "") -> bytes:
+    """An RFC 5322 message (CRLF line ends); ``message_id=None`` leaves the header out."""
+    head = f"From: Alice <{sender}>\r\nTo: {to}\r\nSubject: {subject}\r\nDate: Sat, 05 Dec 2026 10:00:00 +0000\r\n"
+    head += f"Message-ID: <{message_id}>\r\n" if message_id is not None else ""
+    head += extra
+    return (head + "Content-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n").encode()
+
+
+def _dovecot_config(base: str, port: int, user: str, group: str, uid: int, gid: int) -> str:
+    return f"""
+base_dir = {base}/run
+state_dir = {base}/state
+log_path = {base}/dovecot.log
+protocols = imap
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+default_login_user = {user}
+default_internal_user = {user}
+default_internal_group = {group}
+first_valid_uid = 1
+passdb {{
+  driver = passwd-file
+  args = scheme=PLAIN username_format=%u {base}/passwd
+}}
+userdb {{
+  driver = static
+  args = uid={uid} gid={gid} home={base}/home/%u
+}}
+mail_location = maildir:~/Maildir
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+  chroot =
+}}
+service anvil {{
+  chroot =
+}}
+"""
+
+
+def _unprivileged() -> tuple[list[str], str, str, int, int]:
+    """(command prefix, user, group, uid, gid) dovecot runs as: ``nobody`` through runuser when we are root."""
+    import grp
+    import pwd
+
+    if os.geteuid() != 0:
+        me = pwd.getpwuid(os.geteuid())
+        return [], me.pw_name, grp.getgrgid(me.pw_gid).gr_name, me.pw_uid, me.pw_gid
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        pytest.skip("running as root and 'runuser' is missing: cannot start dovecot as an unprivileged user")
+    nobody = pwd.getpwnam("nobody")
+    return [runuser, "-u", "nobody", "--"], "nobody", grp.getgrgid(nobody.pw_gid).gr_name, nobody.pw_uid, nobody.pw_gid
+
+
+def start_dovecot(base: str) -> ImapServer:
+    """Start dovecot in ``base`` (config, sockets, state, maildirs) on a free port of 127.0.0.1, as an
+    unprivileged user; skipped with a reason naming the package when dovecot is not installed."""
+    binary = dovecot_binary()
+    if binary is None:
+        pytest.skip(f"dovecot is not installed: apt-get install {IMAP_PACKAGE} (the IMAP tests need a real server)")
+    prefix, user, group, uid, gid = _unprivileged()
+    port = _free_port()
+    for sub in ("run", "state", "home"):
+        os.makedirs(os.path.join(base, sub), exist_ok=True)
+    config = os.path.join(base, "dovecot.conf")
+    pathlib.Path(config).write_text(_dovecot_config(base, port, user, group, uid, gid))
+    pathlib.Path(base, "passwd").write_text(f"{IMAP_USER}:{{PLAIN}}{IMAP_PASSWORD}::::::\n")
+    if prefix:
+        for root, dirs, files in os.walk(base):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.chown(name, uid, gid)
+    proc = subprocess.Popen([*prefix, binary, "-F", "-c", config], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    server = ImapServer("127.0.0.1", port, base, proc)
+    _wait_for_greeting(server)
+    return server
+
+
+def _wait_for_greeting(server: ImapServer, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            log = pathlib.Path(server.base, "dovecot.log")
+            detail = (server.proc.stderr.read().decode(errors="replace") if server.proc.stderr else "") + \
+                (log.read_text(errors="replace") if log.exists() else "")
+            raise RuntimeError(f"dovecot exited ({server.proc.returncode}): {detail[-2000:]}")
+        with contextlib.suppress(OSError), socket.create_connection((server.host, server.port), timeout=2) as sock:
+            if sock.recv(64).startswith(b"* OK"):
+                return
+        time.sleep(0.1)  # startup of a server process: nothing to wait on but its socket
+    server.stop()
+    raise RuntimeError(f"dovecot did not greet on port {server.port} within {timeout}s")
+
+
+@pytest.fixture(scope="session")
+def imap_server() -> Iterator[ImapServer]:
+    """A dovecot IMAP server for the session (each xdist worker's), started when a test first needs it;
+    skipped with a reason naming the package when dovecot is not installed. Tests use mailboxes of their own."""
+    base = tempfile.mkdtemp(prefix="wfi-imap-")
+    os.chmod(base, 0o755)
+    try:
+        server = start_dovecot(base)
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # --- Contract checks shared by the connector tests ----------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wf_initiation.core import Catalog, ValidationResult, load_workfile
+from wf_initiation.core._capabilities import Resolver
 from wf_initiation.core._yaml import is_mapping, parse_yaml
 
 
@@ -25,8 +26,8 @@ class Skipped:
                                  "line": None, "capability": None}]}
 
 
-def validate_one(path: pathlib.Path, catalog: Catalog, claims: Any) -> ValidationResult | Skipped:
-    result = load_workfile(path, catalog=catalog, claims=claims)
+def validate_one(path: pathlib.Path, catalog: Catalog, claims: Any, resolve: Resolver | None = None) -> ValidationResult | Skipped:
+    result = load_workfile(path, catalog=catalog, claims=claims, resolve=resolve)
     if result.status == "invalid" and is_deployment_file(path):
         return Skipped(str(path))
     return result

@@ -24,7 +24,7 @@ import sys
 
 from wf_initiation.cli._skipped import Skipped, validate_one
 from wf_initiation.core import Catalog, ClaimsError, Diagnostic, DiagnosticError, ValidationResult, read_claims
-from wf_initiation.core.activation import activation_problems
+from wf_initiation.core.activation import activation_problems, manifest_resolver
 from wf_initiation.core.deployment import Deployment, load_deployment
 
 EXIT_VALID, EXIT_INVALID, EXIT_USAGE, EXIT_UNSUPPORTED = 0, 1, 2, 3
@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     deployment, problems = _deployment(args.deployment)
     if deployment is not None and claims is None:
         claims = deployment.capabilities
-    results = [validate_one(path, catalog, claims) for path in args.workfiles]
+    resolve = manifest_resolver(deployment, catalog) if deployment is not None else None
+    results = [validate_one(path, catalog, claims, resolve) for path in args.workfiles]
     if args.deployment is not None:
         results = [against_deployment(r, deployment, problems, catalog) for r in results]
     if args.json:

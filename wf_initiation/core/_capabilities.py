@@ -10,40 +10,51 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from wf_initiation.errors import ClaimsError
 
-from ._catalog import Catalog
+from ._catalog import Catalog, Manifest
 from ._diagnostics import Diagnostic
-from ._model import Workfile
+from ._model import TriggerEntry, Workfile
+
+Resolver = Callable[[TriggerEntry], Manifest | None]
+"""An entry's implementation under a deployment (``core.activation.manifest_resolver``): the
+connection's ``via`` can choose another kind than the catalog's manifest (``mail.received`` via
+``imap`` is a poll)."""
 
 
-def required_capabilities(workfile: Workfile, catalog: Catalog) -> dict[str, list[str]]:
+def required_capabilities(workfile: Workfile, catalog: Catalog, resolve: Resolver | None = None) -> dict[str, list[str]]:
     """Map each required capability to the names of the entries that need it, in `on:` order.
+
+    Args:
+        workfile: The validated Workfile.
+        catalog: Its catalog.
+        resolve: Each entry's implementation under the deployment; without it, the catalog's manifest.
 
     Raises:
         LookupError: An entry's connector is not in ``catalog`` (validate with the same catalog).
     """
     out: dict[str, list[str]] = {}
     for entry in workfile.entries:
-        manifest = catalog.get(entry.connector)
+        manifest = resolve(entry) if resolve is not None else catalog.get(entry.connector)
         if manifest is None:
             raise LookupError(f"{entry.connector!r} is not in the catalog: validate the Workfile with the same catalog")
         out.setdefault(manifest.capability, []).append(entry.name)
     return out
 
 
-def classify(workfile: Workfile, catalog: Catalog, claims: Iterable[str]) -> list[Diagnostic]:
+def classify(workfile: Workfile, catalog: Catalog, claims: Iterable[str], *,
+             resolve: Resolver | None = None) -> list[Diagnostic]:
     """One ``CAP-UNSUPPORTED`` diagnostic per required capability missing from ``claims``.
 
     Each names the capability and every trigger entry that needs it; an empty list means the
-    deployment supports the Workfile.
+    deployment supports the Workfile. ``resolve``: as for :func:`required_capabilities`.
     """
     claimed = set(claims)
     by_name = {e.name: e for e in workfile.entries}
     found: list[Diagnostic] = []
-    for capability, names in sorted(required_capabilities(workfile, catalog).items()):
+    for capability, names in sorted(required_capabilities(workfile, catalog, resolve).items()):
         if capability in claimed:
             continue
         first = by_name[names[0]]

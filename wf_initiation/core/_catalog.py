@@ -14,6 +14,15 @@ Third-party connectors register through the ``wf_initiation.connectors`` entry-p
 entry point resolves to a :class:`Manifest`, a mapping in manifest form, or a list of them. A poll
 manifest's ``implementation`` names its activity (``module:function``), which ``WfiPlugin``
 registers (``wf_initiation.activities.poll.poll_activities``). See docs/poll-contract.md.
+
+**Implementations chosen by the deployment.** A trigger can have more than one implementation: its
+manifest (the one :meth:`Catalog.get` returns, which the validator checks a Workfile against) and
+alternatives that declare ``via`` (``mail.received`` via ``imap``: the same trigger, polled over
+IMAP instead of pushed by a bridge). A deployment's connection chooses one with ``via: imap``; the
+Workfile does not change. An alternative must mean the same trigger (same ``binds``, input schema,
+payload schema and delivery id), and a trigger has at most one poll implementation (its activity is
+``wfi.poll.<name>``). The kind, and so the capability an entry needs (CAP-1), is the resolved
+implementation's: :meth:`Catalog.resolve`.
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ BUILTIN_MANIFEST_PACKAGES = (
     "wf_initiation.activities.poll.rss",
     "wf_initiation.activities.poll.sheet",
     "wf_initiation.activities.poll.sql",
+    "wf_initiation.activities.poll.http_json",
+    "wf_initiation.activities.poll.imap",
 )
 CAPABILITY_BY_KIND: dict[str, str] = {
     "schedule": "wf.scheduled-initiation",
@@ -48,6 +59,7 @@ CAPABILITY_BY_KIND: dict[str, str] = {
 }
 _NAME = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VIA = re.compile(r"^[a-z][a-z0-9_]*$")
 _IMPLEMENTATION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -71,6 +83,12 @@ class Manifest(BaseModel):
         default=None,
         description="Poll only: `module:function` of the poll activity (named `wfi.poll.<name>`), which "
         "WfiPlugin registers; without it, register the activity with `WfiPlugin(poll_activities=...)`.",
+    )
+    via: str | None = Field(
+        default=None,
+        description="An alternative implementation of the trigger `name`, chosen by a deployment connection with "
+        "`via: <this>` (e.g. `mail.received` via `imap`); same binds, input schema, payload schema and delivery id "
+        "as the trigger's manifest without `via`.",
     )
 
     @model_validator(mode="after")
@@ -114,7 +132,30 @@ def manifest_problems(m: Manifest) -> list[str]:
         problems.append("stable_order applies to poll manifests only")
     if m.implementation is not None and (m.kind != "poll" or not _IMPLEMENTATION.match(m.implementation)):
         problems.append(f"implementation {m.implementation!r} must be 'package.module:function' on a poll manifest")
+    if m.via is not None and not _VIA.match(m.via):
+        problems.append(f"via {m.via!r} must be a lower-case identifier, e.g. 'imap'")
     return problems
+
+
+def variant_problem(default: Manifest | None, variant: Manifest, others: Iterable[Manifest]) -> str | None:
+    """Why ``variant`` (a manifest with ``via``) cannot stand for the trigger ``default`` describes, or None.
+
+    Args:
+        default: The trigger's manifest without ``via`` (None when the catalog has none).
+        variant: The alternative implementation.
+        others: The trigger's implementations accepted so far (its default among them).
+    """
+    if default is None:
+        return f"it is an alternative ('via: {variant.via}') of {variant.name}, which has no manifest without 'via'"
+    differs = [key for key in ("binds", "input_schema", "payload_schema", "delivery_id")
+               if getattr(default, key) != getattr(variant, key)]
+    if differs:
+        return (f"an alternative implementation ('via: {variant.via}') must mean the same trigger as {variant.name}'s "
+                f"manifest, but its {', '.join(differs)} differ: copy them from that manifest")
+    if variant.kind == "poll" and any(m.kind == "poll" for m in others):
+        return (f"{variant.name} already has a poll implementation, and a trigger has at most one (its activity is "
+                f"named wfi.poll.{variant.name})")
+    return None
 
 
 def _delivery_id_problems(m: Manifest) -> list[str]:
@@ -134,9 +175,22 @@ class Catalog:
 
     def __init__(self, manifests: Iterable[Manifest] = (), broken: Mapping[str, str] | None = None):
         self._by_name: dict[str, Manifest] = {}
-        for m in manifests:
-            self._by_name[m.name] = m
+        self._variants: dict[tuple[str, str], Manifest] = {}
         self.broken: dict[str, str] = dict(broken or {})
+        variants = []
+        for m in manifests:
+            if m.via is None:
+                self._by_name[m.name] = m
+            else:
+                variants.append(m)
+        for v in variants:
+            taken = [self._by_name[v.name]] if v.name in self._by_name else []
+            taken += [m for (name, _), m in self._variants.items() if name == v.name]
+            problem = variant_problem(self._by_name.get(v.name), v, taken)
+            if problem is None:
+                self._variants[(v.name, v.via or "")] = v
+            else:
+                self.broken[f"{v.name} via {v.via}"] = problem
 
     @classmethod
     def default(cls, *, third_party: bool = True) -> Catalog:
@@ -151,14 +205,27 @@ class Catalog:
         return cls(manifests, broken)
 
     def get(self, name: str) -> Manifest | None:
+        """The trigger's manifest (without ``via``): what a Workfile is validated against."""
         return self._by_name.get(name)
+
+    def resolve(self, name: str, via: str | None = None) -> Manifest | None:
+        """The implementation a connection chooses: ``via`` None is :meth:`get`, else that alternative."""
+        return self.get(name) if via is None else self._variants.get((name, via))
+
+    def vias(self, name: str) -> list[str]:
+        """The ``via`` names of the trigger's alternative implementations."""
+        return sorted(via for (trigger, via) in self._variants if trigger == name)
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
     def manifests(self) -> list[Manifest]:
-        """Every resolvable manifest, by name."""
-        return [self._by_name[name] for name in self.names()]
+        """Every resolvable manifest: by name, each trigger's alternatives after its manifest."""
+        out = []
+        for name in self.names():
+            out.append(self._by_name[name])
+            out.extend(self._variants[(name, via)] for via in self.vias(name))
+        return out
 
     def diagnostic_for(self, name: str) -> Diagnostic | None:
         """Why ``name`` cannot be resolved (None when it can)."""

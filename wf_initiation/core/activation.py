@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from ._catalog import Catalog, Manifest
 from ._config_checks import schema_problems, semantic_problems
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._expr import Evaluator, ExpressionFault, ExpressionSyntaxError
-from ._model import BatchSpec, Workfile
+from ._model import BatchSpec, TriggerEntry, Workfile
 from .deployment import ADDED_POLICIES, BOUNDED, Deployment, Policies, RunTarget
 from .sharding import sharding_problems
 from .unencoded import Unencoded
@@ -127,7 +128,7 @@ def build_activation(workfile: Workfile, deployment: Deployment, catalog: Catalo
     Raises:
         DiagnosticError: naming every problem at once.
     """
-    unsupported = classify(workfile, catalog, deployment.capabilities)
+    unsupported = classify(workfile, catalog, deployment.capabilities, resolve=manifest_resolver(deployment, catalog))
     if unsupported:
         raise DiagnosticError(unsupported)
     return resolve_activation(workfile, deployment, catalog)
@@ -158,6 +159,10 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
         connection, conn_settings, conn_problem = _connection(entry.connection, entry.connector, entry.name, deployment)
         if conn_problem:
             problems.append(conn_problem)
+        manifest, via_problem = _implementation(catalog, manifest, connection, conn_settings, entry.name)
+        if via_problem:
+            problems.append(via_problem)
+            continue
         overlay = settings.overlay.get(entry.name, {})
         config, config_problems = _evaluate_config({**entry.config, **overlay}, inputs, entry.name)
         problems.extend(config_problems)
@@ -218,6 +223,40 @@ def _inputs(workfile: Workfile, provided: dict[str, Any]) -> dict[str, Any]:
         )])
     out.update(provided)
     return out
+
+
+def manifest_resolver(deployment: Deployment, catalog: Catalog) -> Callable[[TriggerEntry], Manifest | None]:
+    """Each entry's implementation under ``deployment``: the one its connection chooses with ``via``
+    (``mail.received`` via ``imap`` is a poll), else the trigger's manifest. What capability inference
+    (CAP-1) and activation use alike."""
+    def resolve(entry: TriggerEntry) -> Manifest | None:
+        manifest = catalog.get(entry.connector)
+        _, settings, _ = _connection(entry.connection, entry.connector, entry.name, deployment)
+        via = settings.get("via")
+        return manifest if manifest is None or not isinstance(via, str) else catalog.resolve(entry.connector, via) or manifest
+
+    return resolve
+
+
+def _implementation(
+    catalog: Catalog, manifest: Manifest, connection: str | None, settings: dict[str, Any], entry: str,
+) -> tuple[Manifest, Diagnostic | None]:
+    """The implementation the entry's connection chooses (``via``), or a diagnostic naming those there are."""
+    via = settings.get("via")
+    if not isinstance(via, str):
+        return manifest, None
+    chosen = catalog.resolve(manifest.name, via)
+    if chosen is not None:
+        return chosen, None
+    known = catalog.vias(manifest.name)
+    broken = catalog.broken.get(f"{manifest.name} via {via}")
+    why = f"its manifest is invalid: {broken}" if broken else (
+        f"it has {', '.join(repr(v) for v in known)}" if known else "it has none: remove 'via' from the connection")
+    return manifest, Diagnostic(
+        code="DEPLOY-CONNECTION-VIA", entry=entry,
+        message=f"connection {connection!r} chooses via: {via}, but {manifest.name} has no implementation via "
+        f"{via!r} ({why})",
+    )
 
 
 def _connection(

@@ -215,12 +215,24 @@ def _origins_problems(connector: str, settings: Mapping[str, Any]) -> list[str]:
         problems = [f"'origins' entry {o!r} is not an http(s) origin; write scheme://host[:port], e.g. "
                     "\"https://blog.acme.com\"" for o in origins if origin_of(o) is None or urlsplit(o).path not in ("", "/")]
     headers = settings.get("headers")
-    if connector.split(".")[0] == "rss" and origins is None and isinstance(headers, Mapping) \
-            and reference_paths(headers):
+    prefix = connector.split(".")[0]
+    if prefix == "rss" and origins is None and isinstance(headers, Mapping) and reference_paths(headers):
         problems.append("'headers' hold a secret reference, so name the origins they may be sent to: add "
                         "origins: [\"https://your-feed-host\"] (each feed's scheme://host[:port]); a feed "
                         "elsewhere is then refused instead of receiving your credentials")
+    if prefix == "http_json" and origins is None and (refs := reference_paths(settings)):
+        problems.append(f"{refs[0][0]!r} holds a secret reference, so name the origins it may be sent to: add "
+                        "origins: [\"https://api.example.com\"] (each API's scheme://host[:port]); a trigger URL "
+                        "elsewhere is then refused instead of receiving your credentials")
     return problems
+
+
+def _via_problems(settings: Mapping[str, Any]) -> list[str]:
+    via = settings.get("via")
+    if via is None or (isinstance(via, str) and re.match(r"^[a-z][a-z0-9_]*\Z", via)):
+        return []
+    return [f"'via' names the implementation of the connector's triggers this connection chooses, a lower-case "
+            f"name such as imap; got {via!r}"]
 
 
 class Connection(BaseModel):
@@ -232,7 +244,7 @@ class Connection(BaseModel):
     @model_validator(mode="after")
     def _no_inline_secrets(self) -> Connection:
         problems = inline_secret_problems(self.settings()) + reference_problems(self.settings())
-        problems += _origins_problems(self.connector, self.settings())
+        problems += _origins_problems(self.connector, self.settings()) + _via_problems(self.settings())
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -244,6 +256,12 @@ class Connection(BaseModel):
     def serves(self, connector: str) -> bool:
         """Does this connection serve ``connector`` (``sql.row_inserted``) or its prefix (``sql``)?"""
         return self.connector in (connector.split(".")[0], connector)
+
+    @property
+    def via(self) -> str | None:
+        """The implementation of its connector's triggers it chooses (``imap``), or None for the manifest's own."""
+        via = self.settings().get("via")
+        return via if isinstance(via, str) else None
 
 
 WORKER_FIX = ("start the worker with the deployment that defines the connection (`wfi worker --deployment FILE`, "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from datetime import timedelta
 from typing import Any
 
 from wf_initiation.errors import JsonNumberError
@@ -161,6 +162,11 @@ MAX_CURSOR_CHARS = 64 * KIB
 """A cursor set by an operator. Past it: refused. Cursor logs keep a digest of longer cursors."""
 MAX_CURSOR_LOG_CHARS = 256
 """Characters of a cursor kept verbatim in the cursor-change log; longer ones are kept as a digest."""
+MAX_POLL_RETRY_AFTER = timedelta(hours=24)
+"""The longest wait a failing poll source can ask for (HTTP ``Retry-After``): the next poll waits at
+least what it asked, up to this, even past the deployment's ``poll.backoff_max``."""
+MAX_POLL_NOTICES = 8
+"""Notices one poll response may record (``poll_notice`` errors: a mailbox's UIDVALIDITY changed); the rest are dropped."""
 
 # ---------------------------------------------------------------------------- subscriptions
 MAX_SUBSCRIPTIONS = 1000

@@ -162,10 +162,16 @@ class PollResponse(BaseModel):
 
     items: list[PollItem] = Field(description="Candidate events, in stable order when `stable_order`.")
     cursor: str | None = Field(
-        description="Last item's `cursor_after`, or the request's cursor unchanged when there are no items."
+        description="Last item's `cursor_after`; with no items, the request's cursor or one that resumes at the "
+        "same point of the source (an updated validator such as an ETag, a position carried over to a renumbered mailbox)."
     )
     stable_order: bool = Field(description="Does this response promise the source's stable order?")
     more: bool = Field(default=False, description="True when `limit` or the byte budget cut the response: poll again soon.")
+    notices: list[str] = Field(
+        default_factory=list,
+        description="What the operator should know about the source (a mailbox's UIDVALIDITY changed): recorded on the "
+        "activation as `poll_notice` errors, at most 8 per response, each cut to 500 characters. Never a credential.",
+    )
 
 
 # --- wfi.WaitForExample

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._bounds import MAX_FILE_BYTES
-from .._capabilities import classify, required_capabilities
+from .._capabilities import Resolver, classify, required_capabilities
 from .._catalog import Catalog
 from .._diagnostics import Diagnostic
 from .._model import Workfile
@@ -49,6 +49,7 @@ def load_workfile(
     catalog: Catalog | None = None,
     claims: Iterable[str] | None = None,
     file: str | None = None,
+    resolve: Resolver | None = None,
 ) -> ValidationResult:
     """Parse and validate a Workfile, and classify its support when ``claims`` is given.
 
@@ -58,6 +59,8 @@ def load_workfile(
         claims: Capabilities the target deployment claims. None means "do not classify":
             the status is then only ``valid`` or ``invalid``.
         file: Name to report diagnostics against (defaults to the path).
+        resolve: Each entry's implementation under a deployment (``core.activation.manifest_resolver``),
+            for the capabilities it requires; without it, the catalog's manifests.
 
     Returns:
         The result; bad input of any kind yields diagnostics, never an exception.
@@ -78,12 +81,13 @@ def load_workfile(
     workfile, diagnostics = validate_document(doc, catalog)
     if workfile is None:
         return _invalid(file, _workflow_name(doc), diagnostics)
-    return _classified(file, workfile, catalog, claims)
+    return _classified(file, workfile, catalog, claims, resolve)
 
 
-def _classified(file: str | None, wf: Workfile, catalog: Catalog, claims: Iterable[str] | None) -> ValidationResult:
-    caps = sorted(required_capabilities(wf, catalog))
-    unsupported = classify(wf, catalog, claims) if claims is not None else []
+def _classified(file: str | None, wf: Workfile, catalog: Catalog, claims: Iterable[str] | None,
+                resolve: Resolver | None) -> ValidationResult:
+    caps = sorted(required_capabilities(wf, catalog, resolve))
+    unsupported = classify(wf, catalog, claims, resolve=resolve) if claims is not None else []
     status: Status = "unsupported" if unsupported else "valid"
     return ValidationResult(
         file=file, status=status, workflow=wf.name, workfile=wf, required_capabilities=caps, diagnostics=unsupported

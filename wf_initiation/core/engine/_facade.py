@@ -468,8 +468,10 @@ class Engine:
         _poll.poll_succeeded(self._machine, entry, seq_no, version, result, now)
         return self._decide(None)
 
-    def poll_failed(self, entry: str, seq_no: int, error: str, now: datetime) -> Decision[None]:
-        _poll.poll_failed(self._machine, entry, seq_no, error, now)
+    def poll_failed(self, entry: str, seq_no: int, error: str, now: datetime, *,
+                    retry_after: timedelta | None = None) -> Decision[None]:
+        """A poll failed; ``retry_after``: the source asked to wait at least this long (HTTP 429 / 503)."""
+        _poll.poll_failed(self._machine, entry, seq_no, error, now, retry_after)
         return self._decide(None)
 
     # ------------------------------------------------------------------ operators

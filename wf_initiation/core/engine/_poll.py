@@ -24,7 +24,18 @@ from wf_initiation.errors import JsonNumberError
 
 from .._expr import canonical_key
 from ..activation import ActivationSpec, EntrySpec
-from ..limits import MAX_CURSOR_CHARS, MAX_CURSOR_LOG_CHARS, MAX_INT_DIGITS, clip, is_utf8_text, json_problem, retained_id, strict_json
+from ..limits import (
+    MAX_CURSOR_CHARS,
+    MAX_CURSOR_LOG_CHARS,
+    MAX_INT_DIGITS,
+    MAX_POLL_NOTICES,
+    MAX_POLL_RETRY_AFTER,
+    clip,
+    is_utf8_text,
+    json_problem,
+    retained_id,
+    strict_json,
+)
 from ._keys import entry_delivery_id, event_key, identity_text, payload_digest
 from ._pipeline import Pipeline
 from ._types import CursorChange, Disposition, EngineState, HeldItem, OperatorRefused, PollState, RunPoll
@@ -45,6 +56,7 @@ class PollResultIn:
     cursor: str | None = None
     more: bool = False
     stable_order: bool = True
+    notices: list[str] = field(default_factory=list)  # what the operator should know (a mailbox's UIDVALIDITY changed)
 
 
 def new_poll_state(entry: EntrySpec, spec: ActivationSpec, now: datetime) -> PollState:
@@ -87,6 +99,8 @@ def poll_succeeded(engine: Pipeline, entry_name: str, seq: int, version: int, re
         st.next_poll_at = now
         return
     st.failures, st.last_error, st.last_success_at = 0, None, now
+    for notice in result.notices[:MAX_POLL_NOTICES]:
+        engine.record_error(now, "poll_notice", notice, entry_name)
     entry = engine.entry(entry_name)
     for item in result.items:
         outcome = _dispose(engine, entry, st, item, now)
@@ -155,8 +169,14 @@ def _jsonable(payload: Any) -> bool:
         return False
 
 
-def poll_failed(engine: Pipeline, entry_name: str, seq: int, error: str, now: datetime) -> None:
-    """POLL-10: a failed poll starts nothing and moves nothing; back off exponentially."""
+def poll_failed(engine: Pipeline, entry_name: str, seq: int, error: str, now: datetime,
+                retry_after: timedelta | None = None) -> None:
+    """POLL-10: a failed poll starts nothing and moves nothing; back off exponentially (POLL-2).
+
+    ``retry_after``: the source asked to be left alone this long (an HTTP 429 or 503 with
+    ``Retry-After``); the next poll waits at least that (at most ``MAX_POLL_RETRY_AFTER``), even past
+    ``backoff_max``. An operator's ``poll_now`` still polls at once.
+    """
     st = engine.state.polls.get(entry_name)
     if st is None or st.in_flight != seq:
         return
@@ -166,8 +186,13 @@ def poll_failed(engine: Pipeline, entry_name: str, seq: int, error: str, now: da
     settings = engine.spec.policies.poll
     requested, st.poll_requested = st.poll_requested, False
     delay = timedelta(0) if requested else backoff_for(st.failures, settings.backoff_initial, settings.backoff_max)
+    asked = ""
+    if retry_after is not None and not requested:
+        wait = min(max(retry_after, timedelta(0)), MAX_POLL_RETRY_AFTER)
+        delay, asked = max(delay, wait), f" (the source asked to wait {wait})"
     st.next_poll_at = now + delay
-    engine.record_error(now, "poll_failed", f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}: {error}", entry_name)
+    engine.record_error(now, "poll_failed",
+                        f"poll {st.poll_seq} failed (attempt {st.failures}); next in {delay}{asked}: {error}", entry_name)
 
 
 def set_cursor(engine: Pipeline, entry_name: str, cursor: str | None, note: str | None, now: datetime) -> str:
