@@ -17,6 +17,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``verified_splits()`` | patch ``wfi-verified-splits`` | 4 Dec 2026 | a split's child acted on its parent's signals (drained, lane notices) unchecked |
 | ``faults_fail_task()`` | patch ``wfi-task-faults`` | 3 Dec 2026 | an exception one of the activation's unawaited tasks did not handle was only logged (workflows/_tasks.py) |
 | ``paged_controls()`` | patch ``wfi-paged-controls`` | 4 Dec 2026 | one ``wfi.control_run`` activity per run cancelled or terminated, all at once (past 2,000 the server refused the task) |
+| ``retires_records()`` | patch ``wfi-retire-records`` | 6 Dec 2026 | a run continued as new only for its history or signals, holding every released dedup entry of the run as a full record until then (tens of thousands under ``deliver_many``) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -24,7 +25,7 @@ runs are past the namespace's retention (``legacy_evaluation``: once every such 
 re-activated, since the spec travels across continue-as-new).
 
 The first three are read when the run begins, in this order (the order of their markers is part of
-the history). The last seven are asked lazily, where the behaviour first differs, and then kept:
+the history). The last eight are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -47,6 +48,7 @@ SHARDED_WAITS_PATCH = "wfi-sharded-waits"
 TASK_FAULTS_PATCH = "wfi-task-faults"
 VERIFIED_SPLITS_PATCH = "wfi-verified-splits"
 PAGED_CONTROLS_PATCH = "wfi-paged-controls"
+RETIRE_RECORDS_PATCH = "wfi-retire-records"
 
 
 class RunCompat:
@@ -65,6 +67,14 @@ class RunCompat:
         self._faults_fail_task: bool | None = None
         self._verified_splits: bool | None = None
         self._paged_controls: bool | None = None
+        self._retires_records: bool | None = None
+
+    def retires_records(self) -> bool:
+        """Whether the run continues as new once it holds more released dedup entries as full
+        records than ``limits.RECORDS_PER_RUN`` past those it carries (asked only when it does)."""
+        if self._retires_records is None:
+            self._retires_records = workflow.patched(RETIRE_RECORDS_PATCH)
+        return self._retires_records
 
     def paged_controls(self) -> bool:
         """Whether runs are cancelled / terminated in pages (``core.engine.Dispatcher``; asked when
