@@ -10,6 +10,14 @@ same kind of process. ``runs``: the run workflow ``wfi.EchoRun`` alone, on its o
 The load generator (the bench's own process) never shares an event loop or a GIL with a worker:
 otherwise thousands of client calls delay the worker's workflow tasks and the bench measures its own
 load generator (webhook bridges in a deployment are separate processes too).
+
+:class:`BenchWorker` is one such process on its own, for the benches that read its memory
+(``/proc/<pid>/status``) or SIGKILL and restart it (``bench_memory.py --worker``,
+``bench_full_shards.py``).
+
+``WFI_BENCH_CAPACITY_BYTES=N`` lowers the activations' capacity (``core.limits.CAPACITY_BYTES``)
+in this worker process only, so a bench can fill shards to their capacity in minutes, not hours.
+Only this bench worker reads it; the product has no such setting.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +69,59 @@ def worker_processes(address: str, queues: Queues, log_file: pathlib.Path) -> It
                     proc.kill()
 
 
+class BenchWorker:
+    """One bench worker process (``role`` on ``task_queue``) that a bench can measure, kill and start again.
+
+    ``env``: more environment for the process (e.g. ``WFI_BENCH_CAPACITY_BYTES``).
+    """
+
+    def __init__(self, address: str, task_queue: str, log_file: pathlib.Path, *, role: str = "activations",
+                 env: dict[str, str] | None = None) -> None:
+        self.task_queue = task_queue
+        self.args = [sys.executable, "-m", "bench._workers", address, task_queue, role]
+        self.env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONTZPATH="", **(env or {}))
+        self.log_file = log_file
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "the worker is not started"
+        return self.proc.pid
+
+    def start(self) -> float:
+        """Start the process; return the seconds until it said it polls its task queue."""
+        assert self.proc is None or self.proc.poll() is not None, "the worker is running"
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        began = time.monotonic()
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=log, env=self.env, cwd=ROOT)
+        _wait_ready(self.proc, self.log_file)
+        return time.monotonic() - began
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no cleanup (a crashed or OOM-killed worker)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def memory(self) -> dict[str, int]:
+        """``VmRSS`` (resident now) and ``VmHWM`` (the most resident so far) of the process, in bytes."""
+        fields = {}
+        for line in pathlib.Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) * 1024  # reported in kB
+        return fields
+
+
 def _wait_ready(proc: subprocess.Popen[bytes], log_file: pathlib.Path, timeout: float = 60.0) -> None:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
@@ -91,6 +153,8 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
     extra: dict = {}
     if os.environ.get("WFI_BENCH_MAX_CACHED"):  # experiments: 0 turns sticky queues off
         extra["max_cached_workflows"] = int(os.environ["WFI_BENCH_MAX_CACHED"])
+    if os.environ.get("WFI_BENCH_CAPACITY_BYTES"):
+        _lower_capacity(int(os.environ["WFI_BENCH_CAPACITY_BYTES"]))
     if role == "activations":
         from bench._common import BareStarter
         from bench.bench_external import bare_run_input
@@ -103,13 +167,21 @@ async def _serve(address: str, task_queue: str, role: str) -> None:
         worker = Worker(client, task_queue=task_queue, workflows=[EchoRun], workflow_runner=_runner(None))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    import signal
-
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with worker:
         print("worker-ready", flush=True)
         await stop.wait()
+
+
+def _lower_capacity(capacity_bytes: int) -> None:
+    """Set the activations' capacity in this process (the engine reads the module attribute on each check,
+    as the tests lower it with ``monkeypatch``)."""
+    from wf_initiation.core.engine import _facade, _intake
+
+    _intake.CAPACITY_BYTES = capacity_bytes
+    _facade.CAPACITY_BYTES = capacity_bytes
+    print(f"bench worker: capacity lowered to {capacity_bytes} bytes (WFI_BENCH_CAPACITY_BYTES)", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

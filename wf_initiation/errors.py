@@ -333,7 +333,8 @@ class ActivationRefused(ActivationError):
 
 
 class ActivationRebinding(ActivationRefused):
-    """The activation is being replaced by a re-activation: the call succeeds once it is done."""
+    """The activation is being replaced by a re-activation, or its run by the next (continue-as-new):
+    the call succeeds once it is done."""
 
     type = "activation_rebinding"
     retryable = True

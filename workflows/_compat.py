@@ -20,6 +20,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``paged_controls()`` | patch ``wfi-paged-controls`` | 4 Dec 2026 | one ``wfi.control_run`` activity per run cancelled or terminated, all at once (past 2,000 the server refused the task) |
 | ``spec.unencoded`` | ``spec.unencoded`` (absent: ``accept``) | 6 Dec 2026 | every delivery taken whatever its encoding (no patch: only a spec bound since says ``refuse`` or ``record``) |
 | ``poll_retry_after()`` | patch ``wfi-poll-retry-after`` | 6 Dec 2026 | a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) was ignored: the next poll came after the backoff alone |
+| ``retires_records()`` | patch ``wfi-retire-records`` | 6 Dec 2026 | a run continued as new only for its history or signals, holding every released dedup entry of the run as a full record until then (tens of thousands under ``deliver_many``) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -28,7 +29,7 @@ re-activated, since the spec travels across continue-as-new).
 
 The first four are read when the run begins, in this order (the order of their markers is part of
 the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
-and no history recorded before it has its marker anywhere). The last eight are asked lazily, where the behaviour first differs, and then kept:
+and no history recorded before it has its marker anywhere). The last nine are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -53,6 +54,7 @@ TASK_FAULTS_PATCH = "wfi-task-faults"
 VERIFIED_SPLITS_PATCH = "wfi-verified-splits"
 PAGED_CONTROLS_PATCH = "wfi-paged-controls"
 POLL_RETRY_AFTER_PATCH = "wfi-poll-retry-after"
+RETIRE_RECORDS_PATCH = "wfi-retire-records"
 
 
 class RunCompat:
@@ -73,6 +75,7 @@ class RunCompat:
         self._verified_splits: bool | None = None
         self._paged_controls: bool | None = None
         self._poll_retry_after: bool | None = None
+        self._retires_records: bool | None = None
 
     def poll_retry_after(self) -> bool:
         """Whether a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) delays the next poll
@@ -80,6 +83,13 @@ class RunCompat:
         if self._poll_retry_after is None:
             self._poll_retry_after = workflow.patched(POLL_RETRY_AFTER_PATCH)
         return self._poll_retry_after
+
+    def retires_records(self) -> bool:
+        """Whether the run continues as new once it holds more released dedup entries as full
+        records than ``limits.RECORDS_PER_RUN`` past those it carries (asked only when it does)."""
+        if self._retires_records is None:
+            self._retires_records = workflow.patched(RETIRE_RECORDS_PATCH)
+        return self._retires_records
 
     def paged_controls(self) -> bool:
         """Whether runs are cancelled / terminated in pages (``core.engine.Dispatcher``; asked when

@@ -87,6 +87,7 @@ class DeliveryHandlers(SplitHandlers):
     _tasks: Tasks
     _telemetry: ActivationTelemetry
     _pending_spec: Any
+    _carrying: bool  # the run is continuing as new (waiting for its handlers and inbox to settle)
     _signals: int
     _forwarding: int
     _validated: dict[str, Any]  # update id -> what its validator decoded (or why it could not)
@@ -512,5 +513,12 @@ class DeliveryHandlers(SplitHandlers):
     def _refuse_while_rebinding(self) -> None:
         # While the state is too large to carry, the engine defers deliveries itself: refusing them
         # here would only make callers give up.
-        if self._pending_spec is not None and self._engine.carry_blocked is None:
+        if self._engine.carry_blocked is not None:
+            return
+        if self._pending_spec is not None:
             raise ApplicationError("activation is being replaced; retry the delivery", type=REBINDING)
+        if self._carrying:
+            # Continue-as-new waits until every handler finished and the inbox is empty: updates let in
+            # meanwhile would keep it waiting for as long as senders keep more than a task's budget
+            # queued (deliver_many), the run's history and memory growing. Callers retry on the next run.
+            raise ApplicationError("the activation is continuing as new; retry the delivery", type=REBINDING)

@@ -105,6 +105,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._tickets = TicketAdmission(DELIVERIES_PER_TASK, enabled=self._engine.bounded, check_task=self._new_task,
                                         spawn=self._tasks.spawn)
         self._pending_spec: ActivationSpec | None = None
+        self._carrying = False  # deliveries are refused (retried by callers) until continue-as-new is done
         self._wake = False
         self._timers: set[datetime] = set()
         self._admitted_until = datetime.min.replace(tzinfo=now.tzinfo)  # see _anticipate
@@ -274,7 +275,8 @@ class ActivationWorkflow(DeliveryHandlers):
         budget = self._engine.spec.policies.max_history_events
         signals = self._compat.engine.capacity and self._signals >= MAX_SIGNALS_PER_RUN  # the server's cap is 10,000
         return (self._pending_spec is not None or info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > budget or signals)
+                or info.get_current_history_length() > budget or signals
+                or (self._engine.retire_due() and self._compat.retires_records()))  # the worker's memory per id
 
     async def _continue_as_new(self) -> None:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
@@ -287,7 +289,9 @@ class ActivationWorkflow(DeliveryHandlers):
         if self._inbox is not None:
             inbox = self._inbox
             await self._until(lambda: not inbox.held)  # the previous run's signals are back first
-            inbox.flush()
+        self._carrying = True  # from here new delivery updates are refused (retried): the inbox drains
+        if self._inbox is not None:
+            self._inbox.flush()
         await self._settle_deliveries()
         if self._inbox is not None:  # signals still waiting are carried by reference (workflows/_carried.py)
             self._absorb(self._engine.carry_waiting(carried(self._inbox), self._now()))
@@ -301,6 +305,7 @@ class ActivationWorkflow(DeliveryHandlers):
                 state = encode_state(self._engine)
                 size = len(state) + len(spec.model_dump_json())
         if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES:
+            self._carrying = False
             self._carry_over_limit(size)
             return
         workflow.continue_as_new(args=[spec.as_shard(self._shard), state])

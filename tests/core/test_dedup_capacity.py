@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from tests.support.activation import make_spec
 from tests.support.engine import drive
 from wf_initiation.core.engine import Disposition, Engine, initial_state
-from wf_initiation.core.limits import MAX_CARRIED_STATE_BYTES
+from wf_initiation.core.engine._ledger import KEEP_LIVE_RELEASED
+from wf_initiation.core.limits import MAX_CARRIED_STATE_BYTES, RECORDS_PER_RUN
 from wf_initiation.workflows.activation import decode_state, encode_state
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
@@ -65,3 +66,22 @@ def test_retired_ids_expire_after_the_retention_period_and_then_count_as_new(tmp
     assert restored.deliver(None, _hook("a"), T0 + timedelta(minutes=69)).disposition == Disposition.DUPLICATE
     restored.tick(T0 + timedelta(minutes=70))
     assert restored.deliver(None, _hook("a"), T0 + timedelta(minutes=71)).disposition == Disposition.ACCEPTED
+
+
+def test_a_run_holding_more_released_records_than_it_carries_plus_a_run_s_share_is_due_to_retire_them(
+    tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-3, EXT-5
+    guarded = make_spec(tmp_path, 'name: cap\non:\n  http.request: {}\n  as: hook\n  when: "{{ hook.body.n > 0 }}"\n',
+                        task_queue="q", lifecycle_events=False)
+    engine = drive(Engine(guarded, initial_state(guarded, T0)))
+    due_at = KEEP_LIVE_RELEASED + RECORDS_PER_RUN + 1
+    for i in range(due_at - 1):  # each suppressed: released at once, kept as a full record during the run
+        assert engine.deliver(None, _hook(str(uuid.UUID(int=i + 1))), T0).disposition == Disposition.SUPPRESSED
+    assert not engine.retire_due()
+    engine.deliver(None, _hook(str(uuid.UUID(int=due_at))), T0)
+    assert engine.retire_due(), "one more released record than a run may add: continue as new"
+    restored = drive(Engine(guarded, decode_state(encode_state(engine))))
+    assert not restored.retire_due(), "the next run starts with the records it carries as full ones only"
+    assert restored.deliver(None, _hook(str(uuid.UUID(int=1))), T0).disposition == Disposition.DUPLICATE
+    assert restored.summary()["dedup_entries"] == due_at

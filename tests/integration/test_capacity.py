@@ -9,6 +9,7 @@ ones again. Under ``shed_oldest`` it keeps taking new ids and records what it sh
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 
 import pytest
@@ -18,7 +19,8 @@ from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, histories, hook, still_serves, task_failures
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
-from wf_initiation.core.engine import _intake
+from wf_initiation.core.engine import _intake, _ledger
+from wf_initiation.core.engine._ledger import KEEP_LIVE_RELEASED
 from wf_initiation.core.limits import BYTES_PER_LIVE_RECORD, STATE_BASE_BYTES
 from wf_initiation.plugin import WfiPlugin
 
@@ -88,4 +90,59 @@ async def test_shed_oldest_keeps_taking_new_ids_and_records_it(
         assert await errors_of(wfi, name, "capacity_shed")
         again = await wfi.deliver_many(name, [(None, hook("id-0", go=False))])
         assert again[0].disposition.value == "suppressed", "a shed id is taken as new"
+        await still_serves(wfi, client, name, go=True)
+
+
+async def test_a_run_taking_bulk_deliveries_continues_as_new_to_retire_their_records_and_loses_no_id(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: EXT-3, EXT-5
+    # A full record costs the worker ~25 times a retired id: a run adds at most RECORDS_PER_RUN of
+    # them (100 here) past the 2,000 it carries, however few history events its deliveries take.
+    monkeypatch.setattr(_ledger, "RECORDS_PER_RUN", 100)
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        name = unique("bulk")
+        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                     task_queue=task_queue))
+        ids = [f"id-{i}" for i in range(KEEP_LIVE_RELEASED + 500)]
+        for i in range(0, len(ids), 500):  # five updates: a few dozen history events, far from any other limit
+            results = await wfi.deliver_many(name, [(None, hook(ident, go=False)) for ident in ids[i:i + 500]])
+            assert {r.disposition.value for r in results} == {"suppressed"}
+        assert len(await histories(client, name)) >= 2, "the run continued as new to retire its records"
+        summary = await wfi.summary(name)
+        assert summary["dedup_entries"] == len(ids) and summary["dedup_retired"] > 0, "every id kept across it"
+        again = await wfi.deliver_many(name, [(None, hook(ids[0], go=False)), (None, hook(ids[-1], go=False))])
+        assert [r.disposition.value for r in again] == ["duplicate", "duplicate"]
+        assert await task_failures(client, name) == []
+        await still_serves(wfi, client, name, go=True)
+
+
+async def test_continue_as_new_is_not_put_off_by_senders_keeping_deliver_many_updates_in_flight(
+    dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: EXT-3
+    # Continue-as-new waits until every handler finished and the inbox is empty; four senders that
+    # always have an update of 500 in flight kept it waiting until they stopped (the run's history
+    # and memory growing meanwhile). Now updates are refused while it waits, and retried on the next run.
+    monkeypatch.setattr(_ledger, "RECORDS_PER_RUN", 100)
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        name = unique("busy")
+        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"'),
+                                     task_queue=task_queue))
+
+        async def sender(k: int) -> None:
+            for i in range(3):
+                ids = [f"s{k}-{i}-{j}" for j in range(500)]
+                results = await wfi.deliver_many(name, [(None, hook(ident, go=False)) for ident in ids])
+                assert {r.disposition.value for r in results} == {"suppressed"}
+
+        await asyncio.gather(*(sender(k) for k in range(4)))
+        runs = len(await histories(client, name))
+        assert runs >= 4, f"{runs} run(s) for 6,000 ids at most 2,100 full records a run: continue-as-new waited for the senders"
+        assert (await wfi.summary(name))["dedup_entries"] == 6000, "no id lost or taken twice across the runs"
+        assert await task_failures(client, name) == []
         await still_serves(wfi, client, name, go=True)

@@ -193,6 +193,11 @@ class Engine:
             "wfi.batches.open": len(st.batches),
         }
 
+    def retire_due(self) -> bool:
+        """Whether the run should continue as new to retire the released dedup entries it holds as
+        full records (``limits.RECORDS_PER_RUN``): the worker's memory per retained id."""
+        return self._machine.retire_due()
+
     def encode_state(self) -> bytes:
         """The state to carry across continue-as-new (released dedup entries packed first)."""
         self._machine.retire_released()

@@ -13,7 +13,7 @@ from collections import deque
 from datetime import datetime
 
 from ..activation import ActivationSpec, EntrySpec
-from ..limits import ADMIT_PER_TASK, clip, json_size, retained_id
+from ..limits import ADMIT_PER_TASK, RECORDS_PER_RUN, clip, json_size, retained_id
 from . import _kept
 from ._codec import Retired
 from ._types import RELEASED_AT_ACCEPTANCE, Command, Disposition, EngineState, ErrorRecord, EventRecord, SignalRun
@@ -125,6 +125,12 @@ class Ledger:
                 self.retired.add(key, record.digest, record.disposition, record.released_at)
                 moved += 1
         return moved
+
+    def retire_due(self) -> bool:
+        """Whether this run holds more released entries as full records than it carries as such
+        (``KEEP_LIVE_RELEASED``) plus ``limits.RECORDS_PER_RUN``: time to continue as new, which
+        retires them into the compact form (a full record takes ~25 times a retired id's memory)."""
+        return len(self._release_queue) > KEEP_LIVE_RELEASED + RECORDS_PER_RUN
 
     def shed_oldest(self, n: int) -> datetime | None:
         """Drop the ``n`` dedup entries released longest ago, before their retention ends (the
