@@ -149,7 +149,7 @@ def next_start(state: ThrottleState, key: str, throttle: Throttle) -> datetime |
 def behind(state: ThrottleState, run: RunRecord) -> bool:
     """Whether other runs of its key wait ahead of ``run``: then it waits behind them, in order."""
     line = state.lines.get(key_of(run))
-    return bool(line) and line[0] != run.run_key
+    return line is not None and len(line) > 0 and line[0] != run.run_key
 
 
 def wait(state: ThrottleState, run: RunRecord) -> None:
