@@ -21,8 +21,7 @@ from tests.support.engine import Driver, drive
 from tests.support.hostile import hook
 from wf_initiation.core._diagnostics import DiagnosticError
 from wf_initiation.core.deployment import Throttle, parse_deployment
-from wf_initiation.core.engine import Disposition, Engine, StartRun, decode_state, initial_state
-from wf_initiation.core.engine import _codec, _throttle
+from wf_initiation.core.engine import Disposition, Engine, StartRun, _codec, _throttle, decode_state, initial_state
 from wf_initiation.core.engine._types import EngineState, RunRecord, ThrottleState
 from wf_initiation.core.sharding import activation_wide
 from wf_initiation.wire import AdmitPending, DeactivateRequest, DropPending
