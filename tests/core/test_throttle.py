@@ -82,6 +82,8 @@ def test_with_every_mark_a_key_of_its_own_a_new_key_waits_until_one_leaves_its_w
     assert not _throttle.room(state, "c", at(30), rule)
     assert _throttle.next_start(state, "c", rule) == at(60), "when key a's only start leaves its window"
     assert _throttle.room(state, "a", at(30), rule), "a tracked key still has its own window"
+    waiting = RunRecord(run_key="r", entry="hook", accepted_at=T0, activation_id="a", throttle_key="c")
+    assert "2 keys have started runs in their windows, the most it keeps" in _throttle.reason(state, rule, waiting)
     assert _throttle.room(state, "c", at(60), rule)
     assert "a" not in state.starts, "a key whose starts all left its window is forgotten"
 

@@ -110,7 +110,7 @@ class Runs(Ledger):
         if run.run_key in self.state.waiting:
             self.state.waiting.remove(run.run_key)
         _throttle.wait(self.state.throttle, run)
-        run.waiting_for = _throttle.reason(throttle, run)
+        run.waiting_for = _throttle.reason(self.state.throttle, throttle, run)
 
     def _control(self, decided: _overlap.Admission, reason: str) -> None:
         for key in decided.targets:

@@ -178,9 +178,12 @@ def waiting(state: ThrottleState) -> int:
     return sum(len(line) for line in state.lines.values())
 
 
-def reason(throttle: Throttle, run: RunRecord) -> str:
+def reason(state: ThrottleState, throttle: Throttle, run: RunRecord) -> str:
     """Why a run waits for the throttle (the run's ``waiting_for``)."""
     key = "" if run.throttle_key is None else f" for its key {run.throttle_key[:60]}"
+    if key_of(run) not in state.starts and len(state.starts) >= MAX_THROTTLE_MARKS:
+        return (f"throttle: {len(state.starts):,} keys have started runs in their windows, the most it keeps; "
+                "it starts when one of them leaves its window")
     return f"throttle: at most {throttle.runs} run(s) start per {per_text(throttle)}{key}; it starts when the window has room"
 
 
