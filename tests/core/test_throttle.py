@@ -6,6 +6,7 @@ below ticks the engine at each instant it asks for (``next_wakeup``), as the act
 
 from __future__ import annotations
 
+import itertools
 import json
 import pathlib
 import zlib
@@ -238,6 +239,23 @@ def test_a_closed_batch_waits_for_the_window_and_its_events_stay_batched(tmp_pat
     assert shell.instants() == [1, 61, 121], "one batch run a minute"
     firsts = [shell.engine.lookup(f"hook\x1fb{n}") for n in (0, 2, 4)]
     assert all(r is not None and r.disposition is Disposition.BATCHED for r in firsts)
+
+
+def test_scheduled_occurrences_are_admitted_at_their_instants_and_their_runs_start_at_the_rate(
+        tmp_path: pathlib.Path) -> None:
+    # proves: SCHED-6 (admitted no earlier than its instant; the run may start later)
+    spec = make_spec(tmp_path, "name: ticking\non:\n  time.schedule: {interval: 10s}\n", task_queue="tq",
+                     lifecycle_events=False, throttle={"runs": 1, "per": "30s"})
+    shell = Shell(spec)
+    shell.advance(at(95))
+    occurrences = shell.engine.state.schedules["schedule"].occurrences
+    assert {o.disposition for o in occurrences} == {"admitted"} and len(occurrences) >= 9
+    assert all(o.fired_at == o.utc for o in occurrences), "each admitted at its instant, the throttle notwithstanding"
+    started = [when for when, _ in shell.started]
+    assert [b - a for a, b in itertools.pairwise(started)] == [timedelta(seconds=30)] * (len(started) - 1)
+    keys = [key for _, key in shell.started]
+    assert keys == [o.run_key for o in occurrences[:len(keys)]], "in the order of their instants"
+    assert shell.engine.summary()["throttle"]["waiting"] == len(occurrences) - len(keys)
 
 
 def test_under_a_concurrency_cap_a_key_s_runs_start_in_acceptance_order(tmp_path: pathlib.Path) -> None:

@@ -229,6 +229,8 @@ class Runs(Ledger):
             elif run.lane is None or not _lanes.held(self, run.lane):
                 self.state.lanes_waiting.remove(run_key)
                 self._try_start(run, now)
+        if self.state.throttle.lines:  # a line's head may have started: the next may have room
+            self.release_throttled(now)
 
     def _drain_waiting(self, now: datetime) -> None:
         waiting = self.state.waiting
@@ -263,14 +265,16 @@ class Runs(Ledger):
                     break
 
     def throttle_wakeup(self) -> datetime | None:
-        """The earliest instant the throttle lets a waiting run start (the shell's timer), or None."""
+        """The earliest instant the throttle lets a waiting run start (the shell's timer), or None.
+        A line's head with room already (none is left so: every start tries the next) gives an
+        instant already past, its acceptance: the shell wakes at once and the tick starts it."""
         throttle, state = self.spec.policies.throttle, self.state.throttle
         if throttle is None or not state.lines:
             return None
         held = set(self.state.waiting)  # heads the policy holds start when a run ends, not at an instant
-        instants = [_throttle.next_start(state, key, throttle) for key, line in state.lines.items() if line[0] not in held]
-        present = [i for i in instants if i is not None]
-        return min(present) if present else None
+        instants = [_throttle.next_start(state, key, throttle) or self.state.runs[line[0]].accepted_at
+                    for key, line in state.lines.items() if line[0] not in held and line[0] in self.state.runs]
+        return min(instants) if instants else None
 
     # ------------------------------------------------------------------ operators
     def drop_pending(self, run_key: str, now: datetime, note: str | None) -> str:
@@ -285,7 +289,8 @@ class Runs(Ledger):
         return "dropped"
 
     def admit_pending(self, run_key: str, now: datetime) -> str:
-        """Operator: start a pending run now, bypassing overlap and concurrency (not queue keys)."""
+        """Operator: start a pending run now, bypassing overlap, concurrency and the throttle (whose
+        window counts the start), not queue keys."""
         run = self.state.runs.get(run_key)
         if run is None or run.status != "pending":
             raise OperatorRefused(f"no pending run {run_key!r}")
@@ -296,4 +301,6 @@ class Runs(Ledger):
         if run_key in self.state.lanes_waiting:
             self.state.lanes_waiting.remove(run_key)
         self._start(run, now)
+        if self.state.throttle.lines:  # it may have been a line's head: the next may have room
+            self.release_throttled(now)
         return "admitted"
