@@ -18,11 +18,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import hook, run_started, still_serves
+from tests.support.operator_view import pages
 from tests.support.replay import assert_replays, assert_replays_history
 from tests.support.runs import describe_or_none
 from tests.support.waits import until_passed
 from wf_initiation.client import WfiClient
 from wf_initiation.core.engine import Disposition
+from wf_initiation.core.engine._view import utc
 from wf_initiation.wire import shard_workflow_id, workflow_id_for
 
 HOOK = "name: {name}\non:\n  http.request: {{}}\n  as: hook\n"
@@ -116,6 +118,9 @@ async def test_a_keyed_throttle_holds_each_key_to_its_rate_and_no_key_holds_anot
     mark = accepted_at(await result_of(client, a0.run_key))
     assert (await wfi.summary(name))["throttle"]["lines"] == [
         {"key": '"acme"', "waiting": 1, "first": a1.run_key, "next_start_at": (mark + HOUR).isoformat()}]
+    page = (await pages(client, [name]))[0].markdown
+    assert (f"**throttle** 1 run(s) per 1h per key `{{{{ hook.body.customer }}}}` · **1 waiting** (1 key) · "
+            f"next start {utc(mark + HOUR)}") in page, page
     await ts_env.sleep(HOUR + timedelta(minutes=1))
     assert began(await result_of(client, a1.run_key)) >= mark + HOUR
     await still_serves(wfi, client, name, customer="initech")

@@ -119,7 +119,8 @@ def _throttle_line(throttle: Any) -> list[str]:
     if not isinstance(throttle, dict):
         return []
     key = f" per key {throttle['key']}" if throttle.get("key") else ""
-    keys = f" ({throttle.get('keys_waiting', 0)} keys)" if throttle.get("key") else ""
+    count = throttle.get("keys_waiting", 0)
+    keys = f" ({count} key{'s' if count != 1 else ''})" if throttle.get("key") else ""
     upcoming = throttle.get("next_start_at")
     when = f", next start at {upcoming}" if upcoming else ", a run may start now"
     return [f"  throttle: at most {throttle.get('runs')} run(s) per {throttle.get('per')}{key}: "

@@ -199,7 +199,7 @@ class _View:
         held = set(self.state.waiting)
         instants = [i for k, q in state.lines.items() if q[0] not in held
                     if (i := _throttle.next_start(state, k, policy)) is not None]
-        keys = f" ({len(state.lines)} keys)" if policy.key else ""
+        keys = f" ({len(state.lines)} key{'s' if len(state.lines) != 1 else ''})" if policy.key else ""
         return (f"{line} · **{_throttle.waiting(state)} waiting**{keys}"
                 + (f" · next start {utc(min(instants))}" if instants else ""))
 
