@@ -364,6 +364,7 @@ def test_the_summary_and_the_page_show_what_waits_and_when_the_next_may_start(tm
     page = shell.engine.markdown()
     assert "**throttle** 1 run(s) per 1m per key `{{ hook.body.k }}` · **3 waiting** (2 keys) · next start " \
            "2026-12-04 09:01:00 UTC" in page
+    assert shell.engine.gauges()["wfi.runs.throttled"] == 3
     full = shell.engine.full_state()
     assert "throttle" not in full and full["summary"]["throttle"] == view, "its marks are not listed in the state"
 
