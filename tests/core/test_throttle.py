@@ -42,6 +42,15 @@ def policy(runs: int, per: timedelta, key: str | None = None) -> Throttle:
     return Throttle(runs=runs, per=per, key=key)
 
 
+def counted(state: ThrottleState) -> ThrottleState:
+    """``state``, once its counts are checked against what it holds and its keys' order (by newest start)."""
+    assert state.marks == sum(len(m) for m in state.starts.values())
+    assert state.key_chars == sum(len(k) for k in state.starts)
+    newest = [m[-1][0] for m in state.starts.values()]
+    assert newest == sorted(newest), "keys in the order of their newest start"
+    return state
+
+
 # ---------------------------------------------------------------------------- the window (pure)
 def test_a_run_may_start_once_fewer_than_runs_started_in_the_sliding_window() -> None:
     state, rule = ThrottleState(), policy(3, MINUTE)
@@ -71,7 +80,10 @@ def test_past_the_mark_bound_a_key_s_oldest_marks_merge_into_the_later_one(monke
     for s in (0, 1, 2, 3):
         _throttle.started(state, "", at(s), rule)
     assert state.starts[""] == [(at(1), 2), (at(2), 1), (at(3), 1)], "counted later: stricter, never looser"
-    assert _throttle.marks_total(state) == 3
+    assert counted(state).marks == 3
+    for key, s in (("k1", 4), ("k2", 5)):  # new keys take their mark from the key with the most
+        _throttle.started(state, key, at(s), rule)
+    assert counted(state).marks == 3 and state.starts[""] == [(at(3), 4)]
 
 
 def test_with_every_mark_a_key_of_its_own_a_new_key_waits_until_one_leaves_its_window(
@@ -86,7 +98,7 @@ def test_with_every_mark_a_key_of_its_own_a_new_key_waits_until_one_leaves_its_w
     waiting = RunRecord(run_key="r", entry="hook", accepted_at=T0, activation_id="a", throttle_key="c")
     assert "2 keys have started runs in their windows, the most it keeps" in _throttle.reason(state, rule, waiting)
     assert _throttle.room(state, "c", at(60), rule)
-    assert "a" not in state.starts, "a key whose starts all left its window is forgotten"
+    assert "a" not in counted(state).starts, "a key whose starts all left its window is forgotten"
 
 
 def test_a_long_key_is_kept_as_its_digest() -> None:
@@ -270,6 +282,18 @@ def test_under_a_concurrency_cap_a_key_s_runs_start_in_acceptance_order(tmp_path
     assert list(zip(shell.order(), shell.instants(), strict=True)) == [("a0", 0), ("b2", 10), ("a1", 60), ("a3", 120)]
 
 
+def test_a_key_s_runs_the_cap_holds_join_its_line_when_one_of_them_waits_for_the_window(tmp_path: pathlib.Path) -> None:
+    # proves: EXT-11
+    spec = spec_of(tmp_path, throttle={"runs": 1, "per": "5s", "key": "{{ hook.body.k }}"}, max_concurrent_runs=2)
+    shell = Shell(spec, run_time=timedelta(seconds=5))
+    for n, (offset, k) in enumerate([(0, "a"), (0, "b"), (0, "a"), (0, "b"), (0, "a"), (1, "a"), (1, "b"), (1, "b"),
+                                     (1, "a"), (10, "a")]):
+        shell.deliver(at(offset), f"e{n}", k=k)
+    shell.advance(at(200))
+    of_a = [e for e in shell.order() if e in ("e0", "e2", "e4", "e5", "e8", "e9")]
+    assert of_a == ["e0", "e2", "e4", "e5", "e8", "e9"], "e9, delivered when e5 waited for the window, after e8"
+
+
 def test_under_buffer_one_a_run_the_throttle_holds_is_the_one_that_waits(tmp_path: pathlib.Path) -> None:
     # proves: EXT-13
     shell = Shell(spec_of(tmp_path, throttle={"runs": 1, "per": "1m"}, overlap="buffer_one"))
@@ -382,7 +406,7 @@ ARRIVALS = st.lists(st.tuples(st.integers(0, 400), st.sampled_from("abc"), st.sa
                     min_size=1, max_size=25)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(arrivals=ARRIVALS, runs=st.integers(1, 3), per=st.integers(5, 90), run_time=st.integers(0, 120),
        keyed=st.booleans(), queued=st.booleans(), cap=st.sampled_from([None, 1, 2]), woken=st.lists(st.booleans()))
 def test_no_window_ever_holds_more_than_runs_starts_and_every_run_starts_in_order(
@@ -401,6 +425,7 @@ def test_no_window_ever_holds_more_than_runs_starts_and_every_run_starts_in_orde
         accepted[f"e{n}"] = (k if keyed else "", q)
     shell.advance(at(100_000))
     assert sorted(shell.order()) == sorted(accepted), "every accepted run started, none twice"
+    counted(shell.engine.state.throttle)
     window = timedelta(seconds=per)
     by_key: dict[str, list[datetime]] = {}
     for when, run_key in shell.started:

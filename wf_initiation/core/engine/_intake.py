@@ -146,8 +146,8 @@ def estimated_state_bytes(engine: Runs) -> int:
 
 def _throttle_bytes(engine: Runs) -> int:
     """The throttle's start marks and keys (at most limits.MAX_THROTTLE_MARKS marks)."""
-    starts = engine.state.throttle.starts
-    return sum(len(marks) * BYTES_PER_THROTTLE_MARK + len(key) for key, marks in starts.items()) if starts else 0
+    throttle = engine.state.throttle
+    return throttle.marks * BYTES_PER_THROTTLE_MARK + throttle.key_chars
 
 
 def capacity_fill(engine: Runs) -> float:

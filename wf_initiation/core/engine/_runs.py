@@ -98,6 +98,7 @@ class Runs(Ledger):
             return False
         if throttle is not None and not _throttle.room(self.state.throttle, _throttle.key_of(run), now, throttle):
             self._throttled(run, throttle)
+            self._line_up_behind(run, throttle)
             return False
         if decided.dequeue:
             waiting.remove(run.run_key)
@@ -111,6 +112,14 @@ class Runs(Ledger):
             self.state.waiting.remove(run.run_key)
         _throttle.wait(self.state.throttle, run)
         run.waiting_for = _throttle.reason(self.state.throttle, throttle, run)
+
+    def _line_up_behind(self, run: RunRecord, throttle: Throttle) -> None:
+        """The runs of ``run``'s key the policy holds (all after it: it passed the policy) join its
+        line behind it, in order, so no later run of its key passes one of them. While a key has a
+        line, the policy holds none of its runs but the line's head."""
+        waiting, key = self.state.waiting, _throttle.key_of(run)
+        for later in [k for k in waiting if _throttle.key_of(self.state.runs[k]) == key]:
+            self._throttled(self.state.runs[later], throttle)
 
     def _control(self, decided: _overlap.Admission, reason: str) -> None:
         for key in decided.targets:
@@ -247,6 +256,7 @@ class Runs(Ledger):
         throttle, state = self.spec.policies.throttle, self.state.throttle
         if throttle is None:
             state.starts.clear()
+            state.marks = state.key_chars = 0
             lines, state.lines = state.lines, {}
             for run_key in (k for line in lines.values() for k in line):
                 run = self.state.runs.get(run_key)

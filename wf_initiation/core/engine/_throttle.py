@@ -10,7 +10,7 @@ What is kept (``ThrottleState``, carried across continue-as-new):
 
 * ``starts``: per key, *marks* (an instant and how many runs started at it), oldest first; only the
   last ``runs`` starts are kept (the older ones can never decide anything), and a key whose newest
-  mark has left its window is forgotten. At most ``limits.MAX_THROTTLE_MARKS`` marks: past it a key's
+  mark has left its window is forgotten (``marks`` and ``key_chars`` count what it holds). At most ``limits.MAX_THROTTLE_MARKS`` marks: past it a key's
   two oldest merge into the later one (those runs count as started later: a later run may wait
   longer than the window requires, never less), and with that many keys holding one mark each, a
   run of a new key waits until one of them leaves its window.
@@ -25,7 +25,7 @@ applies the overlap policy and the concurrency cap besides (a run starts when al
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 
 from ..deployment import Throttle
 from ..limits import MAX_THROTTLE_KEY_CHARS, MAX_THROTTLE_MARKS
@@ -49,7 +49,10 @@ def key_of(run: RunRecord) -> str:
 
 
 # ---------------------------------------------------------------------------- the window
-def _prune(marks: Marks, now: datetime, throttle: Throttle) -> None:
+# ``starts`` is kept in the order of each key's newest start (a key moves to the end as it starts a
+# run), so the keys whose starts have all left their window are at its front; ``marks`` and
+# ``key_chars`` count what it holds, so neither a start nor the capacity estimate walks every key.
+def _prune(state: ThrottleState, marks: Marks, now: datetime, throttle: Throttle) -> None:
     """Drop the marks that left the window ending at ``now`` (a start at ``t`` counts until ``t + per``)."""
     cutoff = now - throttle.per
     gone = 0
@@ -57,26 +60,32 @@ def _prune(marks: Marks, now: datetime, throttle: Throttle) -> None:
         gone += 1
     if gone:
         del marks[:gone]
+        state.marks -= gone
+
+
+def _forget(state: ThrottleState, key: str) -> None:
+    state.marks -= len(state.starts.pop(key))
+    state.key_chars -= len(key)
 
 
 def forget_past(state: ThrottleState, now: datetime, throttle: Throttle) -> None:
-    """Forget every key whose starts have all left their window; prune the others."""
+    """Forget the keys whose starts have all left their window (from the front of ``starts``)."""
     cutoff = now - throttle.per
-    for key in [k for k, marks in state.starts.items() if not marks or marks[-1][0] <= cutoff]:
-        del state.starts[key]
-    for marks in state.starts.values():
-        if marks[0][0] <= cutoff:
-            _prune(marks, now, throttle)
+    while state.starts:
+        key, marks = next(iter(state.starts.items()))
+        if marks and marks[-1][0] > cutoff:
+            return
+        _forget(state, key)
 
 
 def room(state: ThrottleState, key: str, now: datetime, throttle: Throttle) -> bool:
     """Whether a run of ``key`` may start at ``now``."""
     marks = state.starts.get(key)
     if marks is not None:
-        _prune(marks, now, throttle)
+        _prune(state, marks, now, throttle)
         if marks:
             return sum(n for _, n in marks) < throttle.runs
-        del state.starts[key]
+        _forget(state, key)
     if len(state.starts) >= MAX_THROTTLE_MARKS:
         forget_past(state, now, throttle)
     return len(state.starts) < MAX_THROTTLE_MARKS
@@ -84,39 +93,50 @@ def room(state: ThrottleState, key: str, now: datetime, throttle: Throttle) -> b
 
 def started(state: ThrottleState, key: str, now: datetime, throttle: Throttle) -> None:
     """A run of ``key`` started at ``now`` (also one an operator admitted past the throttle)."""
-    marks = state.starts.setdefault(key, [])
-    _prune(marks, now, throttle)
+    marks = state.starts.pop(key, None)
+    if marks is None:
+        marks = []
+        state.key_chars += len(key)
+    state.starts[key] = marks  # last: its newest start is the latest
+    _prune(state, marks, now, throttle)
     at = max(now, marks[-1][0]) if marks else now  # never earlier than a start already marked
     if marks and marks[-1][0] == at:
         marks[-1] = (at, marks[-1][1] + 1)
-    elif marks_total(state) < MAX_THROTTLE_MARKS:
-        marks.append((at, 1))
+    elif state.marks < MAX_THROTTLE_MARKS:
+        _append(state, marks, at)
     elif marks:  # at the bound: this key's oldest marks merge (later is stricter, never looser)
         if len(marks) >= 2:
-            _merge_oldest(marks)
-            marks.append((at, 1))
+            _merge_oldest(state, marks)
+            _append(state, marks, at)
         else:
             marks[0] = (at, marks[0][1] + 1)
     else:
         donor = max(state.starts.values(), key=len)
         if len(donor) >= 2:
-            _merge_oldest(donor)
-        marks.append((at, 1))  # with every key at one mark only an operator's admit gets here
-    _keep_last(marks, throttle.runs)
+            _merge_oldest(state, donor)
+        _append(state, marks, at)  # with every key at one mark only an operator's admit gets here
+    _keep_last(state, marks, throttle.runs)
 
 
-def _merge_oldest(marks: Marks) -> None:
+def _append(state: ThrottleState, marks: Marks, at: datetime) -> None:
+    marks.append((at, 1))
+    state.marks += 1
+
+
+def _merge_oldest(state: ThrottleState, marks: Marks) -> None:
     (_, first), (later, second) = marks[0], marks[1]
     marks[0:2] = [(later, first + second)]
+    state.marks -= 1
 
 
-def _keep_last(marks: Marks, runs: int) -> None:
+def _keep_last(state: ThrottleState, marks: Marks, runs: int) -> None:
     """Keep only the last ``runs`` starts: the older ones can never fill a window again."""
     excess = sum(n for _, n in marks) - runs
     while excess > 0:
         at, n = marks[0]
         if n <= excess:
             del marks[0]
+            state.marks -= 1
             excess -= n
         else:
             marks[0] = (at, n - excess)
@@ -124,7 +144,7 @@ def _keep_last(marks: Marks, runs: int) -> None:
 
 
 def marks_total(state: ThrottleState) -> int:
-    return sum(len(marks) for marks in state.starts.values())
+    return state.marks
 
 
 def next_start(state: ThrottleState, key: str, throttle: Throttle) -> datetime | None:
@@ -134,7 +154,8 @@ def next_start(state: ThrottleState, key: str, throttle: Throttle) -> datetime |
     if not marks:
         if len(state.starts) < MAX_THROTTLE_MARKS:
             return None
-        return min(m[-1][0] for m in state.starts.values() if m) + throttle.per  # a key leaves its window
+        first = next(iter(state.starts.values()))  # the key whose newest start is the oldest
+        return (first[-1][0] if first else datetime.min.replace(tzinfo=UTC)) + throttle.per
     leave = sum(n for _, n in marks) - throttle.runs + 1  # starts that must leave the window first
     if leave <= 0:
         return None

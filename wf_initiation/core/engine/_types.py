@@ -299,10 +299,12 @@ class ThrottleState(_M):
 
     starts: dict[str, list[tuple[datetime, int]]] = Field(
         default_factory=dict, description="throttle key -> (instant, runs started then), oldest first: the starts "
-        "that may still be inside its window ('' for an unkeyed throttle).")
+        "that may still be inside its window ('' for an unkeyed throttle); keys in the order of their newest start.")
     lines: dict[str, list[str]] = Field(
         default_factory=dict, description="throttle key -> run keys of pending runs waiting for room in its "
         "window, first to start first.")
+    marks: int = Field(default=0, description="How many marks `starts` holds (kept with it).")
+    key_chars: int = Field(default=0, description="Characters of the keys of `starts` (kept with it).")
 
 
 class EngineState(_M):
