@@ -10,13 +10,15 @@ What is kept (``ThrottleState``, carried across continue-as-new):
 
 * ``starts``: per key, *marks* (an instant and how many runs started at it), oldest first; only the
   last ``runs`` starts are kept (the older ones can never decide anything), and a key whose newest
-  mark has left its window is forgotten (``marks`` and ``key_chars`` count what it holds). At most ``limits.MAX_THROTTLE_MARKS`` marks: past it a key's
-  two oldest merge into the later one (those runs count as started later: a later run may wait
-  longer than the window requires, never less), and with that many keys holding one mark each, a
-  run of a new key waits until one of them leaves its window.
+  mark has left its window is forgotten (``marks`` and ``key_chars`` count what it holds). At most
+  ``limits.MAX_THROTTLE_MARKS`` marks: past it a key's two oldest merge into the later one (those
+  runs count as started later: a later run may wait longer than the window requires, never less),
+  and with that many keys holding one mark each, a run of a new key waits until one of them leaves
+  its window.
 * ``lines``: per key, the pending runs waiting for room, in the order they became ready to start
   (acceptance order; a ``queue_by`` run when its key's earlier runs have ended, TRIG-11). A run
-  behind others of its key joins the end of the line, whatever else would let it start.
+  behind others of its key joins the end of the line, whatever else would let it start; while a
+  key has a line, no other run of it waits for the overlap policy but the line's head.
 
 Functions over that state and the policy; the runs layer (``_runs``) decides when to call them, and
 applies the overlap policy and the concurrency cap besides (a run starts when all of them agree).
