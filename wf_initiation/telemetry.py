@@ -157,6 +157,7 @@ class _Instruments:
                 ("wfi.runs.pending", "{run}", "Admitted runs not started: behind a queue key, overlap or concurrency"),
                 ("wfi.runs.in_flight", "{run}", "Runs starting or running"),
                 ("wfi.queue.keys", "{key}", "queue_by keys holding runs"),
+                ("wfi.runs.throttled", "{run}", "Pending runs waiting for room in the throttle's window"),
                 ("wfi.batches.open", "{batch}", "Open batches"),
             )
         }

@@ -16,7 +16,7 @@ PACKAGE = "wf_initiation.core.engine"
 # Bottom to top; a module may import only modules listed in earlier groups.
 LAYERS: list[set[str]] = [
     {"_types"},                                   # state, commands, decisions: data
-    {"_keys", "_overlap", "_codec", "_inputs", "_dispatch", "_kept"},  # pure functions of data; the calls commands become; events kept for re-drive
+    {"_keys", "_overlap", "_throttle", "_codec", "_inputs", "_dispatch", "_kept"},  # pure functions of data; the calls commands become; events kept for re-drive
     {"_ledger"},                                  # dedup entries, retention, counts, errors
     {"_lifecycle"},                               # kept commands, lifecycle events
     {"_lanes"},                                   # queue keys across a split: holds, handovers (kept signals)

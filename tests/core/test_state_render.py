@@ -52,3 +52,14 @@ def test_the_summary_names_a_shard_that_is_not_running_with_the_command_that_sta
     assert ("  shard 1: NOT RUNNING (terminated at 2026-12-04T10:00:00+00:00): its deliveries are answered 503 and its "
             "queue keys wait; `wfi activate WORKFILE --deployment FILE` starts it again with its complete state") in text
     assert "NOT RUNNING" not in render_state({k: v for k, v in summary.items() if k != "shards_not_running"}, None)
+
+
+def test_the_summary_shows_the_throttle_what_waits_and_when_the_next_may_start() -> None:
+    base = {"workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {}}
+    keyed = {"runs": 5, "per": "1m", "key": "{{ hook.body.c }}", "waiting": 12, "keys_waiting": 3,
+             "next_start_at": "2026-12-04T09:01:00+00:00"}
+    assert ("  throttle: at most 5 run(s) per 1m per key {{ hook.body.c }}: 12 waiting (3 keys), next start at "
+            "2026-12-04T09:01:00+00:00") in render_state({**base, "throttle": keyed}, None)
+    idle = {"runs": 2, "per": "1h", "key": None, "waiting": 0, "keys_waiting": 0, "next_start_at": None}
+    assert "  throttle: at most 2 run(s) per 1h: 0 waiting, a run may start now" in render_state({**base, "throttle": idle}, None)
+    assert "throttle" not in render_state({**base, "throttle": None}, None)

@@ -108,6 +108,7 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
         f"{summary.get('dedup_entries', 0)}, errors {sum(summary.get('error_counts', {}).values())}",
     ]
     lines += _capacity_line(summary)
+    lines += _throttle_line(summary.get("throttle"))
     if summary.get("closed"):
         closed = summary["closed"]
         lines.append(f"  the activation workflow was {closed['status'].replace('_', ' ')} at {closed['at']} (run "
@@ -143,6 +144,19 @@ def _capacity_line(summary: dict[str, Any]) -> list[str]:
     return [f"  capacity {cap['fill']:.0%} full{fullest} ({_size(cap.get('estimated_state_bytes', 0))} of "
             f"{_size(cap.get('capacity_bytes', 0))} carried, {cap.get('retained_ids', 0):,} dedup ids; at capacity: "
             f"{cap.get('policy', 'refuse')}){warn}"]
+
+
+def _throttle_line(throttle: Any) -> list[str]:
+    """``  throttle: at most 5 run(s) per 1m per key {{ o.customer }}: 12 waiting (3 keys), next start at ...``."""
+    if not isinstance(throttle, dict):
+        return []
+    key = f" per key {throttle['key']}" if throttle.get("key") else ""
+    count = throttle.get("keys_waiting", 0)
+    keys = f" ({count} key{'s' if count != 1 else ''})" if throttle.get("key") else ""
+    upcoming = throttle.get("next_start_at")
+    when = f", next start at {upcoming}" if upcoming else ", a run may start now"
+    return [f"  throttle: at most {throttle.get('runs')} run(s) per {throttle.get('per')}{key}: "
+            f"{throttle.get('waiting', 0)} waiting{keys}{when}"]
 
 
 def _size(n: int) -> str:

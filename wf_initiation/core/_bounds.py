@@ -35,6 +35,10 @@ MAX_CAUSATION_DEPTH = 100
 """``max_causation_depth`` at most (COMP-6)."""
 MAX_CONCURRENT_RUNS = 10_000
 """``max_concurrent_runs`` at most."""
+MAX_THROTTLE_RUNS = 10_000
+"""``throttle.runs`` at most."""
+MIN_THROTTLE_PER = timedelta(seconds=1)
+"""``throttle.per`` at least: a shorter window would wake the activation more often than a timer fires on time."""
 MAX_CATCH_UP_BOUND = 10_000
 """``missed.bound`` at most: the occurrences one workflow task may enumerate."""
 MAX_HISTORY_EVENTS = 40_000

@@ -149,7 +149,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
 
     settings = deployment.workflow(workfile.name)
     inputs = _inputs(workfile, settings.inputs)
-    problems: list[Diagnostic] = _unknown_overlays(workfile, settings.overlay)
+    problems: list[Diagnostic] = _unknown_overlays(workfile, settings.overlay) + _throttle_key_problems(workfile, settings)
     entries = []
     for entry in workfile.entries:
         manifest = catalog.get(entry.connector)
@@ -308,6 +308,28 @@ def _evaluated_config_problems(manifest: Manifest, config: dict[str, Any], entry
                            "(after evaluating inputs and the overlay)") for problem in schema]
     code, problems = semantic_problems(manifest, config)
     return [Diagnostic(code=code, entry=entry, message=problem) for problem in problems]
+
+
+def _throttle_key_problems(workfile: Workfile, settings: Policies) -> list[Diagnostic]:
+    """A throttle's ``key`` references only the Workfile's bindings (their ``as`` names) and its
+    declared inputs, as ``queue_by`` does (TRIG-10); each problem names the fix."""
+    key = settings.throttle.key if settings.throttle is not None else None
+    if key is None:
+        return []
+    bindings = sorted(entry.name for entry in workfile.entries)
+    try:
+        refs = Evaluator().root_references(key)
+    except ExpressionSyntaxError as exc:  # checked when the deployment loads; a spec built otherwise
+        return [Diagnostic(code="DEPLOY-THROTTLE-KEY", message=f"throttle.key {exc}: fix the expression")]
+    problems = []
+    for name in sorted({name for name, _ in refs} - {"inputs", *bindings}):
+        problems.append(Diagnostic(code="DEPLOY-THROTTLE-KEY", message=(
+            f"throttle.key references {name!r}, but it may reference only inputs and the bindings of "
+            f"{workfile.name!r} ({', '.join(bindings)}): fix the expression")))
+    for name in sorted({path[0] for name, path in refs if name == "inputs" and path and path[0] not in workfile.inputs}):
+        problems.append(Diagnostic(code="DEPLOY-THROTTLE-KEY", message=(
+            f"throttle.key references inputs.{name}, which the Workfile's `inputs:` does not declare: declare it")))
+    return problems
 
 
 def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagnostic]:

@@ -51,11 +51,14 @@ from ._bounds import (
     MAX_HISTORY_EVENTS,
     MAX_POLL_TIMEOUT,
     MAX_TEMPORAL_NAME,
+    MAX_THROTTLE_RUNS,
     MIN_POLL_INTERVAL,
+    MIN_THROTTLE_PER,
     duration_problem,
 )
 from ._diagnostics import Diagnostic, DiagnosticError
 from ._durations import parse_duration
+from ._expr import Evaluator, ExpressionSyntaxError
 from ._yaml import YamlTooDeep, check_depth
 from .connections import Connection, describe_url, embedded_password, redact
 from .ingress import IngressConfig
@@ -240,10 +243,37 @@ class PollSettings(_Strict):
         return self
 
 
+class Throttle(_Strict):
+    """At most ``runs`` run starts in any window of ``per`` (sliding), for the whole workflow or per
+    ``key``; the runs past it wait, in order, and start when the window has room (core.engine._throttle)."""
+
+    runs: int = Field(ge=1, description="Most runs started in any window of `per`.")
+    per: timedelta = Field(description="The window's length (sliding: it ends at every instant).")
+    key: str | None = Field(default=None, description="An expression over the trigger binding and inputs (as "
+                            "`queue_by`): each value has its own window; a fault or null is a key fault.")
+
+    _d = field_validator("per", mode="before")(_duration)
+    _per = field_validator("per")(_within(MIN_THROTTLE_PER))
+    _runs = field_validator("runs")(_at_most(MAX_THROTTLE_RUNS))
+
+    @field_validator("key")
+    @classmethod
+    def _expression(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not _edge(info):
+            return value
+        if not value.strip():
+            raise ValueError('an expression such as "{{ order.customer_id }}", or no key for one window')
+        try:
+            Evaluator().compile(value)
+        except ExpressionSyntaxError as exc:
+            raise ValueError(f"{exc}: fix the expression") from None
+        return value
+
+
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
 # Policies added after the first release: left out of the binding hash while at their default, so
 # that upgrading does not change the activation id of an unchanged deployment (wf_initiation.core.activation).
-ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT, "at_capacity": "refuse"}
+ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT, "at_capacity": "refuse", "throttle": None}
 
 
 class Policies(_Strict):
@@ -264,6 +294,8 @@ class Policies(_Strict):
     poll: PollSettings = PollSettings()
     max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")
     max_concurrent_runs: int | None = Field(default=None, ge=1, description="Cap on running runs (else unlimited).")
+    throttle: Throttle | None = Field(default=None, description="Most run starts per window, per workflow or per key "
+                                      "(else unlimited); the runs past it wait, in order.")
     lifecycle_events: bool = Field(
         default=True,
         description="Publish workflow.started/completed/failed of this workflow's runs (COMP-3); "

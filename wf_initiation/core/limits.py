@@ -141,6 +141,19 @@ ENUMERATE_PER_TASK = 1000
 """Schedule occurrences enumerated in one workflow task (a long outage under ``skip``, counting a
 backfill's range)."""
 
+# ---------------------------------------------------------------------------- the throttle
+MAX_THROTTLE_MARKS = 10_000
+"""Start marks (an instant and how many runs of one throttle key started then) the throttle keeps
+across its keys (core/engine/_throttle.py). Past it a key's two oldest marks merge into the later
+one: those runs count as started later, so a later run may wait longer than the window requires,
+never less. With this many keys holding one mark each, a run of another key waits until one of
+them leaves its window."""
+MAX_THROTTLE_KEY_CHARS = 200
+"""A throttle key's canonical text kept as it is; a longer one is kept as its digest."""
+BYTES_PER_THROTTLE_MARK = 16
+"""A start mark in the capacity estimate (measured 7-10 bytes compressed: 10,000 marks ~100 KB),
+each key's text counted besides."""
+
 # ---------------------------------------------------------------------------- operators
 MAX_BACKFILL = 10_000
 """Occurrences in one backfill range. Past it: refused; split the range."""

@@ -11,8 +11,8 @@ source, so nothing is gained by spreading them.
 Entries that relate events to each other have each event *run* by one shard, its lane
 (:func:`event_lane`): an entry with ``queue_by`` orders the events of one key, so the key's shard
 (:func:`lane_of`) takes them; a ``batch`` collects the events of one partition, so the partition's
-shard does; ``overlap`` other than ``allow`` and ``max_concurrent_runs`` span every run, so shard 0
-takes every such event (where schedules and polls run too). The id's shard (its *id-home*) still
+shard does; ``overlap`` other than ``allow``, ``max_concurrent_runs`` and a ``throttle`` span every
+run, so shard 0 takes every such event (where schedules and polls run too). The id's shard (its *id-home*) still
 judges the id first: dedup, conflict, validation, ``when`` and the keys are decided there; an event
 admitted with a lane is recorded there as ``routed`` (the id is taken) and taken by the lane, which
 queues, batches or admits it (``WfiClient`` sends it on; a signal is passed on by the id-home). A
@@ -103,8 +103,10 @@ def delivery_identity(path: str | None, payload: Any) -> str | None:
 
 def activation_wide(spec: ActivationSpec) -> bool:
     """Whether a policy spans every run of the activation (``overlap`` other than ``allow``,
-    ``max_concurrent_runs``): then shard 0 takes every external event that could start a run."""
-    return spec.policies.overlap != "allow" or spec.policies.max_concurrent_runs is not None
+    ``max_concurrent_runs``, a ``throttle``, keyed or not): then shard 0 takes every external event
+    that could start a run, so the policy is kept in one place (a throttle's windows: shard 0's)."""
+    policies = spec.policies
+    return policies.overlap != "allow" or policies.max_concurrent_runs is not None or policies.throttle is not None
 
 
 def batch_lane_text(entry: str, partition: str | None) -> str:

@@ -11,8 +11,9 @@ cannot close it early, and the shell recomputes its timer from :func:`next_deadl
 
 A closed batch becomes exactly one run (BATCH-4) whose binding holds the events' payloads in
 acceptance order (EXT-11, SCHED-15). It goes through ordinary admission but never through
-``overlap: skip``: when it cannot start (overlap, concurrency cap) it stays pending, listed by
-:func:`pending_batches`, until it is admitted or an operator drops it (BATCH-5). Every batched
+``overlap: skip``: when it cannot start (overlap, concurrency cap, the throttle's window) it stays
+pending, listed by :func:`pending_batches`, until it is admitted or an operator drops it (BATCH-5).
+Under a keyed throttle a batch's run counts under its first event's key. Every batched
 event's dedup entry points at that run and is released when the run is terminal (EXT-6).
 
 ``into`` on a batched entry: each event's projection is evaluated at its acceptance (a fault is
@@ -51,6 +52,7 @@ def batch_key(entry: str, partition: str) -> str:
 def add(
     engine: Runs, entry: EntrySpec, payload: Any, key: str, digest: str, now: datetime, *,
     partition: str, into: dict[str, Any] | None, delivery_id: str | None, scheduled_at: str | None, size: int = 0,
+    throttle_key: str | None = None,
 ) -> Outcome:
     """Put one accepted event into its partition's open batch; close the batch when it is full."""
     assert entry.batch is not None
@@ -66,6 +68,7 @@ def add(
         batch = None
     if batch is None:
         batch = _open(engine, entry, partition, key, now)
+        batch.throttle_key = throttle_key  # its run is throttled under its first event's key
         engine.state.batches[bkey] = batch
     batch.events.append(BatchEvent(event_key=key, payload=payload, accepted_at=now, delivery_id=delivery_id,
                                    scheduled_at=scheduled_at, into=into if entry.into else None, bytes=size))
@@ -103,7 +106,8 @@ def close(engine: Runs, bkey: str, now: datetime) -> None:
     lane = batch_lane_text(entry.name, batch.partition) if engine.spec.shards > 1 and entry.kind == "external" else None
     run = RunRecord(run_key=run_key, entry=entry.name, input=made, event_keys=[e.event_key for e in batch.events],
                     accepted_at=batch.opened_at, activation_id=engine.spec.activation_id,
-                    scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes, lane=lane)
+                    scheduled_at=batch.events[0].scheduled_at, input_bytes=batch.bytes, lane=lane,
+                    throttle_key=batch.throttle_key)
     engine.count("batches_closed")
     engine.batch_runs_made = True
     engine.admit(run, now)
@@ -147,11 +151,17 @@ def pending_batches(engine: Runs) -> list[dict[str, Any]]:
     if not engine.batch_runs_made:  # no batch was closed into a run that may still wait
         return out
     # A closed batch never has a queue key (batch + queue_by is invalid), so when pending it waits in
-    # `waiting` (overlap / concurrency): scan that, not every run (this runs on every workflow task).
-    for run in (engine.state.runs[k] for k in engine.state.waiting if k in engine.state.runs):
-        if run.status == "pending" and run.input is not None and run.input.trigger.batched:
+    # `waiting` (overlap / concurrency) or a throttle's line: scan those, not every run (this runs on
+    # every workflow task).
+    lines = engine.state.throttle.lines
+    throttled = [k for line in lines.values() for k in line] if lines else []
+    in_line = set(throttled)
+    for run_key in dict.fromkeys([*engine.state.waiting, *throttled]):
+        run = engine.state.runs.get(run_key)
+        if run is not None and run.status == "pending" and run.input is not None and run.input.trigger.batched:
             out.append({"run_key": run.run_key, "entry": run.entry, "events": len(run.event_keys),
-                        "accepted_at": run.accepted_at.isoformat(), "waiting_for": run.waiting_for})
+                        "accepted_at": run.accepted_at.isoformat(), "waiting_for": run.waiting_for,
+                        "throttled": run_key in in_line})
     return out
 
 

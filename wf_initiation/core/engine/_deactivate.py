@@ -50,7 +50,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from ..activation import EntrySpec
-from . import _batch, operator
+from . import _batch, _throttle, operator
 from ._keys import entry_delivery_id, identity_text
 from ._offer import notify
 from ._pipeline import Pipeline, UnknownEntry
@@ -174,6 +174,8 @@ def _drop_run(engine: Pipeline, run: RunRecord, now: datetime) -> None:
     state = engine.state
     if run.run_key in state.waiting:
         state.waiting.remove(run.run_key)
+    if state.throttle.lines:
+        _throttle.leave(state.throttle, run)
     if run.queue_key is not None:
         queue = state.queues.get(run.queue_key, [])
         if run.run_key in queue:

@@ -22,7 +22,7 @@ from .._expr import ExpressionFault
 from ..activation import ActivationSpec
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
-from . import _codec, _deactivate, _intake, _kept, _lanes, _lifecycle, _poll, _subscriptions, operator
+from . import _codec, _deactivate, _intake, _kept, _lanes, _lifecycle, _poll, _subscriptions, _throttle, operator
 from . import summary as _views
 from ._keys import digest_and_size, identity
 from ._lanes import LaneNotice
@@ -190,6 +190,7 @@ class Engine:
             "wfi.runs.pending": len(st.runs) - in_flight,
             "wfi.runs.in_flight": in_flight,
             "wfi.queue.keys": len(st.queues),
+            "wfi.runs.throttled": _throttle.waiting(st.throttle),
             "wfi.batches.open": len(st.batches),
         }
 

@@ -22,6 +22,7 @@ from ..limits import (
     BYTES_PER_LIVE_RECORD,
     BYTES_PER_RETIRED_ID,
     BYTES_PER_SIGNAL_REF,
+    BYTES_PER_THROTTLE_MARK,
     CAPACITY_BYTES,
     CAPACITY_WARNING,
     LEGACY_INT_DIGITS,
@@ -166,7 +167,14 @@ def estimated_state_bytes(engine: Runs) -> int:
     """The carried state's size, estimated from above from what it holds (see core.limits)."""
     refs = len(engine.state.signals_waiting)  # deferred ones are held in capacity's margin (limits.MAX_DEFERRED_SIGNALS)
     return (STATE_BASE_BYTES + len(engine.retired) * BYTES_PER_RETIRED_ID + refs * BYTES_PER_SIGNAL_REF
-            + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine) + _kept.estimated_bytes(engine.state))
+            + len(engine.state.events) * BYTES_PER_LIVE_RECORD + held_bytes(engine) + _kept.estimated_bytes(engine.state)
+            + _throttle_bytes(engine))
+
+
+def _throttle_bytes(engine: Runs) -> int:
+    """The throttle's start marks and keys (at most limits.MAX_THROTTLE_MARKS marks)."""
+    throttle = engine.state.throttle
+    return throttle.marks * BYTES_PER_THROTTLE_MARK + throttle.key_chars
 
 
 def capacity_fill(engine: Runs) -> float:

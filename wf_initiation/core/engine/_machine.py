@@ -22,8 +22,11 @@ class Machine(Pipeline):
     the facade (``Engine``) drives."""
 
     def tick(self, now: datetime) -> None:
-        """Everything time-driven: dedup expiry, batch deadlines, due occurrences, admission jobs."""
+        """Everything time-driven: dedup expiry, the runs the throttle lets start (before anything
+        admitted now), batch deadlines, due occurrences, admission jobs."""
         self.expire(now)
+        if self.state.throttle.lines or self.state.throttle.starts:
+            self.release_throttled(now)
         _batch.close_due(self, now)
         _schedule.schedule_tick(self, now)
         _jobs.run_jobs(self, now)
@@ -41,9 +44,10 @@ class Machine(Pipeline):
         """When the shell must next look at the clock: the earliest deadline, and each schedule
         instant ``wake_ahead`` early (the shell then waits for the instant itself, see
         :meth:`next_occurrence`). Other deadlines are never anticipated: max_wait MUST NOT close a
-        batch early (BATCH-3), and an expiry or poll early would be early."""
+        batch early (BATCH-3), and an expiry or poll early would be early; nor is a throttle's next
+        start, which would find its window still full."""
         candidates = [self.next_expiry(), _batch.next_deadline(self), _poll.next_poll_wakeup(self),
-                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self)]
+                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self), self.throttle_wakeup()]
         occurrence = self.next_occurrence()
         candidates.append(occurrence - wake_ahead if occurrence is not None else None)
         present = [c for c in candidates if c is not None]
@@ -63,6 +67,8 @@ class Machine(Pipeline):
         _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.rebound(spec)
         sync_sources(self, now, previous=old)
+        if self.state.throttle.lines or self.state.throttle.starts:
+            self.release_throttled(now)  # another window (or none): its waiting runs are tried at once
         _lanes.hand_over(self)  # a split's parent: its moved queue keys (core.sharding, lanes)
         if spec.shard == 0 and spec.shards > old.shards:  # a split: the new shards offer events to copies too
             _subscriptions.copy_to_new_shards(self, old.shards)

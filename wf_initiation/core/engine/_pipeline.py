@@ -1,7 +1,7 @@
 """Layer 3 of the engine: the acceptance pipeline of one event (external delivery, poll item, occurrence).
 
 validate payload -> dedup by identity -> cycle guard -> subscriptions -> ``when`` -> ``queue_by`` /
-``partition_by`` -> ``into`` -> batch, or overlap and admission (INIT-6). Every step's outcome is a
+``partition_by`` / the throttle's ``key`` -> ``into`` -> batch, or overlap and admission (INIT-6). Every step's outcome is a
 :class:`Disposition`, recorded in the ledger. The sources above (schedule, poll, subscriptions)
 feed their events in here; everything below is called down to.
 """
@@ -25,6 +25,7 @@ from . import _batch, _intake, _kept, _offer
 from ._inputs import run_input
 from ._keys import digest_and_size, event_key, identity, run_ident
 from ._runs import Runs
+from ._throttle import stored_key
 from ._types import (
     NO_INTAKE,
     ROUTED_TO,
@@ -271,9 +272,12 @@ class Pipeline(Runs):
                 return retain(Disposition.SUPPRESSED, None)
         except ExpressionFault as exc:
             return retain(Disposition.GUARD_FAULT, str(exc), kind="guard_fault")
+        throttle = self.spec.policies.throttle
         try:
             queue_key = self._eval.key(entry.queue_by, scope) if entry.queue_by else None
             partition = self._eval.key(entry.batch.partition_by, scope) if entry.batch and entry.batch.partition_by else None
+            # The throttle's key: evaluated like queue_by, over this event (a fault is a key fault, TRIG-13).
+            throttle_key = stored_key(self._eval.key(throttle.key, scope)) if throttle is not None and throttle.key else None
         except ExpressionFault as exc:
             return retain(Disposition.KEY_FAULT, str(exc), kind="key_fault")
         lane = event_lane(self.spec, entry, queue_key, partition)
@@ -287,8 +291,8 @@ class Pipeline(Runs):
         except ExpressionFault as exc:
             return retain(Disposition.PROJECTION_FAULT, str(exc), kind="projection_fault")
         if entry.batch:
-            return _batch.add(self, entry, payload, key, digest, now, partition=partition or "",
-                              into=into, delivery_id=delivery_id, scheduled_at=scheduled_at, size=size)
+            return _batch.add(self, entry, payload, key, digest, now, partition=partition or "", into=into,
+                              delivery_id=delivery_id, scheduled_at=scheduled_at, size=size, throttle_key=throttle_key)
         if self.overlap_skips():
             self.count("skipped")
             return retain(Disposition.SKIPPED, None)
@@ -297,7 +301,7 @@ class Pipeline(Runs):
                          now, causation)
         run = RunRecord(run_key=run_key, entry=entry.name, queue_key=queue_key, input=made, event_keys=[key],
                         accepted_at=now, activation_id=self.spec.activation_id, scheduled_at=scheduled_at,
-                        input_bytes=size)
+                        input_bytes=size, throttle_key=throttle_key)
         return retain(self.admit(run, now), None, run_key=run_key)
 
     def _causation(self, entry: EntrySpec, payload: Any) -> tuple[Causation, str | None]:

@@ -1,10 +1,12 @@
-"""Layer 2 of the engine: runs (admission, overlap, queues, concurrency, outcomes).
+"""Layer 2 of the engine: runs (admission, overlap, queues, concurrency, throttle, outcomes).
 
 Owns every run record from its admission to its terminal outcome: a run waits behind its
-``queue_by`` key (TRIG-11) and behind the overlap policy or the concurrency cap (decided by the pure
-:mod:`._overlap`), starts (a ``StartRun`` command), and when terminal releases its events'
-retention (TRIG-14, EXT-5), its queue key and its slot, which may start the next waiting run.
-Calls down only: the ledger, the lifecycle events of ``_lifecycle``, the overlap rules.
+``queue_by`` key (TRIG-11), behind the overlap policy or the concurrency cap (decided by the pure
+:mod:`._overlap`) and for room in the throttle's window (:mod:`._throttle`), starts (a ``StartRun``
+command), and when terminal releases its events' retention (TRIG-14, EXT-5), its queue key and its
+slot, which may start the next waiting run. The throttle's waiting runs start as time passes
+(:meth:`Runs.release_throttled`, at each tick; the next instant one may is :meth:`Runs.throttle_wakeup`).
+Calls down only: the ledger, the lifecycle events of ``_lifecycle``, the overlap and throttle rules.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from collections import deque
 from datetime import datetime
 
 from ..activation import ActivationSpec
+from ..deployment import Throttle
 from ..limits import clip
-from . import _kept, _lanes, _lifecycle, _overlap
+from . import _kept, _lanes, _lifecycle, _overlap, _throttle
 from ._ledger import Ledger
 from ._types import TERMINAL, ControlRun, Disposition, EngineState, KeptEvent, OperatorRefused, RunRecord, StartRun
 
@@ -47,8 +50,12 @@ class Runs(Ledger):
         return len(self._in_flight) - self.starting
 
     def overlap_skips(self) -> bool:
-        """Whether the overlap policy disposes of a new event as ``skipped`` now (EXT-13)."""
-        return _overlap.skips_on_arrival(self.spec.policies.overlap, len(self.state.runs), len(self.state.waiting))
+        """Whether the overlap policy disposes of a new event as ``skipped`` now (EXT-13). A run the
+        throttle holds waits as much as one the policy holds (``buffer_one`` keeps one of either)."""
+        policy, waiting = self.spec.policies.overlap, len(self.state.waiting)
+        if policy == "buffer_one" and self.state.throttle.lines:
+            waiting += _throttle.waiting(self.state.throttle)
+        return _overlap.skips_on_arrival(policy, len(self.state.runs), waiting)
 
     def admit(self, run: RunRecord, now: datetime) -> Disposition:
         """Place a new run: behind its queue key, behind the overlap policy, or start it."""
@@ -70,8 +77,17 @@ class Runs(Ledger):
         return Disposition.ACCEPTED if self._try_start(run, now) else Disposition.QUEUED
 
     def _try_start(self, run: RunRecord, now: datetime) -> bool:
-        """Start ``run`` unless the overlap policy or the concurrency cap holds it (see _overlap)."""
+        """Start ``run`` unless runs of its throttle key wait ahead of it, the overlap policy or the
+        concurrency cap holds it (see _overlap), or its throttle window has no room (see _throttle).
+
+        A run the policy holds waits in ``waiting`` (a throttle line's head stays the head of its
+        line meanwhile); one the window holds waits in its key's line, and when the window has room
+        it is tried again, policy first (:meth:`release_throttled`)."""
         policies, waiting = self.spec.policies, self.state.waiting
+        throttle = policies.throttle
+        if throttle is not None and _throttle.behind(self.state.throttle, run):
+            self._throttled(run, throttle)
+            return False
         decided = _overlap.admit(policies.overlap, policies.max_concurrent_runs, run.run_key, self._in_flight.values(),
                                  waiting, waiting[0] if waiting else None)
         if decided.targets:
@@ -81,10 +97,30 @@ class Runs(Ledger):
                 waiting.append(run.run_key)
             run.waiting_for = decided.reason
             return False
+        if throttle is not None and not _throttle.room(self.state.throttle, _throttle.key_of(run), now, throttle):
+            self._throttled(run, throttle)
+            self._line_up_behind(run, throttle)
+            return False
         if decided.dequeue:
             waiting.remove(run.run_key)
         self._start(run, now)
         return True
+
+    def _throttled(self, run: RunRecord, throttle: Throttle) -> None:
+        """``run`` waits in its throttle key's line (out of the overlap policy's list: it is tried
+        again from the line, policy first)."""
+        if run.run_key in self.state.waiting:
+            self.state.waiting.remove(run.run_key)
+        _throttle.wait(self.state.throttle, run)
+        run.waiting_for = _throttle.reason(self.state.throttle, throttle, run)
+
+    def _line_up_behind(self, run: RunRecord, throttle: Throttle) -> None:
+        """The runs of ``run``'s key the policy holds (all after it: it passed the policy) join its
+        line behind it, in order, so no later run of its key passes one of them. While a key has a
+        line, the policy holds none of its runs but the line's head."""
+        waiting, key = self.state.waiting, _throttle.key_of(run)
+        for later in [k for k in waiting if _throttle.key_of(self.state.runs[k]) == key]:
+            self._throttled(self.state.runs[later], throttle)
 
     def _control(self, decided: _overlap.Admission, reason: str) -> None:
         for key in decided.targets:
@@ -98,6 +134,10 @@ class Runs(Ledger):
         self._in_flight[run.run_key] = run
         self.starting += 1
         run.waiting_for = None
+        throttle = self.spec.policies.throttle
+        if throttle is not None:
+            _throttle.leave(self.state.throttle, run)
+            _throttle.started(self.state.throttle, _throttle.key_of(run), now, throttle)
         assert run.input is not None
         self.outbox.append(StartRun(run_key=run.run_key, input=run.input))
         self.count("runs_started")
@@ -173,8 +213,12 @@ class Runs(Ledger):
             self.state.waiting.remove(run_key)
         if run_key in self.state.lanes_waiting:  # a held batch dropped by the operator
             self.state.lanes_waiting.remove(run_key)
+        if self.state.throttle.lines:
+            _throttle.leave(self.state.throttle, run)
         self._advance_queue(run, now)
         self._drain_waiting(now)
+        if self.state.throttle.lines:  # a line's head dropped: the next may have room
+            self.release_throttled(now)
 
     def _advance_queue(self, run: RunRecord, now: datetime) -> None:
         if run.queue_key is None:
@@ -209,12 +253,53 @@ class Runs(Ledger):
             elif run.lane is None or not _lanes.held(self, run.lane):
                 self.state.lanes_waiting.remove(run_key)
                 self._try_start(run, now)
+        if self.state.throttle.lines:  # a line's head may have started: the next may have room
+            self.release_throttled(now)
 
     def _drain_waiting(self, now: datetime) -> None:
-        while self.state.waiting:
-            head = self.state.runs[self.state.waiting[0]]
-            if not self._try_start(head, now):
-                return
+        waiting = self.state.waiting
+        while waiting:
+            head = waiting[0]
+            if not self._try_start(self.state.runs[head], now) and waiting and waiting[0] == head:
+                return  # still held by the policy (a run the throttle holds left for its line: go on)
+
+    # ------------------------------------------------------------------ the throttle (_throttle)
+    def release_throttled(self, now: datetime) -> None:
+        """Start the runs the throttle's windows have room for at ``now``, each key's line in order
+        (a line's head the overlap policy holds starts from ``waiting``). Without a throttle (a
+        re-activation removed it) every line's runs are tried under the other rules, in order."""
+        throttle, state = self.spec.policies.throttle, self.state.throttle
+        if throttle is None:
+            state.starts.clear()
+            state.marks = state.key_chars = 0
+            lines, state.lines = state.lines, {}
+            for run_key in (k for line in lines.values() for k in line):
+                run = self.state.runs.get(run_key)
+                if run is not None and run.status == "pending":
+                    self._try_start(run, now)
+            return
+        _throttle.forget_past(state, now, throttle)
+        for key in list(state.lines):
+            while line := state.lines.get(key):
+                head = self.state.runs.get(line[0])
+                if head is None or head.status != "pending":
+                    line.pop(0)  # not waiting any more (kept defensively: every exit leaves the line)
+                    if not line:
+                        del state.lines[key]
+                elif head.run_key in self.state.waiting or not self._try_start(head, now):
+                    break
+
+    def throttle_wakeup(self) -> datetime | None:
+        """The earliest instant the throttle lets a waiting run start (the shell's timer), or None.
+        A line's head with room already (none is left so: every start tries the next) gives an
+        instant already past, its acceptance: the shell wakes at once and the tick starts it."""
+        throttle, state = self.spec.policies.throttle, self.state.throttle
+        if throttle is None or not state.lines:
+            return None
+        held = set(self.state.waiting)  # heads the policy holds start when a run ends, not at an instant
+        instants = [_throttle.next_start(state, key, throttle) or self.state.runs[line[0]].accepted_at
+                    for key, line in state.lines.items() if line[0] not in held and line[0] in self.state.runs]
+        return min(instants) if instants else None
 
     # ------------------------------------------------------------------ operators
     def drop_pending(self, run_key: str, now: datetime, note: str | None) -> str:
@@ -229,7 +314,8 @@ class Runs(Ledger):
         return "dropped"
 
     def admit_pending(self, run_key: str, now: datetime) -> str:
-        """Operator: start a pending run now, bypassing overlap and concurrency (not queue keys)."""
+        """Operator: start a pending run now, bypassing overlap, concurrency and the throttle (whose
+        window counts the start), not queue keys."""
         run = self.state.runs.get(run_key)
         if run is None or run.status != "pending":
             raise OperatorRefused(f"no pending run {run_key!r}")
@@ -240,4 +326,6 @@ class Runs(Ledger):
         if run_key in self.state.lanes_waiting:
             self.state.lanes_waiting.remove(run_key)
         self._start(run, now)
+        if self.state.throttle.lines:  # it may have been a line's head: the next may have room
+            self.release_throttled(now)
         return "admitted"

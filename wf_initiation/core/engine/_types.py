@@ -102,6 +102,8 @@ class RunRecord(_M):
     input_bytes: int = Field(default=0, description="Payload bytes the input holds while the run is not started.")
     lane: str | None = Field(default=None, description="A sharded batch's partition (core.sharding.batch_lane_text): "
                              "its run waits while a split's parent still has that partition's earlier batch.")
+    throttle_key: str | None = Field(default=None, description="Its throttle key (the `throttle.key` value, "
+                                     "canonical; None: the one window of an unkeyed throttle, _throttle).")
 
 
 class ErrorRecord(_M):
@@ -186,6 +188,8 @@ class OpenBatch(_M):
     events: list[BatchEvent] = Field(default_factory=list)
     run_key: str = Field(default="", description="Key of the batch's one run, fixed when the batch opens (EXT-6).")
     bytes: int = Field(default=0, description="Payload bytes of its events: closes early at limits.MAX_BATCH_BYTES.")
+    throttle_key: str | None = Field(default=None, description="Its first event's throttle key: the batch's run "
+                                     "is throttled under it (_throttle).")
 
 
 class OccurrenceRecord(_M):
@@ -332,6 +336,20 @@ class Deactivation(_M):
     refused: int = Field(default=0, description="Deliveries refused since the deactivation.")
 
 
+class ThrottleState(_M):
+    """The deployment's ``throttle`` as kept by the engine (rules in ``_throttle``): per throttle key,
+    the run starts still inside its window and the runs waiting for room, in order."""
+
+    starts: dict[str, list[tuple[datetime, int]]] = Field(
+        default_factory=dict, description="throttle key -> (instant, runs started then), oldest first: the starts "
+        "that may still be inside its window ('' for an unkeyed throttle); keys in the order of their newest start.")
+    lines: dict[str, list[str]] = Field(
+        default_factory=dict, description="throttle key -> run keys of pending runs waiting for room in its "
+        "window, first to start first.")
+    marks: int = Field(default=0, description="How many marks `starts` holds (kept with it).")
+    key_chars: int = Field(default=0, description="Characters of the keys of `starts` (kept with it).")
+
+
 class EngineState(_M):
     """Everything the activation owns; carried whole across continue-as-new."""
 
@@ -379,6 +397,8 @@ class EngineState(_M):
     lanes_sent: dict[str, str] = Field(default_factory=dict, description="A split's parent: '<child>/<part>' -> the "
                                        "digest of each handover part it sent (core.routing.handover_digest), "
                                        "which a child checks the part it got against.")
+    throttle: ThrottleState = Field(default_factory=ThrottleState, description="The throttle's windows and the "
+                                    "runs waiting for them (_throttle).")
     # Signalled deliveries kept by reference (their senders were told they are durable; SignalRef).
     signals_waiting: list[SignalRef] = Field(default_factory=list, description="Signals still waiting for room when "
                                              "the previous run continued as new: the next run takes them first, in order.")

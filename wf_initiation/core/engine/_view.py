@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import connections, unencoded
-from . import _batch
+from . import _batch, _throttle
 from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
@@ -187,7 +187,25 @@ class _View:
             parts.append(f"{len(st.waiting)} waiting for the overlap policy `{self.spec.policies.overlap}` or the concurrency cap")
         if st.batches:
             parts.append(f"{len(st.batches)} open batch(es), {sum(len(b.events) for b in st.batches.values())} event(s)")
-        return "**queues** " + " · ".join(parts) if parts else ""
+        throttle = self._throttle()
+        queues = "**queues** " + " · ".join(parts) if parts else ""
+        return "\n- ".join(x for x in (queues, throttle) if x)
+
+    def _throttle(self) -> str:
+        """``**throttle** 5 per 1m (key `{{ ... }}`) · 12 waiting (3 keys) · next start ...``."""
+        policy, state = self.spec.policies.throttle, self.state.throttle
+        if policy is None:
+            return ""
+        key = f" per key `{clip(policy.key, (), 60)}`" if policy.key else ""
+        line = f"**throttle** {policy.runs} run(s) per {_throttle.per_text(policy)}{key}"
+        if not state.lines:
+            return line + " · none waiting"
+        held = set(self.state.waiting)
+        instants = [i for k, q in state.lines.items() if q[0] not in held
+                    if (i := _throttle.next_start(state, k, policy)) is not None]
+        keys = f" ({len(state.lines)} key{'s' if len(state.lines) != 1 else ''})" if policy.key else ""
+        return (f"{line} · **{_throttle.waiting(state)} waiting**{keys}"
+                + (f" · next start {utc(min(instants))}" if instants else ""))
 
     # -------------------------------------------------------------- needs an operator
     def _attention(self) -> list[str]:
@@ -352,4 +370,5 @@ class _View:
 
 
 def _pending_batches(engine: Any) -> list[dict[str, Any]]:
-    return _batch.pending_batches(engine)[:5]
+    """Closed batches an operator may want to admit or drop: not those the throttle lets start by themselves."""
+    return [b for b in _batch.pending_batches(engine) if not b["throttled"]][:5]

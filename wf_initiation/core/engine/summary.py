@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
-from . import _batch, _deactivate, _intake, _kept, _view
+from . import _batch, _deactivate, _intake, _kept, _throttle, _view
 from ._keys import event_key
 from ._machine import Machine
 from ._types import Deactivation, SignalRef
@@ -59,7 +59,37 @@ def short(engine: Machine) -> dict[str, Any]:
         "deactivation": _deactivation(st.deactivation) if st.deactivation else None,
         "signals": signals(engine),
         "redrive": redrive(engine),
+        "throttle": throttle(engine),
     }
+
+
+MAX_THROTTLE_LINES = 10
+
+
+def throttle(engine: Machine) -> dict[str, Any] | None:
+    """The throttle (None without one): its rule, the runs waiting for it, and when the next may
+    start: ``next_start_at`` of the waiting run that may start first (without a key and nothing
+    waiting: of the next run to come; None: one may start now), from the starts recorded, so an
+    instant already past means now too. ``lines``: the keys with the most runs waiting."""
+    policy, state = engine.spec.policies.throttle, engine.state.throttle
+    if policy is None:
+        return None
+    held = set(engine.state.waiting)  # those start when the overlap policy lets them, not at an instant
+    nexts = [_throttle.next_start(state, key, policy) for key, line in state.lines.items() if line[0] not in held]
+    if not state.lines and policy.key is None:
+        nexts = [_throttle.next_start(state, _throttle.UNKEYED, policy)]
+    instants = [i for i in nexts if i is not None]
+    busiest = sorted(state.lines.items(), key=lambda kv: -len(kv[1]))[:MAX_THROTTLE_LINES]
+    return {"runs": policy.runs, "per": _throttle.per_text(policy), "per_seconds": policy.per.total_seconds(),
+            "key": policy.key, "waiting": _throttle.waiting(state), "keys_waiting": len(state.lines),
+            "keys_tracked": len(state.starts), "marks": _throttle.marks_total(state),
+            "next_start_at": min(instants).isoformat() if instants else None,
+            "lines": [{"key": key, "waiting": len(line), "first": line[0],
+                       "next_start_at": _iso(_throttle.next_start(state, key, policy))} for key, line in busiest]}
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _deactivation(d: Deactivation) -> dict[str, Any]:
@@ -80,7 +110,8 @@ def full_state(engine: Machine) -> dict[str, Any]:
     st = engine.state
     data = st.model_dump(mode="json", exclude={"compact_events": True, "events": True, "runs": True, "queues": True,
                                               "deactivation": {"spec"}, "signals_deferred": True, "signals_waiting": True,
-                                              "redrive_kept": True})
+                                              "redrive_kept": True,
+                                              "throttle": True})  # up to 10,000 marks: the summary's view
     data["events_total"] = len(st.events)
     data["runs_total"] = len(st.runs)
     data["runs"] = {k: r.model_dump(mode="json", exclude={"input"})
