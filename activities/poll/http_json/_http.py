@@ -18,9 +18,6 @@ from __future__ import annotations
 import logging
 import time
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -28,6 +25,8 @@ from email.utils import parsedate_to_datetime
 import httpx
 
 from wf_initiation.activities.poll._contract import config_invalid, source_unavailable
+from wf_initiation.activities.poll._http import check_http_url as shared_check_http_url
+from wf_initiation.activities.poll._http import quiet_httpx
 from wf_initiation.activities.poll.http_json._source import CONNECTOR, Request
 from wf_initiation.core.connections import describe_url
 
@@ -48,39 +47,9 @@ class Page:
     not_modified: bool = False
 
 
-_FETCHING: ContextVar[bool] = ContextVar("wfi_http_json_fetching", default=False)
-
-
-class _QuietFetches(logging.Filter):
-    """Drops httpx's per-request records below WARNING emitted inside :func:`fetch_page`."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or not _FETCHING.get()
-
-
-@contextmanager
-def quiet_httpx() -> Iterator[None]:
-    """httpx's per-request INFO lines are dropped for the requests made inside this block."""
-    logger = logging.getLogger("httpx")
-    if not any(isinstance(f, _QuietFetches) for f in logger.filters):
-        logger.addFilter(_QuietFetches())
-    token = _FETCHING.set(True)
-    try:
-        yield
-    finally:
-        _FETCHING.reset(token)
-
-
 def check_http_url(url: str, what: str) -> None:
     """Raise PollConfigInvalid unless ``url`` is an absolute http(s) URL without credentials."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise config_invalid(f"{CONNECTOR}: {what} {describe_url(url)!r} is not a valid URL") from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise config_invalid(f"{CONNECTOR}: {what} {describe_url(url)!r}: only http:// and https:// URLs are fetched")
-    if "@" in parts.netloc:
+    if "@" in shared_check_http_url(url, what, connector=CONNECTOR).netloc:
         raise config_invalid(
             f"{CONNECTOR}: {what} carries credentials (user:password@); a Workfile never holds credentials: put them "
             "in the connection (bearer_token, username and password, or headers, as references)"

@@ -18,6 +18,7 @@ import httpx
 from temporalio import activity
 
 from wf_initiation.activities.poll._contract import PollRequest, PollResponse, activity_name_for, config_invalid, source_unavailable
+from wf_initiation.activities.poll._http import check_origin as shared_check_origin
 from wf_initiation.activities.poll._runtime import LIMITS, deadline_bound, run_poll
 from wf_initiation.activities.poll.http_json._http import Page, check_http_url, fetch_page
 from wf_initiation.activities.poll.http_json._source import CONNECTOR, JsonSource, Request, parse_position, parse_source
@@ -87,24 +88,8 @@ def _finite_or_text(text: str) -> float | str:
 
 
 def check_origin(url: str, connection: ResolvedConnection) -> None:
-    """PollConfigInvalid unless the URL is at one of the connection's ``origins`` (when it names any,
-    and always when it carries secrets): its credentials are never sent anywhere else."""
-    origins = connection.settings.get("origins")
-    if origins is None and not connection.secrets:
-        return
-    allowed = {origin_of(o) for o in origins} if isinstance(origins, list) else set()
-    if origin_of(url) in allowed - {None}:
-        return
-    if origins is None:
-        raise config_invalid(
-            f"{CONNECTOR}: the connection carries secrets but names no 'origins' they may be sent to; add "
-            f"origins: [\"{origin_of(url)}\"] to the connection in the deployment if this URL may have them"
-        )
-    raise config_invalid(
-        f"{CONNECTOR}: the trigger's URL is at {origin_of(url)}, not one of the connection's origins "
-        f"({', '.join(map(str, origins))}): its credentials go only there; point the trigger at a URL there, use "
-        "another connection, or add the origin to the connection in the deployment"
-    )
+    """PollConfigInvalid unless the URL is at one of the connection's ``origins`` (activities/poll/_http.py)."""
+    shared_check_origin(url, connection, connector=CONNECTOR, thing="URL")
 
 
 def timeout_of(connection: dict[str, Any]) -> float:

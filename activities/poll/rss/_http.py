@@ -9,9 +9,8 @@
 - The total time is bounded by the caller's deadline (the poll's ``asyncio.timeout``); the per-read
   timeout below only makes a dead connection fail sooner. Either expiring is reported as a
   timeout of the fetch, naming the setting that bounds it (:func:`fetch`'s ``bound``).
-- Logging: httpx logs every request at INFO on its ``httpx`` logger; inside :func:`fetch` those
-  records are dropped (a filter on that logger, acting only on this module's requests: a worker's
-  own httpx calls log as before), and the fetch logs one DEBUG line on ``wf_initiation.poll.rss``.
+- Logging: httpx's per-request INFO lines are dropped inside :func:`fetch` (``activities/poll/_http.py``),
+  and the fetch logs one DEBUG line on ``wf_initiation.poll.rss``.
   A failing fetch fails the poll, which the worker logs once per source (``wf_initiation._poll_log``).
 """
 
@@ -20,14 +19,13 @@ from __future__ import annotations
 import logging
 import time
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import httpx
 
 from wf_initiation.activities.poll._contract import config_invalid, source_unavailable
+from wf_initiation.activities.poll._http import check_http_url as shared_check_http_url
+from wf_initiation.activities.poll._http import quiet_httpx
 from wf_initiation.core.connections import describe_url
 
 MAX_FEED_BYTES = 10 * 1024 * 1024
@@ -47,28 +45,6 @@ class Fetched:
     body: bytes
 
 
-_FETCHING: ContextVar[bool] = ContextVar("wfi_rss_fetching", default=False)
-
-
-class _QuietFetches(logging.Filter):
-    """Drops httpx's per-request records below WARNING emitted inside :func:`fetch`."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or not _FETCHING.get()
-
-
-@contextmanager
-def _quiet_httpx() -> Iterator[None]:
-    logger = logging.getLogger("httpx")
-    if not any(isinstance(f, _QuietFetches) for f in logger.filters):
-        logger.addFilter(_QuietFetches())
-    token = _FETCHING.set(True)
-    try:
-        yield
-    finally:
-        _FETCHING.reset(token)
-
-
 def origin(url: str) -> str:
     """``scheme://host:port`` of a URL (the unit credentials are scoped to)."""
     parts = urllib.parse.urlsplit(url)
@@ -78,16 +54,7 @@ def origin(url: str) -> str:
 
 def check_http_url(url: str, what: str) -> None:
     """Raise PollConfigInvalid unless ``url`` is an absolute http(s) URL."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise config_invalid(f"rss.item_published: {what} {describe_url(url)!r} is not a valid URL") from None
-    if parts.scheme.lower() not in _SCHEMES or not parts.hostname:
-        raise config_invalid(
-            f"rss.item_published: {what} {describe_url(url)!r}: only http:// and https:// URLs are fetched "
-            "(file:, ftp:, data: and other schemes are refused)"
-        )
+    shared_check_http_url(url, what, connector="rss.item_published")
 
 
 async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, bound: str) -> Fetched:
@@ -101,7 +68,7 @@ async def fetch(url: str, headers: dict[str, str], *, read_timeout: float, bound
     """
     home, started = origin(url), time.monotonic()
     timeout = httpx.Timeout(read_timeout)
-    with _quiet_httpx():
+    with quiet_httpx():
         async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
             for _ in range(MAX_REDIRECTS + 1):
                 sent = {"User-Agent": USER_AGENT, **(headers if origin(url) == home else {})}

@@ -8,10 +8,11 @@ from typing import Any
 from temporalio import activity
 
 from wf_initiation.activities.poll._contract import PollRequest, PollResponse, activity_name_for, config_invalid, require_str
+from wf_initiation.activities.poll._http import check_origin as shared_check_origin
 from wf_initiation.activities.poll._runtime import LIMITS, deadline_bound, run_poll
 from wf_initiation.activities.poll.rss._feed import CONNECTOR, parse_cursor, parse_feed, select_new
 from wf_initiation.activities.poll.rss._http import check_http_url, fetch, origin
-from wf_initiation.core.connections import ResolvedConnection, origin_of
+from wf_initiation.core.connections import ResolvedConnection
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -53,29 +54,8 @@ def feed_url(config: dict[str, Any]) -> str:
 
 
 def check_origin(url: str, connection: ResolvedConnection) -> None:
-    """PollConfigInvalid unless the feed is at one of the connection's ``origins`` (when it names any,
-    and always when it carries secrets): its credentials are never sent anywhere else."""
-    origins = connection.settings.get("origins")
-    if origins is None and not connection.secrets:
-        return
-    allowed = {origin_of(o) for o in origins} if isinstance(origins, list) else set()
-    if origin_of(url) in allowed - {None}:
-        return
-    if origins is None:
-        raise config_invalid(
-            f"{CONNECTOR}: the connection carries secrets but names no 'origins' they may be sent to; add "
-            f"origins: [\"{_shown_origin(url)}\"] to the connection in the deployment if this feed may have them"
-        )
-    raise config_invalid(
-        f"{CONNECTOR}: the feed's origin {_shown_origin(url)} is not one of the connection's origins "
-        f"({', '.join(map(str, origins))}): its credentials go only there; point the trigger at a feed there, use "
-        "another connection, or add the origin to the connection in the deployment"
-    )
-
-
-def _shown_origin(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    """PollConfigInvalid unless the feed is at one of the connection's ``origins`` (activities/poll/_http.py)."""
+    shared_check_origin(url, connection, connector=CONNECTOR, thing="feed")
 
 
 def timeout_of(connection: dict[str, Any]) -> float:
