@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         event_key,
     )
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
-    from wf_initiation.core.routing import Route, Verdict, delivery_key, external_paths, route
+    from wf_initiation.core.routing import Route, Verdict, delivery_key, external_paths, lane_route, route
     from wf_initiation.core.sharding import is_child, parent_of
     from wf_initiation.wire import (
         CONSULT_PARENT,
@@ -247,17 +247,18 @@ class DeliveryHandlers(SplitHandlers):
         return route(self._routing_spec(), self._shard, request.entry, request.payload, claim=claim,
                      key_lane=lambda: self._engine.key_lane(request.entry, request.payload).value,
                      answered=lambda: key is None or self._engine.lookup(event_key(*key)) is not None,
-                     prior_shards=request.prior.shards if request.prior is not None else None, split=self._spec.split)
+                     prior_shards=request.prior.shards if request.prior is not None else None, split=self._engine.split)
 
     def _act_on(self, verdict: Route, request: DeliveryRequest) -> None:
-        """A signalled delivery this shard does not take: passed on to the shard the verdict names, or
-        refused and recorded (a claim no shard of the activation makes)."""
+        """A signalled delivery this shard does not take: passed on to the shard the verdict names (a
+        signal's sender hears nothing: the shard forwards it, core.routing), or refused and recorded
+        (a claim no shard of the activation makes)."""
         if verdict.verdict is Verdict.FORGED:
             self._refuse_forged(verdict)
         elif verdict.verdict is Verdict.ASK_PARENT:  # a split's parent may hold the id: it answers, then passes it back
             self._pass_on(verdict.shard, request, "ask the split's parent")
-        else:  # a sender with a stale routing: its shard takes it (a signal is kept)
-            self._pass_on(verdict.shard, request, "forward a misrouted delivery")
+        else:  # its queue key's shard, or a sender's stale routing: the shard named takes it (a signal is kept)
+            self._pass_on(verdict.shard, request, verdict.reason or "forward a misrouted delivery")
 
     async def _parent_answered(self, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
         """An update's deliveries; on a split's child, those of ids it does not hold with the parent's
@@ -295,7 +296,7 @@ class DeliveryHandlers(SplitHandlers):
                 f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
                 "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
         if any(v.verdict is Verdict.ASK_PARENT for v in verdicts):
-            parent = parent_of(self._shard, self._spec.split)  # type: ignore[arg-type]
+            parent = parent_of(self._shard, self._engine.split)  # type: ignore[arg-type]
             raise ApplicationError(
                 f"shard {self._shard} of {self._spec.workflow!r} was split from shard {parent}, which may hold this "
                 f"delivery id: send it again with shard {parent}'s split_lookup answer as `prior` (WfiClient does); "
@@ -314,7 +315,7 @@ class DeliveryHandlers(SplitHandlers):
     def _prior_record(self, request: DeliveryRequest) -> EventRecord | None:
         """The parent's dedup entry a child judges an unknown id by (None: the parent had none)."""
         prior = request.prior
-        if prior is None or prior.record is None or not is_child(self._shard, self._spec.split) \
+        if prior is None or prior.record is None or not is_child(self._shard, self._engine.split) \
                 or prior.shards != self._spec.shards:
             return None
         try:
@@ -324,7 +325,7 @@ class DeliveryHandlers(SplitHandlers):
 
     def _prior_for(self, owner: int, request: DeliveryRequest) -> DeliveryRequest:
         """A delivery this shard passes to ``owner``, with this shard's answer when it is ``owner``'s parent."""
-        split = self._routing_spec().split
+        split = self._engine.split
         if split is None or not is_child(owner, split) or parent_of(owner, split) != self._shard:
             return request
         key = self._event_key(request)
@@ -397,9 +398,11 @@ class DeliveryHandlers(SplitHandlers):
         if isinstance(outcome, DeliveryResult):
             self._telemetry.delivered(self._engine, [outcome], carrier)
             if outcome.disposition is Disposition.ROUTED and outcome.shard is not None:  # its key's shard takes it
-                routed = decoded.model_copy(update={"lane": LaneClaim(shards=self._spec.shards, shard=outcome.shard)})
-                if outcome.shard != self._shard:
-                    self._pass_on(outcome.shard, routed, "pass on to its queue key's shard")
+                verdict = lane_route(self._shard, outcome.shard, self._spec.shards)
+                assert verdict.claim is not None
+                routed = decoded.model_copy(update={"lane": LaneClaim(shards=verdict.claim[0], shard=verdict.claim[1])})
+                if verdict.verdict is not Verdict.TAKE:
+                    self._act_on(verdict, routed)
                 elif not self._laned(decoded):  # its key's queue is this shard's: taken now, with the routing
                     return self._take_signalled(routed, carrier, turn, origin)
         return TAKEN

@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
     from wf_initiation.core.limits import DELIVERIES_PER_TASK, MAX_SIGNALS_PER_RUN, fit_to_bytes
-    from wf_initiation.core.sharding import is_child
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
@@ -87,11 +86,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._spec, self._shard = spec, spec.shard  # the whole binding; this shard's part goes to the engine
         part = spec.shard_part()
         restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
-        self._engine = Engine(part, restored, compat=self._compat.engine)
-        if spec.split is not None and spec.split.seq is None and not is_child(spec.shard, spec.split):
-            # A parent started again from the state it ended in, split on the way (wf_initiation/client.py
-            # _split): the ids it holds now are those its children ask about.
-            self._spec = spec.model_copy(update={"split": spec.split.model_copy(update={"seq": self._engine.last_seq})})
+        self._engine = Engine(part, restored, compat=self._compat.engine)  # it keeps this shard's part in a split
         self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
@@ -123,8 +118,7 @@ class ActivationWorkflow(DeliveryHandlers):
     async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
         """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
-        split = self._spec.split
-        if split is not None and not split.drained and not is_child(self._shard, split):
+        if self._engine.drain_check() is not None:
             self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
         if self._carried is not None and self._inbox is not None and self._inbox.held:
             self._tasks.spawn(self._carried.recover(), "take the signals the previous run left waiting")
@@ -358,13 +352,7 @@ class ActivationWorkflow(DeliveryHandlers):
         if spec.activation_id == current.activation_id:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
                                   previous=self._engine.previous_activations)
-        pending = spec.as_shard(self._shard)
-        if spec.shards != self._spec.shards and pending.split is not None and not is_child(self._shard, pending.split):
-            # A parent: the ids it holds now are those a child asks about (core.sharding, "splitting").
-            pending = pending.model_copy(update={"split": pending.split.model_copy(update={"seq": self._engine.last_seq})})
-        elif spec.shards == self._spec.shards:
-            pending = pending.model_copy(update={"split": self._spec.split})  # a rebind keeps a split going on
-        self._pending_spec = pending
+        self._pending_spec = spec.as_shard(self._shard)  # a split it names begins in the engine (a rebind keeps one going)
         self._absorb(self._engine.rebind(self._pending_spec.shard_part(), self._now()))
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
@@ -402,18 +390,18 @@ class ActivationWorkflow(DeliveryHandlers):
     @workflow.query(name=ROUTING_QUERY)
     def routing(self) -> dict[str, Any]:
         """How this activation's deliveries are spread over its shards (core.sharding; wf_initiation/_shards.py)."""
-        spec = self._routing_spec()
+        spec, split = self._routing_spec(), self._engine.split
         return {"shards": spec.shards,
                 "entries": {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"},
-                **({"split": spec.split.model_dump(mode="json")} if spec.split is not None else {})}
+                **({"split": split.model_dump(mode="json")} if split is not None else {})}
 
     @workflow.query(name=SUMMARY_QUERY)
     def summary_query(self) -> dict[str, Any]:
         summary = self._engine.summary()
         if self._spec.shards > 1:
             summary["shard"], summary["shards"] = self._shard, self._spec.shards
-        if self._spec.split is not None:
-            summary["split"] = self._spec.split.model_dump(mode="json")
+        if self._engine.split is not None:
+            summary["split"] = self._engine.split.model_dump(mode="json")
         lanes = self._engine.lanes_summary()
         if lanes is not None:
             summary["lanes"] = lanes

@@ -19,6 +19,7 @@ LAYERS: list[set[str]] = [
     {"_keys", "_overlap", "_codec", "_inputs", "_dispatch"},  # pure functions of data; the calls commands become
     {"_ledger"},                                  # dedup entries, retention, counts, errors
     {"_lifecycle"},                               # kept commands, lifecycle events
+    {"_split"},                                   # a shard's part in a split: a parent's drain, a child's end
     {"_lanes"},                                   # queue keys across a split: holds, handovers (kept signals)
     {"_runs"},                                    # admission, overlap, queues, concurrency
     {"_batch", "_offer", "_intake"},              # steps of the pipeline

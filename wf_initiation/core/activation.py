@@ -59,13 +59,17 @@ Vixie cron days, the bounds of docs/limits.md. A spec recorded before (no ``eval
 
 
 class Split(BaseModel):
-    """A live split of an activation from ``from_shards`` to more shards (core.sharding, "Splitting").
+    """A split of an activation from ``from_shards`` to more shards (core.sharding, "Splitting").
 
     A shard numbered ``from_shards`` or more (a child) takes ids that its parent (``shard %
     from_shards``) took before the split: until the parent has drained, a child judges a new id only
     with the parent's answer for it. A parent records ``seq`` (the last acceptance before the split);
     ``drain_after`` is when every id it held at the split has expired (set once none of them has a
     run still going); ``drained`` ends its part.
+
+    A spec names the split its activation begins (``from_shards`` alone, as the client sets it); the
+    engine keeps each shard's progress in its own state (``core/engine/_split.py``). A spec carried by
+    a run of an earlier build holds that progress too, which the engine takes from it once.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,8 +100,9 @@ class ActivationSpec(BaseModel):
     evaluation: int = Field(default=1, description="Evaluation rules (EVALUATION_VERSION); 1 for specs recorded before it.")
     shards: int = Field(default=1, ge=1, description="Activation workflows this one spans (the deployment's scale.shards).")
     shard: int = Field(default=0, ge=0, description="Which of them this workflow is (core.sharding); not part of the binding.")
-    split: Split | None = Field(default=None, description="A split of the activation into more shards that this "
-                                "shard still takes part in (core.sharding.Split); not part of the binding.")
+    split: Split | None = Field(default=None, description="The split of the activation into more shards this "
+                                "activation begins (core.sharding.Split; its progress is the engine's); not part "
+                                "of the binding.")
 
     def entry(self, name: str) -> EntrySpec | None:
         """The trigger entry named ``name`` (its ``as``), or None."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..activation import ActivationSpec
-from . import _batch, _deactivate, _jobs, _lanes, _poll, _schedule, _subscriptions
+from . import _batch, _deactivate, _jobs, _lanes, _poll, _schedule, _split, _subscriptions
 from ._pipeline import Pipeline
 from ._types import CURRENT, Compat, EngineState, RunPoll
 
@@ -61,6 +61,7 @@ class Core(Pipeline):
         self.state.activation_id = spec.activation_id
         _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.rebound(spec)
+        _split.adopt(self)  # a split begins with the new binding (a parent records where it stood)
         sync_sources(self, now, previous=old)
         _lanes.hand_over(self)  # a split's parent: its moved queue keys (core.sharding, lanes)
         if spec.shard == 0 and spec.shards > old.shards:  # a split: the new shards offer events to copies too
@@ -80,8 +81,10 @@ class Core(Pipeline):
 
 def initial_state(spec: ActivationSpec, now: datetime, *, compat: Compat = CURRENT) -> EngineState:
     """The state of a new activation: a schedule and a poll state per entry, nothing accepted."""
-    state = EngineState(activation_id=spec.activation_id, lanes_awaited=_lanes.awaited_parent(spec))
+    state = EngineState(activation_id=spec.activation_id)
     engine = Core(spec, state)
+    _split.adopt(engine)  # a new shard of a split: its part in it
+    state.lanes_awaited = _lanes.awaited_parent(engine)
     if compat.legacy_evaluation:
         engine.use_legacy_evaluation()
     sync_sources(engine, now, previous=None)

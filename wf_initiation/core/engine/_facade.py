@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 from wf_initiation.errors import UnknownEntry
 
 from .._expr import ExpressionFault
-from ..activation import ActivationSpec
+from ..activation import ActivationSpec, Split
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
-from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _subscriptions, operator
+from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _split, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
 from ._keys import digest_and_size, identity
 from ._lanes import LaneNotice
+from ._split import DrainCheck
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
     CURRENT,
@@ -203,6 +204,7 @@ class Engine:
         (starts, kept signals and publishes, a deactivation's controls). ``value``: whether this run
         activates a deactivated activation again."""
         core = self._core
+        _split.adopt(core)  # a split this run's spec names, or the progress a run of an earlier build carried in it
         _poll.abandon_in_flight(core.state)  # a poll of the previous run never reports here (POLL-10)
         core.outbox.extend(core.pending_starts())
         core.outbox.extend(_lifecycle.unacked_commands(core))
@@ -371,7 +373,29 @@ class Engine:
 
     def unreleased_through(self, seq: int) -> bool:
         """Whether a dedup entry accepted at or before ``seq`` still waits for its run to end."""
-        return any(r.seq <= seq and r.released_at is None for r in self._core.state.events.values())
+        return _split.unreleased_through(self._core, seq)
+
+    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
+    @property
+    def split(self) -> Split | None:
+        """This shard's part in a split now (``_split.current``): None when it takes part in none or is
+        a child whose parent drained; a parent's drained split stays, ``drained``."""
+        return _split.current(self._core)
+
+    def drain_check(self) -> DrainCheck | None:
+        """How this shard checks its split's drain (the shell waits ``every`` between checks), or None
+        when it is no split's parent still draining."""
+        return _split.drain_check(self._core)
+
+    def drain(self, check: DrainCheck, now: datetime) -> Decision[list[int]]:
+        """One drain check of a split's parent, its progress kept in the state: ``value``, the children
+        to tell that it has drained (once, when it has; they ask it before they believe it)."""
+        return self._decide(_split.drain(self._core, check, now))
+
+    def split_parent_drained(self) -> Decision[None]:
+        """A split's child: its parent confirmed (asked, not told) that it has drained."""
+        _split.parent_drained(self._core)
+        return self._decide(None)
 
     def lanes_summary(self) -> dict[str, int | None] | None:
         """This shard's part in moving queue keys and batch partitions at a split (None: none now)."""

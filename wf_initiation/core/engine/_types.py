@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
-from ..activation import ActivationSpec
+from ..activation import ActivationSpec, Split
 from ..runinput import Causation, RunInput
 
 
@@ -320,6 +320,9 @@ class EngineState(_M):
     shed_through: datetime | None = Field(
         default=None, description="Dedup entries released up to this instant were shed early (at_capacity: shed_oldest): "
         "a redelivery of one of them was taken as new.")
+    split: Split | None = Field(default=None, description="This shard's part in a split of the activation "
+                                "(_split): a parent's drain, a child's wait for its parent (kept, ended, once the "
+                                "parent drained); None: it took part in none since it began.")
     # Queue keys across a split (_lanes): a child's holds, a parent's moved keys still running here.
     lanes_awaited: int | None = Field(default=None, description="A split's child: the parent whose handover of "
                                       "queue keys it waits for; every key is held until then.")
