@@ -28,7 +28,8 @@ from wf_initiation.wire import OperatorRequest
 from wf_initiation.workflows.activation import encode_state
 
 SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
-                                                "_admission.py", "_compat.py", "_telemetry.py")]
+                                                "_admission.py", "_compat.py", "_telemetry.py", "_continue.py",
+                                                "_queries.py", "_time.py", "_verdicts.py", "_splits.py")]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "acceptance_seq", "in_flight", "lookup",
          "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
