@@ -214,7 +214,8 @@ class WfiClient:
         A deactivated (or cancelled: it settles as a deactivation) activation is started again from
         its final state; one that was terminated, failed or timed out from its complete state,
         replayed from its history here (wf_initiation/_recovery.py), the result's ``note`` saying
-        what holds (docs/lifecycle.md).
+        what holds (docs/lifecycle.md). One that grew by itself (``scale.grow_at``) past
+        ``scale.shards`` keeps the shards it grew to (docs/deployment.md).
 
         Args:
             spec: The activation spec of one Workfile under one deployment (:func:`activation_spec`).
@@ -231,6 +232,7 @@ class WfiClient:
         if latest is not None:  # running, or ended: started again on the shards it had, then split
             self._routing.forget(spec.workflow)
             current = (await self._routing.get(spec.workflow)).shards
+            spec = spec.for_running(current)  # one that grew by itself (scale.grow_at) keeps its shards
             if current != spec.shards:
                 return await self._shards.split(spec, current)
         elif (problem := await first_activation_problem(self.client, self.task_queue)) is not None:

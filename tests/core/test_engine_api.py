@@ -35,7 +35,7 @@ READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "a
          "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
          "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state",
          "capacity", "last_seq", "unreleased_through", "lanes_summary", "causation", "waiting_signals", "waiting_record",
-         "deferred_signals", "split", "drain_check"}
+         "deferred_signals", "split", "drain_check", "growth"}
 SOURCES = """
 name: mixed
 on:

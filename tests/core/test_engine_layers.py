@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"_pipeline"},                                # validate -> dedup -> subscriptions -> guard -> keys -> into -> batch/admit
     {"_schedule", "_poll", "_subscriptions"},     # sources on top of the pipeline
     {"_jobs", "operator"},                        # schedule jobs; operator actions
-    {"_deactivate"},                              # deactivation and re-activation
+    {"_deactivate", "_growth"},                   # deactivation and re-activation; an activation growing itself
     {"_engine"},                                  # the core: every source's time-driven work
     {"_view"},                                    # the operator's page
     {"summary"},                                  # operator views

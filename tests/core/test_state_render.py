@@ -52,3 +52,16 @@ def test_the_summary_names_a_shard_that_is_not_running_with_the_command_that_sta
     assert ("  shard 1: NOT RUNNING (terminated at 2026-12-04T10:00:00+00:00): its deliveries are answered 503 and its "
             "queue keys wait; `wfi activate WORKFILE --deployment FILE` starts it again with its complete state") in text
     assert "NOT RUNNING" not in render_state({k: v for k, v in summary.items() if k != "shards_not_running"}, None)
+
+
+def test_the_summary_shows_each_shard_s_fill_and_the_next_automatic_growth() -> None:
+    summary = {
+        "workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {},
+        "shards": [{"shard": 0, "capacity": 0.12}, {"shard": 1, "capacity": 0.41}],
+        "growth": {"grow_at": 0.8, "max_shards": 8, "grown": 1, "fills": {"0": 0.12, "1": 0.41},
+                   "next": "grows to 4 shards when the fullest shard passes 80% of its capacity (now 41% on shard 1)"},
+    }
+    text = render_state(summary, None)
+    assert "  shards: 2 · fill per shard: 0 12% · 1 41%" in text
+    assert ("  grows itself (scale.grow_at 80%, at most 8 shards, grown 1 time(s)): next: grows to 4 shards when the "
+            "fullest shard passes 80% of its capacity (now 41% on shard 1)") in text

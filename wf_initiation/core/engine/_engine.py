@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..activation import ActivationSpec
-from . import _batch, _deactivate, _jobs, _lanes, _poll, _schedule, _split, _subscriptions
+from . import _batch, _deactivate, _growth, _jobs, _lanes, _poll, _schedule, _split, _subscriptions
 from ._pipeline import Pipeline
 from ._types import CURRENT, Compat, EngineState, RunPoll
 
@@ -27,6 +27,7 @@ class Core(Pipeline):
         _schedule.schedule_tick(self, now)
         _jobs.run_jobs(self, now)
         _subscriptions.expire(self, now)
+        _growth.tick(self, now)
 
     def tick_schedules(self, instant: datetime) -> None:
         """Admit the schedule occurrences due at ``instant`` (at most the next one), decided ahead of
@@ -42,7 +43,7 @@ class Core(Pipeline):
         :meth:`next_occurrence`). Other deadlines are never anticipated: max_wait MUST NOT close a
         batch early (BATCH-3), and an expiry or poll early would be early."""
         candidates = [self.next_expiry(), _batch.next_deadline(self), _poll.next_poll_wakeup(self),
-                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self)]
+                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self), _growth.next_wakeup(self)]
         occurrence = self.next_occurrence()
         candidates.append(occurrence - wake_ahead if occurrence is not None else None)
         present = [c for c in candidates if c is not None]
@@ -62,6 +63,7 @@ class Core(Pipeline):
         _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.rebound(spec)
         _split.adopt(self)  # a split begins with the new binding (a parent records where it stood)
+        _growth.rebound(self)  # a growth ends with the binding on its shard count
         sync_sources(self, now, previous=old)
         _lanes.hand_over(self)  # a split's parent: its moved queue keys (core.sharding, lanes)
         if spec.shard == 0 and spec.shards > old.shards:  # a split: the new shards offer events to copies too

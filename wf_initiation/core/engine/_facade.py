@@ -22,7 +22,7 @@ from .._expr import ExpressionFault
 from ..activation import ActivationSpec, Split
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
-from . import _codec, _deactivate, _intake, _lanes, _lifecycle, _poll, _split, _subscriptions, operator
+from . import _codec, _deactivate, _growth, _intake, _lanes, _lifecycle, _poll, _split, _subscriptions, operator
 from . import summary as _views
 from ._engine import Core
 from ._keys import digest_and_size, identity
@@ -39,6 +39,7 @@ from ._types import (
     Intake,
     OperatorOutcome,
     RunRecord,
+    ShardFill,
     SignalRef,
     WatchRuns,
     WatchTarget,
@@ -210,6 +211,7 @@ class Engine:
         core.outbox.extend(_lifecycle.unacked_commands(core))
         reactivated = core.reactivate(core.spec, now)
         _lanes.hand_over(core)  # a split's parent started again from its state: once per split
+        _growth.resume(core)  # a growth the previous run left unfinished is issued again
         return self._decide(reactivated)
 
     def begin_task(self) -> Decision[None]:
@@ -391,6 +393,28 @@ class Engine:
         """One drain check of a split's parent, its progress kept in the state: ``value``, the children
         to tell that it has drained (once, when it has; they ask it before they believe it)."""
         return self._decide(_split.drain(self._core, check, now))
+
+    # ------------------------------------------------------------------ growth (scale.grow_at, _growth)
+    def growth(self) -> dict[str, Any] | None:
+        """Shard 0 of an activation that grows itself: each shard's fill as last measured and the next
+        automatic step, in words (None: it does not grow by itself, or this is not shard 0)."""
+        return _growth.summary(self._core)
+
+    def shards_measured(self, fills: list[ShardFill], now: datetime) -> Decision[None]:
+        """Every shard answered how full it is: a growth (``GrowShards``, in the operator log with its
+        reason) when the fullest has passed ``grow_at`` and nothing stands in the way."""
+        _growth.measured(self._core, fills, now)
+        return self._decide(None)
+
+    def measure_failed(self, error: str, now: datetime) -> Decision[None]:
+        """The shards could not be asked: asked again at the next check."""
+        _growth.measure_failed(self._core, error, now)
+        return self._decide(None)
+
+    def growth_refused(self, to: int, why: str, now: datetime) -> Decision[None]:
+        """The split of a growth to ``to`` shards could not be made now (recorded; measured again later)."""
+        _growth.refused(self._core, to, why, now)
+        return self._decide(None)
 
     def split_parent_drained(self) -> Decision[None]:
         """A split's child: its parent confirmed (asked, not told) that it has drained."""
