@@ -9,22 +9,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
 from temporalio.api.enums.v1 import EventType
 
+from wf_initiation._activating import ActivateAnswer
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.wire import DEACTIVATE_UPDATE, DELIVER_MANY_UPDATE, DELIVER_UPDATE, OPERATE_UPDATE
 
 Outcome = Literal["activated", "unchanged", "rebound"]
-
-
-class ActivateAnswer(BaseModel):
-    """The ``activate`` update's result as any build of the activation words it: ``current`` (recorded
-    by earlier builds), ``unchanged``, ``activated`` or ``rebound``."""
-
-    activation_id: str
-    outcome: str
-    previous: list[str] = Field(default_factory=list)
 
 
 def outcome(answer: ActivateAnswer, was_running: bool) -> Outcome:

@@ -117,7 +117,7 @@ async def _untaken_signals(client: Client, history: WorkflowHistory, instance: A
 
 async def _rejoin_lanes(instance: Any, carried: ActivationSpec, ask_state: AskState | None) -> str | None:
     """A split's child holding queue keys: take its parent's word from the parent's state."""
-    engine, split = instance._engine, carried.split
+    engine, split = instance._engine, instance._engine.split
     if ask_state is None or split is None or not is_child(carried.shard, split) or not lanes.awaits_parent(engine):
         return None
     parent = parent_of(carried.shard, split)

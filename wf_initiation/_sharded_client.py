@@ -5,8 +5,9 @@ A delivery goes to the shard the routing names (``_shards.Routing``, learned onc
 a shard answers with the router's verdict: taken, ``routed`` to its key's lane (followed here with
 the routing as its ``lane`` claim), ``Misrouted`` (a split since the routing was read: routed again)
 or ``ConsultParent`` (a split's child: sent again with its parent's answer). A split starts the new
-shards first and switches shard 0 last. The shard workflows check every claim themselves; nothing
-here is trusted by them.
+shards first and switches shard 0 last (``_activating.split``). The shard workflows check every
+claim themselves; nothing here is trusted by them. This is the one place a client forwards a
+delivery (an update's sender hears the answer; a shard forwards only signals: core.routing).
 """
 
 from __future__ import annotations
@@ -16,29 +17,35 @@ import functools
 import hashlib
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, cast
 
 from temporalio.client import WorkflowHandle
 
+from wf_initiation._activating import split
 from wf_initiation._delivery import bulk_chunks, update_id_for
 from wf_initiation._grouping import DeliveryGroups
-from wf_initiation._shards import RoutingCache
-from wf_initiation.core.activation import ActivationSpec, Split
+from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
+from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import ROUTED_TO, DeliveryResult, Disposition
-from wf_initiation.core.routing import split_refusal
 from wf_initiation.core.sharding import shard_of
-from wf_initiation.errors import ActivationRefused
+from wf_initiation.errors import ActivationNotFound, ActivationRefused
 from wf_initiation.wire import (
     CONSULT_PARENT,
+    DEACTIVATE_UPDATE,
     DELIVER_MANY_UPDATE,
     DELIVER_UPDATE,
     DELIVERY_QUERY,
+    EVENTS_QUERY,
     MISROUTED,
     ROUTING_QUERY,
     SPLIT_LOOKUP_QUERY,
     STATE_QUERY,
+    SUMMARY_QUERY,
+    DeactivatedResult,
+    DeactivateRequest,
+    DeactivateResult,
     DeliveryRequest,
     LaneClaim,
     PriorEntry,
@@ -61,6 +68,9 @@ class _Client(Protocol):
     async def _query(self, workflow: str, name: str, *args: Any, shard: int = 0, attempts: int | None = None) -> Any: ...
     async def _retry(self, call: Callable[[], Awaitable[_T]], *, workflow: str | None = None,
                      attempts: int | None = None) -> _T: ...
+
+ROUTING_ATTEMPTS = 3
+"""Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there)."""
 
 ROUTE_ATTEMPTS = 4
 """How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
@@ -90,27 +100,31 @@ class ShardedCalls:
     def __init__(self, wfi: _Client) -> None:
         self._wfi = wfi
 
+    # ------------------------------------------------------------------ routing (``_shards.RoutingCache`` asks these)
+    async def has_shards(self, workflow: str) -> bool:
+        """Whether the activation spans more than one workflow: shard 1 exists (the server answers
+        alone; no worker, no query task)."""
+        wfi = self._wfi
+        try:
+            await wfi._retry(wfi._handle(workflow, 1).describe, workflow=workflow, attempts=ROUTING_ATTEMPTS)
+        except ActivationNotFound:
+            return False
+        return True
+
+    async def ask_routing(self, workflow: str) -> dict[str, Any]:
+        """Shard 0's routing answer. A few attempts only: when shard 0 cannot answer now, the delivery
+        goes to shard 0, which takes it or passes it on (wf_initiation/_shards.py), rather than waiting."""
+        return cast(dict[str, Any], await self._wfi._query(workflow, ROUTING_QUERY, attempts=ROUTING_ATTEMPTS))
+
     # ------------------------------------------------------------------ splits
     async def split(self, spec: ActivationSpec, current: int) -> Any:
         """Split a running activation from ``current`` shards into ``spec.shards`` while deliveries go
-        on (core.sharding, "splitting"): the new shards start first (no sender knows them yet), then
-        the old ones switch, shard 0 last, so a sender that learns the new count from shard 0 finds
-        every parent already refusing the ids that moved. Idempotent: after an interruption, running
-        it again completes it."""
+        on (``_activating.split``, the same sequence an activation growing itself performs), each
+        shard activated the client's way (a closed one started again from its state). Idempotent:
+        after an interruption, running it again completes it."""
         wfi = self._wfi
-        problem = split_refusal(current, spec.shards, from_shards=None, busy=[])
-        if problem is None:
-            parts = await asyncio.gather(*(wfi._query(spec.workflow, ROUTING_QUERY, shard=k) for k in range(current)))
-            busy = [k for k, part in enumerate(parts) if part.get("split") and not part["split"].get("drained")
-                    and part.get("shards") == current]
-            problem = split_refusal(current, spec.shards, from_shards=None, busy=busy)
-        if problem is not None:
-            raise ActivationRefused(f"the activation of {spec.workflow!r} cannot be split into {spec.shards} shards: {problem}",
-                                    workflow=spec.workflow)
-        split = spec.model_copy(update={"split": Split(from_shards=current)})
-        await asyncio.gather(*(wfi._activate_shard(split, k) for k in range(current, spec.shards)))
-        await asyncio.gather(*(wfi._activate_shard(split, k) for k in range(1, current)))
-        first = await wfi._activate_shard(split, 0)
+        first = await split(spec, current, ask_routing=lambda k: wfi._query(spec.workflow, ROUTING_QUERY, shard=k),
+                            activate=wfi._activate_shard)
         wfi._routing.forget(spec.workflow)
         note = (f"split from {current} into {spec.shards} shards: shards {current}-{spec.shards - 1} take the ids that "
                 f"moved and ask shards 0-{current - 1} about ids those held until they expire")
@@ -229,6 +243,12 @@ class ShardedCalls:
 
         return await self._asking_parent(workflow, shard, send, chunk)
 
+    async def send_grouped(self, key: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
+        """A group of separate callers' deliveries (``_grouping``): an update id of its own (its retries
+        reuse it), so a delivery sent again later is judged again (``duplicate``), as sent alone by a
+        new caller would be."""
+        return await self.send_group(key, chunk, uid=f"group-{uuid.uuid4().hex}")
+
     async def send_alone(self, key: str, request: DeliveryRequest) -> DeliveryResult:
         """One delivery of a group that went alone (its own update)."""
         workflow, shard = of_group_key(key)
@@ -266,6 +286,53 @@ class ShardedCalls:
         send = functools.partial(wfi._handle(workflow, shard).execute_update, DELIVER_UPDATE, requests[0], id=uid,
                                  result_type=DeliveryResult, rpc_timeout=wfi.update_timeout)
         return await wfi._retry(send, workflow=workflow)
+
+    # ------------------------------------------------------------------ the whole activation
+    async def deactivate(self, workflow: str, request: DeactivateRequest) -> DeactivateResult:
+        """Deactivate every shard with the same action id; one answer for them all."""
+        wfi = self._wfi
+        shards = (await wfi._routing.get(workflow)).shards
+
+        def one(shard: int) -> Awaitable[DeactivateResult]:
+            return wfi._retry(lambda: wfi._handle(workflow, shard).execute_update(
+                DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
+                rpc_timeout=wfi.update_timeout), workflow=workflow)
+
+        results = await asyncio.gather(*(one(k) for k in range(shards)))
+        return results[0] if shards == 1 else combined_deactivation(results)
+
+    async def deactivated(self, workflow: str) -> DeactivatedResult:
+        """Shard 0's result once every shard completed its deactivation."""
+        shards = (await self._wfi._routing.get(workflow)).shards
+        results = await asyncio.gather(*(self._wfi._handle(workflow, k).result() for k in range(shards)))
+        return results[0]
+
+    async def whole_state(self, workflow: str, state: dict[str, Any]) -> dict[str, Any]:
+        """Shard 0's full ``state`` with every other shard's errors, runs and counters joined (its
+        ``events``, when read, kept); the caller sets the whole activation's summary."""
+        wfi = self._wfi
+        shards = (await wfi._routing.get(workflow)).shards
+        others = await asyncio.gather(*(wfi._query(workflow, STATE_QUERY, shard=k) for k in range(1, shards)))
+        return {**combined_state([state, *others]), **({"events": state["events"]} if "events" in state else {})}
+
+    async def events(self, workflow: str, page: int) -> AsyncIterator[dict[str, Any]]:
+        """Every shard's live dedup entries, each shard's in its acceptance order, ``page`` at a time."""
+        for shard in range((await self._wfi._routing.get(workflow)).shards):
+            after = 0
+            while True:
+                chunk = await self._wfi._query(workflow, EVENTS_QUERY, after, page, shard=shard)
+                for event in chunk:
+                    yield event
+                if len(chunk) < page:
+                    break
+                after = chunk[-1]["seq"]
+
+    async def summary(self, workflow: str) -> dict[str, Any]:
+        """Every shard's summary combined (``_shards.combined_summary``)."""
+        wfi = self._wfi
+        shards = (await wfi._routing.get(workflow)).shards
+        parts = await asyncio.gather(*(wfi._query(workflow, SUMMARY_QUERY, shard=k) for k in range(shards)))
+        return parts[0] if shards == 1 else combined_summary(parts)
 
     # ------------------------------------------------------------------ reads and operator actions
     async def delivery(self, workflow: str, entry: str, delivery_id: str) -> dict[str, Any] | None:

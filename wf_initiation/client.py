@@ -32,19 +32,20 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
-from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from wf_initiation import _redrive
+from wf_initiation._activating import activate_shard
+from wf_initiation._activating import update_id as activate_update_id
 from wf_initiation._codec import discard_started, first_activation_problem, history_problem
 from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, check_size, update_id_for
 from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
-from wf_initiation._reactivation import ActivateAnswer, Outcome, outcome
+from wf_initiation._reactivation import Outcome, outcome
 from wf_initiation._recovery import Recovery, recover, shards_not_running
-from wf_initiation._sharded_client import ShardedCalls
-from wf_initiation._shards import RoutingCache, combined_deactivation, combined_state, combined_summary
+from wf_initiation._sharded_client import ROUTING_ATTEMPTS, ShardedCalls
+from wf_initiation._shards import RoutingCache
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.deployment import DEFAULT_TASK_QUEUE, Deployment, load_deployment
 from wf_initiation.core.engine import DeliveryResult
@@ -61,15 +62,9 @@ from wf_initiation.errors import (
 )
 from wf_initiation.specs import activation_spec, build_spec, spec_from_files  # defined there; importable here as before
 from wf_initiation.wire import (
-    ACTIVATE_UPDATE,
-    ACTIVATION_WORKFLOW,
-    DEACTIVATE_UPDATE,
     DELIVER_SIGNAL,
-    EVENTS_QUERY,
     OPERATE_UPDATE,
-    ROUTING_QUERY,
     STATE_QUERY,
-    SUMMARY_QUERY,
     DeactivatedResult,
     DeactivateRequest,
     DeactivateResult,
@@ -90,8 +85,6 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-# Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there).
-ROUTING_ATTEMPTS = 3
 # Asked this many times before a stale answer is checked against the run's status (a closed run's
 # stays stale; wf_initiation/_ended.py).
 STALE_PROBES = 2
@@ -149,10 +142,10 @@ class WfiClient:
         self.client = client
         self.task_queue = task_queue
         self.max_attempts = max_attempts
-        self._groups = DeliveryGroups(self._send_grouped, self._send_alone, window=group_window.total_seconds(),
-                                      in_flight=groups_in_flight) if group_deliveries else None
-        self._routing = RoutingCache(self._ask_routing, self._has_shards)
         self._shards = ShardedCalls(self)  # the client's side of the routing boundary (core.routing)
+        self._groups = DeliveryGroups(self._shards.send_grouped, self._shards.send_alone, window=group_window.total_seconds(),
+                                      in_flight=groups_in_flight) if group_deliveries else None
+        self._routing = RoutingCache(self._shards.ask_routing, self._shards.has_shards)
         # An update only admitted when the server restarted is lost: the caller must time out and
         # retry with the same update id.
         self.update_timeout = update_timeout
@@ -216,20 +209,6 @@ class WfiClient:
             raise ActivationNotFound(f"workflow {workflow!r} has no activation", workflow=workflow)
         return latest.status.name.lower() if latest.status is not None else "unknown"
 
-    async def _has_shards(self, workflow: str) -> bool:
-        """Whether the activation spans more than one workflow: shard 1 exists (the server answers
-        alone; no worker, no query task)."""
-        try:
-            await self._retry(self._handle(workflow, 1).describe, workflow=workflow, attempts=ROUTING_ATTEMPTS)
-        except ActivationNotFound:
-            return False
-        return True
-
-    async def _ask_routing(self, workflow: str) -> dict[str, Any]:
-        # A few attempts only: when shard 0 cannot answer now, the delivery goes to shard 0, which
-        # takes it or passes it on (wf_initiation/_shards.py), rather than waiting for the answer.
-        return await self._query(workflow, ROUTING_QUERY, attempts=ROUTING_ATTEMPTS)
-
     async def shards(self, workflow: str) -> int:
         """How many activation workflows an activation spans (its deployment's ``scale.shards``).
 
@@ -247,7 +226,8 @@ class WfiClient:
         A deactivated (or cancelled: it settles as a deactivation) activation is started again from
         its final state; one that was terminated, failed or timed out from its complete state,
         replayed from its history here (wf_initiation/_recovery.py), the result's ``note`` saying
-        what holds (docs/lifecycle.md).
+        what holds (docs/lifecycle.md). One that grew by itself (``scale.grow_at``) past
+        ``scale.shards`` keeps the shards it grew to (docs/deployment.md).
 
         Args:
             spec: The activation spec of one Workfile under one deployment (:func:`activation_spec`).
@@ -264,6 +244,7 @@ class WfiClient:
         if latest is not None:  # running, or ended: started again on the shards it had, then split
             self._routing.forget(spec.workflow)
             current = (await self._routing.get(spec.workflow)).shards
+            spec = spec.for_running(current)  # one that grew by itself (scale.grow_at) keeps its shards
             if current != spec.shards:
                 return await self._shards.split(spec, current)
         elif (problem := await first_activation_problem(self.client, self.task_queue)) is not None:
@@ -288,7 +269,7 @@ class WfiClient:
         spec = spec.as_shard(shard)
         before = await self._latest(spec.workflow, shard)
         start_args: list[Any] = [spec, None]
-        update_id, note = f"activate-{spec.activation_id}" + (f"-{shard}" if shard else ""), None
+        update_id, note = activate_update_id(spec, shard), None
         recovery: Recovery | None = None
         if before is not None and before.status == WorkflowExecutionStatus.COMPLETED:
             carried = await self._final_state(spec.workflow, before.run_id, shard)
@@ -301,18 +282,9 @@ class WfiClient:
             start_args, note = recovery.args, recovery.note
             update_id += f"-after-{before.run_id}"
 
-        def start() -> WithStartWorkflowOperation:  # an operation object is single-use: one per attempt
-            return WithStartWorkflowOperation(
-                ACTIVATION_WORKFLOW, args=start_args, id=wid, task_queue=self.task_queue,
-                result_type=DeactivatedResult,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                static_summary=f"wf-initiation activation of {spec.workflow}", static_details=note,
-            )
-
-        answer = await self._retry(lambda: self.client.execute_update_with_start_workflow(
-            ACTIVATE_UPDATE, spec, start_workflow_operation=start(), id=update_id, result_type=ActivateAnswer,
-            rpc_timeout=self.update_timeout,
-        ), workflow=spec.workflow)
+        answer = await self._retry(lambda: activate_shard(
+            self.client, spec, task_queue=self.task_queue, args=start_args, update=update_id, note=note,
+            rpc_timeout=self.update_timeout), workflow=spec.workflow)
         for request in recovery.resend if recovery is not None else []:  # told durable, never taken: again
             await self._retry(functools.partial(self.client.get_workflow_handle(wid).signal, DELIVER_SIGNAL, request),
                               workflow=spec.workflow)
@@ -388,15 +360,6 @@ class WfiClient:
         """
         bulk_chunks(deliveries)  # every payload checked before the first update is sent
         return await self._shards.deliver_many(workflow, deliveries, misrouted=0)
-
-    async def _send_grouped(self, key: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
-        """A group of separate callers' deliveries: an update id of its own (its retries reuse it), so a
-        delivery sent again later is judged again (``duplicate``), as sent alone by a new caller would be."""
-        return await self._shards.send_group(key, chunk, uid=f"group-{uuid.uuid4().hex}")
-
-    async def _send_alone(self, key: str, request: DeliveryRequest) -> DeliveryResult:
-        return await self._shards.send_alone(key, request)
-
 
     async def signal_delivery(self, workflow: str, payload: Any, *, entry: str | None = None) -> None:
         """Deliver one event by signal: in the activation's history when this returns, with no
@@ -514,15 +477,7 @@ class WfiClient:
         """
         request = request.model_copy(update={"action_id": request.action_id or f"cli-{uuid.uuid4().hex}"})
         await self._check_codec(workflow)
-        shards = (await self._routing.get(workflow)).shards
-
-        def one(shard: int) -> Awaitable[DeactivateResult]:
-            return self._retry(lambda: self._handle(workflow, shard).execute_update(
-                DEACTIVATE_UPDATE, request, id=f"deactivate-{request.action_id}", result_type=DeactivateResult,
-                rpc_timeout=self.update_timeout), workflow=workflow)
-
-        results = await asyncio.gather(*(one(k) for k in range(shards)))  # every shard, with the same action id
-        return results[0] if shards == 1 else combined_deactivation(results)
+        return await self._shards.deactivate(workflow, request)
 
     async def deactivated(self, workflow: str) -> DeactivatedResult:
         """Wait until the activation (every shard of it) completed its deactivation; shard 0's result.
@@ -533,9 +488,7 @@ class WfiClient:
         Returns:
             The final record, summary and state of the activation's shard 0.
         """
-        shards = (await self._routing.get(workflow)).shards
-        results = await asyncio.gather(*(self._handle(workflow, k).result() for k in range(shards)))
-        return results[0]
+        return await self._shards.deactivated(workflow)
 
     async def deactivated_state(self, workflow: str) -> bytes | None:
         """The final state of a deactivated activation, which :meth:`activate` resumes from.
@@ -586,10 +539,8 @@ class WfiClient:
                     break
                 state, events = after, {e["key"]: e async for e in self.events(workflow)}
             state["events"] = events
-        shards = (await self._routing.get(workflow)).shards
-        if shards > 1:  # the whole activation: every shard's errors, runs and counters, and its summary
-            others = await asyncio.gather(*(self._query(workflow, STATE_QUERY, shard=k) for k in range(1, shards)))
-            state = {**combined_state([state, *others]), **({"events": state["events"]} if include_events else {})}
+        if (await self._routing.get(workflow)).shards > 1:
+            state = await self._shards.whole_state(workflow, state)
             state["summary"] = await self.summary(workflow)
         await self._real_status(workflow, state.get("summary"))
         return state
@@ -605,15 +556,8 @@ class WfiClient:
             One entry each: key, entry, delivery id, disposition, run key, sequence number, times.
         """
         await self._check_codec(workflow)
-        for shard in range((await self._routing.get(workflow)).shards):  # each shard's in its order
-            after = 0
-            while True:
-                chunk = await self._query(workflow, EVENTS_QUERY, after, page, shard=shard)
-                for event in chunk:
-                    yield event
-                if len(chunk) < page:
-                    break
-                after = chunk[-1]["seq"]
+        async for event in self._shards.events(workflow, page):
+            yield event
 
     async def summary(self, workflow: str) -> dict[str, Any]:
         """The activation's short summary, as ``wfi state --summary`` prints it.
@@ -631,10 +575,9 @@ class WfiClient:
             ActivationNotFound: no activation of ``workflow`` exists.
         """
         await self._check_codec(workflow)
-        shards = (await self._routing.get(workflow)).shards
-        parts = await asyncio.gather(*(self._query(workflow, SUMMARY_QUERY, shard=k) for k in range(shards)))
-        summary = parts[0] if shards == 1 else combined_summary(parts)
+        summary = await self._shards.summary(workflow)
         await self._real_status(workflow, summary)
+        shards = (await self._routing.get(workflow)).shards
         stopped = await shards_not_running(lambda k: self._latest(workflow, k), shards)
         if stopped:  # their ids are answered 503 until `wfi activate` starts them again (wf_initiation/_recovery.py)
             summary["shards_not_running"] = stopped

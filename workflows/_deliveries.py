@@ -8,6 +8,7 @@ its validator, before anything is recorded; a signal recorded as refused, not ta
 the deployment's ``temporal.unencoded`` says (the engine decides, ``core.unencoded``). Deliveries share the workflow task's budget through the inbox (``_inbox``; the tickets of
 ``_admission`` for runs begun before it) and are taken in arrival order. With the budgets
 (``Compat.bounded``) a failure the input caused fails only its update, or is recorded for a signal.
+What the router says of a delivery this shard does not take is acted on in ``_verdicts``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation._trace_context import current_carrier
@@ -28,17 +29,13 @@ with workflow.unsafe.imports_passed_through():
         DeliveryResult,
         Disposition,
         Engine,
-        EventRecord,
         LifecycleEvent,
         SubscribeRequest,
         UnsubscribeRequest,
-        event_key,
     )
     from wf_initiation.core.limits import KIB, MAX_BULK_BYTES, MAX_DELIVERY_BYTES, MIB
-    from wf_initiation.core.routing import Route, Verdict, delivery_key, external_paths, route
-    from wf_initiation.core.sharding import is_child, parent_of
+    from wf_initiation.core.routing import Verdict, lane_route
     from wf_initiation.wire import (
-        CONSULT_PARENT,
         DELIVER_MANY_UPDATE,
         DELIVER_SIGNAL,
         DELIVER_UPDATE,
@@ -46,24 +43,21 @@ with workflow.unsafe.imports_passed_through():
         INVALID_ARGUMENT,
         LIFECYCLE_SIGNAL,
         MAX_BULK,
-        MISROUTED,
         REBINDING,
         SUBSCRIBE_SIGNAL,
         UNENCODED,
         UNSUBSCRIBE_SIGNAL,
         DeliveryRequest,
         LaneClaim,
-        PriorEntry,
-        shard_workflow_id,
     )
 
     from ._admission import TicketAdmission
     from ._compat import RunCompat
     from ._decode import Undecodable, decode, unencoded
     from ._inbox import Inbox, Turn
-    from ._splits import SplitHandlers
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
+    from ._verdicts import VerdictHandlers
 
 R = TypeVar("R")
 NO_PRESSURE = Turn(signals_waiting=False, may_wait=False)  # runs begun before the inbox
@@ -78,7 +72,7 @@ WHAT = {DELIVER_UPDATE: f"a {DELIVER_UPDATE} update", DELIVER_MANY_UPDATE: f"a {
 SIGNAL_ERRORS = (ValueError, TypeError, KeyError, IndexError, ArithmeticError, RecursionError, UnicodeError)
 
 
-class DeliveryHandlers(SplitHandlers):
+class DeliveryHandlers(VerdictHandlers):
     """Handlers of ``ActivationWorkflow``; the state they use is the workflow's."""
 
     _engine: Engine
@@ -272,127 +266,6 @@ class DeliveryHandlers(SplitHandlers):
                 take(NO_PRESSURE)
         self._poke()
 
-    # ------------------------------------------------------------------ shards (core.sharding)
-    def _routing_spec(self) -> ActivationSpec:
-        """The spec deliveries are routed by: a re-activation's from the moment it is accepted (a split's
-        parent takes no id that moved from then on)."""
-        return self._pending_spec or self._spec
-
-    def _route(self, request: DeliveryRequest) -> Route:
-        """The router's verdict for ``request`` sent to this shard (core.routing); the shell acts on it."""
-        key = self._event_key(request)
-        claim = (request.lane.shards, request.lane.shard) if request.lane is not None else None
-        return route(self._routing_spec(), self._shard, request.entry, request.payload, claim=claim,
-                     key_lane=lambda: self._engine.key_lane(request.entry, request.payload).value,
-                     answered=lambda: key is None or self._engine.lookup(event_key(*key)) is not None,
-                     prior_shards=request.prior.shards if request.prior is not None else None, split=self._spec.split)
-
-    def _act_on(self, verdict: Route, request: DeliveryRequest) -> None:
-        """A signalled delivery this shard does not take: passed on to the shard the verdict names, or
-        refused and recorded (a claim no shard of the activation makes)."""
-        if verdict.verdict is Verdict.FORGED:
-            self._refuse_forged(verdict)
-        elif verdict.verdict is Verdict.ASK_PARENT:  # a split's parent may hold the id: it answers, then passes it back
-            self._pass_on(verdict.shard, request, "ask the split's parent")
-        else:  # a sender with a stale routing: its shard takes it (a signal is kept)
-            self._pass_on(verdict.shard, request, "forward a misrouted delivery")
-
-    async def _parent_answered(self, requests: list[DeliveryRequest]) -> list[DeliveryRequest]:
-        """An update's deliveries; on a split's child, those of ids it does not hold with the parent's
-        own answer (workflows/_splits.py), or refused to be sent again when the parent cannot answer."""
-        if self._spec.shards <= 1 or not self._asks_parent(requests):
-            return requests
-        answered = await self._with_parent_answers(requests)
-        if isinstance(answered, str):
-            raise ApplicationError(f"shard {self._shard} of {self._spec.workflow!r} asks its split's parent about ids it "
-                                   f"does not hold, and cannot now ({answered}): nothing was recorded; retry", type=REBINDING)
-        return answered
-
-    def _defer_unanswered(self, request: DeliveryRequest, why: str) -> None:
-        """A signalled delivery of an id the split's parent could not be asked about: recorded as deferred
-        (the operator sees it; deliver it again), never taken as new."""
-        self._signal_safely(DELIVER_SIGNAL, lambda: self._absorb(self._engine.deliver(
-            request.entry, request.payload, self._now(),
-            defer_new=f"the split's parent could not be asked whether it holds this id ({why}); deliver it again")))
-
-    def _refuse_forged(self, verdict: Route) -> None:
-        self._absorb(self._engine.record_error(self._now(), "forged_routing", f"shard {self._shard} refused {verdict.reason}"))
-
-    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
-    def _event_key(self, request: DeliveryRequest) -> tuple[str, str] | None:
-        """(entry, delivery id) of an external delivery, or None when it has none (it is invalid)."""
-        return delivery_key(external_paths(self._spec), request.entry, request.payload)
-
-    def _refuse_misrouted(self, requests: list[DeliveryRequest]) -> None:
-        """An update's deliveries this shard does not take are refused before anything is recorded:
-        its sender routes them again (``Misrouted``) or asks the split's parent (``ConsultParent``)."""
-        verdicts = [self._route(r) for r in requests]
-        wrong = next((v.shard for v in verdicts if v.verdict is Verdict.ELSEWHERE), None)
-        if wrong is not None:
-            raise ApplicationError(
-                f"shard {self._shard} of {self._spec.workflow!r} does not take this delivery: shard {wrong} does "
-                "(ask shard 0's routing query again and send it there; nothing was recorded)", type=MISROUTED)
-        if any(v.verdict is Verdict.ASK_PARENT for v in verdicts):
-            parent = parent_of(self._shard, self._spec.split)  # type: ignore[arg-type]
-            raise ApplicationError(
-                f"shard {self._shard} of {self._spec.workflow!r} was split from shard {parent}, which may hold this "
-                f"delivery id: send it again with shard {parent}'s split_lookup answer as `prior` (WfiClient does); "
-                "nothing was recorded", type=CONSULT_PARENT)
-        for r in requests:
-            if r.prior is not None and r.prior.record is not None:
-                self._record_of(r.prior.record)  # raises on a malformed entry
-
-    @staticmethod
-    def _record_of(record: dict[str, Any]) -> EventRecord:
-        try:
-            return EventRecord.model_validate({k: v for k, v in record.items() if k in EventRecord.model_fields})
-        except ValueError as exc:
-            raise ValueError(f"the delivery's `prior` is not a dedup entry: {' '.join(str(exc).split())[:300]}") from None
-
-    def _prior_record(self, request: DeliveryRequest) -> EventRecord | None:
-        """The parent's dedup entry a child judges an unknown id by (None: the parent had none)."""
-        prior = request.prior
-        if prior is None or prior.record is None or not is_child(self._shard, self._spec.split) \
-                or prior.shards != self._spec.shards:
-            return None
-        try:
-            return self._record_of(prior.record)
-        except ValueError:
-            return None  # refused by the validator; a signal's is judged without it
-
-    def _prior_for(self, owner: int, request: DeliveryRequest) -> DeliveryRequest:
-        """A delivery this shard passes to ``owner``, with this shard's answer when it is ``owner``'s parent."""
-        split = self._routing_spec().split
-        if split is None or not is_child(owner, split) or parent_of(owner, split) != self._shard:
-            return request
-        key = self._event_key(request)
-        record = self._engine.delivery(*key) if key is not None else None
-        return request.model_copy(update={"prior": PriorEntry(shards=self._routing_spec().shards, record=record)})
-
-    def split_answer(self, keys: list[list[str]]) -> dict[str, Any]:
-        """What this shard holds of these (entry, delivery id) pairs, and the count it routes by."""
-        return {"shards": self._routing_spec().shards,
-                "records": [self._engine.delivery(str(k[0]), str(k[1])) if len(k) == 2 else None for k in keys[:MAX_BULK]]}
-
-    def _pass_on(self, owner: int, request: DeliveryRequest, why: str) -> None:
-        """Signal ``request`` to shard ``owner`` (counted from now: continue-as-new waits for it,
-        ``ActivationWorkflow._settle_deliveries``)."""
-        self._forwarding += 1
-        self._tasks.spawn(self._forward(owner, request), why)
-
-    async def _forward(self, owner: int, request: DeliveryRequest) -> None:
-        request = self._prior_for(owner, request)
-        target = workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, owner))
-        try:
-            await target.signal(DELIVER_SIGNAL, request)
-        except FailureError as exc:
-            self._absorb(self._engine.record_error(self._now(), "signal_failed", f"a delivery signalled to shard "
-                                                   f"{self._shard} could not be passed to shard {owner}: {exc}"))
-        else:
-            self._absorb(self._engine.note_forwarded())
-        finally:
-            self._forwarding -= 1
-
     # ------------------------------------------------------------------ helpers
     def _deliver_one(self, request: DeliveryRequest, now: datetime | None = None, *,
                      defer_new: str | None = None) -> DeliveryResult:
@@ -435,9 +308,11 @@ class DeliveryHandlers(SplitHandlers):
         if isinstance(outcome, DeliveryResult):
             self._telemetry.delivered(self._engine, [outcome], carrier)
             if outcome.disposition is Disposition.ROUTED and outcome.shard is not None:  # its key's shard takes it
-                routed = decoded.model_copy(update={"lane": LaneClaim(shards=self._spec.shards, shard=outcome.shard)})
-                if outcome.shard != self._shard:
-                    self._pass_on(outcome.shard, routed, "pass on to its queue key's shard")
+                verdict = lane_route(self._shard, outcome.shard, self._spec.shards)
+                assert verdict.claim is not None
+                routed = decoded.model_copy(update={"lane": LaneClaim(shards=verdict.claim[0], shard=verdict.claim[1])})
+                if verdict.verdict is not Verdict.TAKE:
+                    self._act_on(verdict, routed)
                 elif not self._laned(decoded):  # its key's queue is this shard's: taken now, with the routing
                     return self._take_signalled(routed, carrier, turn, origin)
         return TAKEN

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     # Poll connectors stay by name (third-party ones are registered by manifest name at run time).
     from wf_initiation.activities.lifecycle import LifecycleActivities
     from wf_initiation.activities.runs import RunActivities
+    from wf_initiation.activities.shards import ShardActivities
     from wf_initiation.core.connections import redact
     from wf_initiation.core.engine import (
         Call,
@@ -33,11 +34,14 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         Dispatcher,
         Engine,
+        GrowCall,
         LifecycleEvent,
+        MeasureCall,
         PollCall,
         PollItemIn,
         PollResultIn,
         PublishCall,
+        ShardFill,
         SignalCall,
         StartCall,
         WatchCall,
@@ -46,6 +50,9 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.wire import (
         ControlRequest,
         ControlRunsRequest,
+        GrowRequest,
+        GrowResult,
+        MeasureShardsRequest,
         PollRequest,
         PollResponse,
         PublishRequest,
@@ -98,6 +105,10 @@ class Executor:
                 self._spawn(self._watch(call), "watch runs")
             elif type(call) is PollCall:
                 self._spawn(self._poll(call), f"poll {call.command.entry}")
+            elif type(call) is MeasureCall:
+                self._spawn(self._measure(call), "growth: how full is each shard")
+            elif type(call) is GrowCall:
+                self._spawn(self._grow(call), f"growth: split into {call.command.to} shards")
 
     # ------------------------------------------------------------------ runs
     async def _start(self, call: StartCall, hold: timedelta | None) -> None:
@@ -230,6 +241,38 @@ class Executor:
             self._dispatcher.publish_ended(call)
         for c in call.events:
             self._absorb(self._engine.command_done(c.key, None, self._now()))
+        self._poke()
+
+    # ------------------------------------------------------------------ growth (scale.grow_at)
+    async def _measure(self, call: MeasureCall) -> None:
+        request = MeasureShardsRequest(workflow=self._engine.spec.workflow, shards=call.command.shards)
+        try:
+            fills: list[ShardFill] = await workflow.execute_activity_method(
+                ShardActivities.measure_shards, request, start_to_close_timeout=timedelta(minutes=1),
+                retry_policy=RetryPolicy(maximum_attempts=3), summary=f"growth: how full is each of {request.shards} shards",
+            )
+        except ActivityError as exc:
+            self._absorb(self._engine.measure_failed(str(exc.cause or exc), self._now()))
+        else:
+            self._absorb(self._engine.shards_measured(fills, self._now()))
+        self._poke()
+
+    async def _grow(self, call: GrowCall) -> None:
+        """The split of a growth: its last step rebinds this shard, which ends the growth in the engine
+        (and continues as new: this call's answer then lands nowhere, which is as well)."""
+        c = call.command
+        request = GrowRequest(spec=self._engine.spec, to=c.to, task_queue=workflow.info().task_queue, reason=c.reason)
+        try:
+            result: GrowResult = await workflow.execute_activity_method(
+                ShardActivities.grow, request, start_to_close_timeout=timedelta(minutes=30),
+                heartbeat_timeout=timedelta(seconds=30), retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"growth: split into {c.to} shards ({c.reason})",
+            )
+        except ActivityError as exc:
+            self._absorb(self._engine.growth_refused(c.to, str(exc.cause or exc), self._now()))
+        else:
+            if not result.ok:
+                self._absorb(self._engine.growth_refused(c.to, result.message, self._now()))
         self._poke()
 
     # ------------------------------------------------------------------ polls

@@ -21,11 +21,11 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.core.activation import ActivationSpec, Split
+    from wf_initiation.core.activation import ActivationSpec
     from wf_initiation.core.engine import LANES_SIGNAL, Decision, Engine, LaneNotice, event_key
     from wf_initiation.core.limits import MAX_BULK, fit_to_bytes
     from wf_initiation.core.routing import copy_problem, drained_problem, notice_problem, split_refusal
-    from wf_initiation.core.sharding import children_of, drain_step, is_child, parent_of
+    from wf_initiation.core.sharding import is_child, parent_of
     from wf_initiation.wire import (
         ASK_SHARD_ACTIVITY,
         PARENT_DRAINED_SIGNAL,
@@ -41,10 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from ._compat import RunCompat
     from ._tasks import Tasks
 
-# How often a split's parent checks whether the ids it held at the split have expired (a quarter of
-# dedup_retention, within these bounds).
-SPLIT_CHECK_MIN = timedelta(seconds=2)
-SPLIT_CHECK_MAX = timedelta(minutes=10)
 ASK_TIMEOUT = timedelta(minutes=5)  # a parent that cannot answer that long: the notice is recorded as unverified
 NOTICE_KEYS_PER_ASK = 4096
 LOOKUP_TRIES = 120  # a parent asked about a new id that has not switched to the split's count yet: once a second
@@ -80,29 +76,25 @@ class SplitHandlers:
 
     # ------------------------------------------------------------------ parent
     async def _drain_split(self) -> None:
-        """A split's parent: once every id it held at the split has expired, tell its children (they
-        ask it, and then judge new ids alone)."""
-        retention = self._engine.spec.policies.dedup_retention
-        interval = min(max(retention / 4, SPLIT_CHECK_MIN), SPLIT_CHECK_MAX)
-        while True:
-            split = self._spec.split
-            if split is None or split.drained:
-                return
-            await workflow.sleep(interval, summary="split: has every id held at the split expired?")
-            split = self._spec.split
-            if split is None or split.seq is None:
-                return
-            step = drain_step(split, self._engine.unreleased_through(split.seq), self._now(), retention)
-            verified = step.drained and self._compat.verified_splits()
+        """A split's parent: wait between the engine's drain checks (core/engine/_split.py) and tell
+        the children it names once it has drained (they ask it, and then judge new ids alone)."""
+        check = self._engine.drain_check()  # kept for this run's checks
+        while check is not None:
+            await workflow.sleep(check.every, summary="split: has every id held at the split expired?")
+            children = self._absorb(self._engine.drain(check, self._now()))
+            # The main loop is woken where a run of an earlier build woke it (its recorded history replays):
+            # before the children are told once the check is verified (workflows/_compat.py), else after.
+            verified = bool(children) and self._compat.verified_splits()
             if verified:
-                self._set_split(step)  # before the children are told: they ask this shard's routing query
-            if step.drained:
-                await self._tell_drained(split)
+                self._poke()
+            await self._tell_drained(children)
             if not verified:
-                self._set_split(step)
+                self._poke()
+            if self._engine.drain_check() is None:
+                return
 
-    async def _tell_drained(self, split: Split) -> None:
-        for child in children_of(self._shard, split, self._spec.shards):
+    async def _tell_drained(self, children: list[int]) -> None:
+        for child in children:
             try:
                 await workflow.get_external_workflow_handle(shard_workflow_id(self._spec.workflow, child)).signal(
                     PARENT_DRAINED_SIGNAL, self._shard)
@@ -110,18 +102,11 @@ class SplitHandlers:
                 self._absorb(self._engine.record_error(self._now(), "signal_failed", f"shard {child} could not be "
                                                        f"told that its split's parent drained: {exc}"))
 
-    def _set_split(self, split: Split | None) -> None:
-        """This shard's part in a split, changed mid-run (carried by continue-as-new with the spec)."""
-        self._spec = self._spec.model_copy(update={"split": split})
-        if self._pending_spec is not None:
-            self._pending_spec = self._pending_spec.model_copy(update={"split": split})
-        self._poke()
-
     def _split_refusal(self, spec: ActivationSpec) -> str | None:
         """Why this shard cannot take ``spec`` (a split) now; None when it can (core.routing)."""
-        current = self._spec
-        busy = [self._shard] if current.split is not None and not current.split.drained else []
-        return split_refusal(current.shards, spec.shards, busy=busy,
+        split = self._engine.split
+        busy = [self._shard] if split is not None and not split.drained else []
+        return split_refusal(self._spec.shards, spec.shards, busy=busy,
                              from_shards=spec.split.from_shards if spec.split is not None else -1)
 
     @workflow.query(name=SPLIT_LOOKUP_QUERY)
@@ -144,26 +129,30 @@ class SplitHandlers:
         """The split's parent says it holds no id of the split any more: asked of the parent itself,
         this child then judges new ids alone."""
         self._signals += 1
-        if not is_child(self._shard, self._spec.split):
+        split = self._engine.split
+        if not is_child(self._shard, split):
             return
+        assert split is not None
         if not self._compat.verified_splits():  # a run begun before the check: as it did then
-            self._set_split(None)
+            self._parent_drained()
             return
         if self._checking_drained:
             return  # the check in flight asks the parent now; the parent says the same to this signal
         self._checking_drained = True
         try:
-            split = self._spec.split
-            assert split is not None
             answer = await self._ask(parent_of(self._shard, split), ROUTING_QUERY, [])
             problem = answer if isinstance(answer, str) else drained_problem(answer, split)
-            if problem is None and self._spec.split == split:
-                self._set_split(None)
+            if problem is None and self._engine.split == split:
+                self._parent_drained()
             elif problem is not None:
                 self._refuse(f"a {PARENT_DRAINED_SIGNAL} signal: {problem}; this shard still asks its parent about ids "
                              "it does not hold")
         finally:
             self._checking_drained = False
+
+    def _parent_drained(self) -> None:
+        self._absorb(self._engine.split_parent_drained())
+        self._poke()
 
     @workflow.signal(name=LANES_SIGNAL)
     async def lanes_noticed(self, notice: RawValue) -> None:
@@ -195,8 +184,8 @@ class SplitHandlers:
         while self._notices and (not batch or len(keys) + len(self._notices[0].keys) <= NOTICE_KEYS_PER_ASK):
             batch.append(self._notices.pop(0))
             keys += batch[-1].keys
-        split = self._spec.split
-        parent = parent_of(self._shard, split) if is_child(self._shard, split) else None  # type: ignore[arg-type]
+        split = self._engine.split
+        parent = parent_of(self._shard, split) if split is not None and is_child(self._shard, split) else None
         stray = [n for n in batch if parent is None or n.parent != parent]
         for n in stray:
             self._refuse(f"a {LANES_SIGNAL} {n.kind} naming shard {n.parent} as this shard's split parent, which it is not")
@@ -243,7 +232,7 @@ class SplitHandlers:
     def _asks_parent(self, requests: list[DeliveryRequest]) -> bool:
         """Whether this shard is a split's child with ids here it does not hold: their parent's own
         answer is asked (a sender's ``prior`` is never taken on its word)."""
-        if not is_child(self._shard, self._spec.split):
+        if not is_child(self._shard, self._engine.split):
             return False
         keys = [self._event_key(r) for r in requests]
         return any(k is not None and self._engine.lookup(event_key(*k)) is None for k in keys) \
@@ -282,7 +271,7 @@ class SplitHandlers:
     async def _parent_lookup(self, batch: list[tuple[str, str]]) -> list[Any] | str:
         """The parent's dedup entries of ``batch`` (None each it holds nothing of), once it routes by
         this shard's count (a parent not switched yet may still take a moved id), or why not."""
-        split = self._spec.split
+        split = self._engine.split
         if split is None:
             return [None] * len(batch)  # drained meanwhile: this shard judges alone
         for _ in range(LOOKUP_TRIES):

@@ -10,9 +10,12 @@ are not lost (Temporal runs handlers before ``@workflow.run``).
 
 The shell decides nothing: the engine decides (``core.engine.Engine``), the dispatcher plans the
 calls its commands need (``core.engine.Dispatcher``), and this module feeds them events and time.
-Its parts: the delivery handlers (``_deliveries``), the executor of planned calls
-(``_executor``), what an older run keeps (``_compat``), how deliveries share a task
-(``_inbox``, ``_admission``), and the guard against stale activations (``_fresh``).
+This module holds the loop, deactivation, activation and operator actions. Its parts: the delivery
+handlers (``_deliveries``; acting on the router's verdicts, ``_verdicts``; a split's part,
+``_splits``), the queries and what the UI sees (``_queries``), continue-as-new (``_continue``), time
+and anticipated occurrences (``_time``), the executor of planned calls (``_executor``), what an older
+run keeps (``_compat``), how deliveries share a task (``_inbox``, ``_admission``), and the guard
+against stale activations (``_fresh``).
 """
 
 from __future__ import annotations
@@ -23,27 +26,16 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
 
 with workflow.unsafe.imports_passed_through():
-    from wf_initiation.activities.clock import wait_for_instant
-    from wf_initiation.activities.signals import DEFERRED_SIGNALS_QUERY
-    from wf_initiation.core import limits  # the carry limits are read at each carry (tests lower them)
     from wf_initiation.core.activation import ActivationSpec, spec_problems
     from wf_initiation.core.engine import Command, Decision, Dispatcher, Engine, decode_state, initial_state
-    from wf_initiation.core.limits import DELIVERIES_PER_TASK, MAX_SIGNALS_PER_RUN, fit_to_bytes
-    from wf_initiation.core.sharding import is_child
+    from wf_initiation.core.limits import DELIVERIES_PER_TASK
     from wf_initiation.wire import (
         ACTIVATE_UPDATE,
         ACTIVATION_WORKFLOW,
         DEACTIVATE_UPDATE,
-        DELIVERY_QUERY,
-        EVENTS_QUERY,
         OPERATE_UPDATE,
-        REDRIVABLE_QUERY,
-        ROUTING_QUERY,
-        STATE_QUERY,
-        SUMMARY_QUERY,
         ActivateResult,
         DeactivatedResult,
         DeactivateRequest,
@@ -51,17 +43,19 @@ with workflow.unsafe.imports_passed_through():
         OperatorRequest,
         OperatorResult,
     )
-    from wf_initiation.wire import search_attributes as sa
 
     from ._admission import TicketAdmission
-    from ._carried import CarriedSignals, carried
+    from ._carried import CarriedSignals
     from ._compat import RunCompat
+    from ._continue import ContinueAsNew, encode_state
     from ._deliveries import DeliveryHandlers
     from ._executor import Executor
     from ._fresh import FreshTimeGuard
     from ._inbox import Inbox
+    from ._queries import Queries
     from ._tasks import Tasks
     from ._telemetry import ActivationTelemetry
+    from ._time import Timekeeping
 
 R = TypeVar("R")
 # A cancellation request settles as a deactivation (ActivationWorkflow._settle_on_cancel); histories
@@ -71,15 +65,10 @@ CANCEL_NOTE = ("cancellation requested (Temporal UI or `temporal workflow cancel
                "`wfi activate` activates it again with everything it accepted")
 
 
-def encode_state(engine: Engine) -> bytes:
-    """State for continue-as-new (the engine's carried form; :func:`decode_state` reads it back)."""
-    return engine.encode_state()
-
-
 # Outside the SDK's sandbox: it cost about a quarter of the worker's CPU per delivery and guarded only
 # this shell (the engine was passed through already); docs/architecture.md says how determinism is kept.
 @workflow.defn(name=ACTIVATION_WORKFLOW, sandboxed=False)
-class ActivationWorkflow(DeliveryHandlers):
+class ActivationWorkflow(DeliveryHandlers, Queries, ContinueAsNew, Timekeeping):
     @workflow.init
     def __init__(self, spec: ActivationSpec, state: bytes | None = None) -> None:
         now = workflow.now()
@@ -88,11 +77,7 @@ class ActivationWorkflow(DeliveryHandlers):
         self._spec, self._shard = spec, spec.shard  # the whole binding; this shard's part goes to the engine
         part = spec.shard_part()
         restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
-        self._engine = Engine(part, restored, compat=self._compat.engine)
-        if spec.split is not None and spec.split.seq is None and not is_child(spec.shard, spec.split):
-            # A parent started again from the state it ended in, split on the way (wf_initiation/client.py
-            # _split): the ids it holds now are those its children ask about.
-            self._spec = spec.model_copy(update={"split": spec.split.model_copy(update={"seq": self._engine.last_seq})})
+        self._engine = Engine(part, restored, compat=self._compat.engine)  # it keeps this shard's part in a split
         self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
@@ -126,8 +111,7 @@ class ActivationWorkflow(DeliveryHandlers):
     async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
         """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
-        split = self._spec.split
-        if split is not None and not split.drained and not is_child(self._shard, split):
+        if self._engine.drain_check() is not None:
             self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
         if self._carried is not None and self._inbox is not None and self._inbox.held:
             self._tasks.spawn(self._carried.recover(), "take the signals the previous run left waiting")
@@ -211,127 +195,6 @@ class ActivationWorkflow(DeliveryHandlers):
         self._executor.run(plan.calls, hold)
         return plan.held
 
-    # ------------------------------------------------------------------ time
-    def _anticipate(self, now: datetime) -> timedelta | None:
-        """Woken ``schedule_wake_ahead`` before an occurrence: admit it at its instant now, and return
-        how long this task must hold before anything it decided takes effect.
-
-        Deciding ahead changes nothing the decision depends on: this task is held until the instant
-        (by the start, which sleeps first, or by a wait), so no delivery, outcome or operator action
-        can reach the activation in between. Held from the task's start, which the server stamped,
-        on the worker's monotonic clock: the run cannot begin before its instant whatever the
-        worker's wall clock says (SCHED-6; activities.clock)."""
-        ahead = self._wake_ahead()
-        instant = self._engine.next_occurrence()
-        if instant is None or not now < instant <= now + ahead:
-            return None
-        self._absorb(self._engine.tick_schedules(instant))
-        self._admitted_until = instant
-        return instant - now
-
-    async def _wait(self, hold: timedelta) -> None:
-        await workflow.execute_local_activity(
-            wait_for_instant, hold.total_seconds(),
-            start_to_close_timeout=hold + timedelta(seconds=10),
-            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50)),
-            summary=f"hold until {self._admitted_until.isoformat()}",
-        )
-
-    def _wake_ahead(self) -> timedelta:
-        """``schedule_wake_ahead`` for a schedule activation; zero in a run begun by a build without it."""
-        ahead = self._engine.spec.policies.schedule_wake_ahead
-        if not ahead or self._engine.next_occurrence() is None or not self._compat.wake_ahead():
-            return timedelta(0)
-        return ahead
-
-    def _arm_timer(self, now: datetime) -> None:
-        """One timer per earlier deadline, never cancelled: a cancelled timer costs a history event
-        on every wake-up (and trips the time-skipping test server); a stale one just wakes us once."""
-        wake = self._engine.next_wakeup(self._wake_ahead())
-        if wake is None or (self._timers and min(self._timers) <= wake):
-            return
-        self._timers.add(wake)
-        asyncio.create_task(self._timer(wake, max(wake - now, timedelta(milliseconds=1))), name="deadline")
-
-    async def _timer(self, deadline: datetime, delay: timedelta) -> None:
-        try:
-            await workflow.sleep(delay, summary=f"next deadline {deadline.isoformat()}")
-        finally:
-            self._timers.discard(deadline)
-            self._poke()
-
-    async def _next_task_for_inbox(self, queued: int) -> None:
-        """End this workflow task so the next takes more of the inbox (workflows/_inbox.py: why an activity)."""
-        await workflow.execute_activity(
-            wait_for_instant, 0.0, start_to_close_timeout=timedelta(seconds=10),
-            summary=f"next workflow task for {queued} queued deliveries",
-        )
-
-    # ------------------------------------------------------------------ continue-as-new
-    def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        if self._engine.carry_blocked is not None and info.get_current_history_length() < self._carry_retry_at:
-            return False
-        budget = self._engine.spec.policies.max_history_events
-        signals = self._compat.engine.capacity and self._signals >= MAX_SIGNALS_PER_RUN  # the server's cap is 10,000
-        return (self._pending_spec is not None or info.is_continue_as_new_suggested()
-                or info.get_current_history_length() > budget or signals
-                or (self._engine.retire_due() and self._compat.retires_records()))  # the worker's memory per id
-
-    async def _continue_as_new(self) -> None:
-        # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
-        # Starts in the backlog are re-issued by the next run (their runs are `starting` in the state).
-        await self._until(lambda: self._dispatcher.start_calls == 0)
-        if self._engine.deactivation_status() is not None:  # let its controls land (the next run would repeat them)
-            await self._until(lambda: self._dispatcher.controls == 0)  # those waiting for room are issued again
-        # Queued deliveries live in memory only (a replay rebuilds them): take them all first; the
-        # signals still waiting for room are carried by reference.
-        if self._inbox is not None:
-            inbox = self._inbox
-            await self._until(lambda: not inbox.held)  # the previous run's signals are back first
-        self._carrying = True  # from here new delivery updates are refused (retried): the inbox drains
-        if self._inbox is not None:
-            self._inbox.flush()
-        await self._settle_deliveries()
-        if self._inbox is not None:  # signals still waiting are carried by reference (workflows/_carried.py)
-            self._absorb(self._engine.carry_waiting(carried(self._inbox), self._now()))
-        spec = self._pending_spec or self._spec
-        state = encode_state(self._engine)
-        size = len(state) + len(spec.model_dump_json())
-        if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
-            # Capacity keeps the state within what fits; should the estimate fall short, the oldest
-            # released ids go rather than the activation growing one history until the server stops it.
-            while size > limits.MAX_CARRIED_STATE_BYTES and self._absorb(self._engine.shed_to_carry(size - limits.MAX_CARRIED_STATE_BYTES, self._now())):
-                state = encode_state(self._engine)
-                size = len(state) + len(spec.model_dump_json())
-        if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES:
-            self._carrying = False
-            self._carry_over_limit(size)
-            return
-        workflow.continue_as_new(args=[spec.as_shard(self._shard), state])
-
-    def _carry_over_limit(self, size: int) -> None:
-        """The state does not fit the continue-as-new payload: keep running on this history (it has
-        room: the server's hard limit is 51,200 events) with new deliveries deferred, so runs start,
-        queues drain and the state shrinks; try again every limits.CARRY_RETRY_EVENTS events."""
-        self._carry_retry_at = workflow.info().get_current_history_length() + limits.CARRY_RETRY_EVENTS
-        self._absorb(self._engine.block_deliveries(
-            f"the activation's state is {size} bytes, over the {limits.MAX_CARRIED_STATE_BYTES} it can carry across "
-            "continue-as-new: deliveries are deferred until its queued runs start; deliver again later", self._now()))
-
-    async def _settle_deliveries(self) -> None:
-        """Wait until every handler finished, the inbox is empty and every delivery passed on to another
-        shard has landed there: the server drops a signal whose sender closed (continue-as-new) before
-        the signal was sent."""
-        while True:
-            await self._until(lambda: workflow.all_handlers_finished() and self._inbox_empty())
-            if not self._forwarding or not self._compat.forwards_land():
-                return
-            await self._until(lambda: self._forwarding == 0)
-
-    def _inbox_empty(self) -> bool:
-        return self._inbox is None or self._inbox.empty
-
     # ------------------------------------------------------------------ deactivation (docs/lifecycle.md)
     @workflow.update(name=DEACTIVATE_UPDATE)
     def deactivate(self, request: DeactivateRequest) -> DeactivateResult:
@@ -365,13 +228,7 @@ class ActivationWorkflow(DeliveryHandlers):
         if spec.activation_id == current.activation_id:
             return ActivateResult(activation_id=current.activation_id, outcome="current",
                                   previous=self._engine.previous_activations)
-        pending = spec.as_shard(self._shard)
-        if spec.shards != self._spec.shards and pending.split is not None and not is_child(self._shard, pending.split):
-            # A parent: the ids it holds now are those a child asks about (core.sharding, "splitting").
-            pending = pending.model_copy(update={"split": pending.split.model_copy(update={"seq": self._engine.last_seq})})
-        elif spec.shards == self._spec.shards:
-            pending = pending.model_copy(update={"split": self._spec.split})  # a rebind keeps a split going on
-        self._pending_spec = pending
+        self._pending_spec = spec.as_shard(self._shard)  # a split it names begins in the engine (a rebind keeps one going)
         self._absorb(self._engine.rebind(self._pending_spec.shard_part(), self._now()))
         self._poke()
         return ActivateResult(activation_id=spec.activation_id, outcome="rebound",
@@ -400,68 +257,3 @@ class ActivationWorkflow(DeliveryHandlers):
         self._poke()
         return OperatorResult(ok=outcome.ok, message=outcome.message, action_id=request.action_id,
                               redriven=list(outcome.events) or None)
-
-    # ------------------------------------------------------------------ queries and visibility
-    # Query results stay under the gRPC message limit whatever the state holds (core.limits.fit_to_bytes).
-    @workflow.query(name=STATE_QUERY)
-    def state(self) -> dict[str, Any]:
-        return fit_to_bytes(self._engine.full_state())
-
-    @workflow.query(name=ROUTING_QUERY)
-    def routing(self) -> dict[str, Any]:
-        """How this activation's deliveries are spread over its shards (core.sharding; wf_initiation/_shards.py)."""
-        spec = self._routing_spec()
-        return {"shards": spec.shards,
-                "entries": {e.name: e.delivery_id_path for e in spec.entries if e.kind == "external"},
-                **({"split": spec.split.model_dump(mode="json")} if spec.split is not None else {})}
-
-    @workflow.query(name=SUMMARY_QUERY)
-    def summary_query(self) -> dict[str, Any]:
-        summary = self._engine.summary()
-        if self._spec.shards > 1:
-            summary["shard"], summary["shards"] = self._shard, self._spec.shards
-        if self._spec.split is not None:
-            summary["split"] = self._spec.split.model_dump(mode="json")
-        lanes = self._engine.lanes_summary()
-        if lanes is not None:
-            summary["lanes"] = lanes
-        if self._inbox is not None:  # deliveries the workflow holds in memory, not yet taken
-            summary["inbox"] = {"queued": len(self._inbox), "waiting_signals": self._inbox.waiting_signals}
-        return fit_to_bytes(summary)
-
-    @workflow.query(name=EVENTS_QUERY)
-    def events(self, after_seq: int = 0, limit: int = 500) -> list[dict[str, Any]]:
-        return self._engine.events(after_seq, limit)
-
-    @workflow.query(name=DEFERRED_SIGNALS_QUERY)
-    def deferred_signals(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
-        """The signalled deliveries deferred and listed, a page at a time (workflows/_carried.py)."""
-        return fit_to_bytes(self._engine.deferred_signals(offset, limit))
-
-    @workflow.query(name=REDRIVABLE_QUERY)
-    def redrivable(self, offset: int = 0, limit: int = 500) -> dict[str, Any]:
-        """The events kept for re-drive, a page at a time (core/engine/_kept.py)."""
-        return fit_to_bytes(self._engine.redrivable(offset, limit))
-
-    @workflow.query(name=DELIVERY_QUERY)
-    def delivery(self, entry: str, delivery_id: str) -> dict[str, Any] | None:
-        record = self._engine.delivery(entry, delivery_id)
-        if record is None and self._inbox is not None and self._inbox.waiting_signals:  # still waiting in memory?
-            return self._engine.waiting_record(entry, delivery_id, self._inbox.kept())
-        return record
-
-    def _publish(self, initial: bool = False) -> None:
-        workflow.set_current_details(self._engine.markdown())
-        self._telemetry.observe(self._engine)
-        status = self._engine.status()
-        if initial or status != getattr(self, "_published_status", None):
-            self._published_status = status
-            spec = self._engine.spec
-            # TypedSearchAttributes is a collection of (key, value) pairs the SDK takes as updates at run
-            # time; its annotation names only mappings and SearchAttributeUpdate sequences.
-            workflow.upsert_search_attributes(TypedSearchAttributes([  # type: ignore[arg-type]
-                SearchAttributePair(sa.WFI_WORKFLOW, spec.workflow),
-                SearchAttributePair(sa.WFI_ACTIVATION, spec.activation_id),
-                SearchAttributePair(sa.WFI_STATE, status),
-                SearchAttributePair(sa.WFI_TRIGGERS, [e.connector for e in spec.entries]),
-            ]))

@@ -28,13 +28,14 @@ from wf_initiation.wire import OperatorRequest
 from wf_initiation.workflows.activation import encode_state
 
 SHELL = [ROOT / "workflows" / name for name in ("activation.py", "_deliveries.py", "_executor.py", "_inbox.py",
-                                                "_admission.py", "_compat.py", "_telemetry.py")]
+                                                "_admission.py", "_compat.py", "_telemetry.py", "_continue.py",
+                                                "_queries.py", "_time.py", "_verdicts.py", "_splits.py")]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 READS = {"spec", "state", "bounded", "carry_blocked", "previous_activations", "acceptance_seq", "in_flight", "lookup",
          "next_wakeup", "next_occurrence", "deactivation_status", "deactivation_settled", "status", "summary",
          "full_state", "events", "delivery", "markdown", "error_counts", "dispositions_since", "gauges", "encode_state",
          "capacity", "last_seq", "unreleased_through", "lanes_summary", "causation", "waiting_signals", "waiting_record",
-         "deferred_signals", "unencoded_refusal", "redrivable", "retire_due"}
+         "deferred_signals", "unencoded_refusal", "redrivable", "retire_due", "split", "drain_check", "growth"}
 SOURCES = """
 name: mixed
 on:

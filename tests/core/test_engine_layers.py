@@ -19,13 +19,14 @@ LAYERS: list[set[str]] = [
     {"_keys", "_overlap", "_throttle", "_codec", "_inputs", "_dispatch", "_kept"},  # pure functions of data; the calls commands become; events kept for re-drive
     {"_ledger"},                                  # dedup entries, retention, counts, errors
     {"_lifecycle"},                               # kept commands, lifecycle events
+    {"_split"},                                   # a shard's part in a split: a parent's drain, a child's end
     {"_lanes"},                                   # queue keys across a split: holds, handovers (kept signals)
     {"_runs"},                                    # admission, overlap, queues, concurrency
     {"_batch", "_offer", "_intake"},              # steps of the pipeline
     {"_pipeline"},                                # validate -> dedup -> subscriptions -> guard -> keys -> into -> batch/admit
     {"_schedule", "_poll", "_subscriptions", "_redrive"},  # sources on top of the pipeline; re-drive of kept events
     {"_jobs", "operator"},                        # schedule jobs; operator actions
-    {"_deactivate"},                              # deactivation and re-activation
+    {"_deactivate", "_growth"},                   # deactivation and re-activation; an activation growing itself
     {"_machine"},                                 # the machine: every source's time-driven work
     {"_view"},                                    # the operator's page
     {"summary"},                                  # operator views

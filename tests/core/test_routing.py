@@ -13,10 +13,12 @@ from wf_initiation.core.activation import ActivationSpec, Split
 from wf_initiation.core.routing import (
     Route,
     Verdict,
+    busy_in_split,
     copy_problem,
     drained_problem,
     handover_digest,
     home_of,
+    lane_route,
     notice_problem,
     route,
     split_refusal,
@@ -101,3 +103,18 @@ def test_a_subscription_copy_holds_only_while_shard_zero_holds_the_original() ->
     assert copy_problem("unsubscribe", "s-1", {"held": []}) is None
     assert "still holds" in (copy_problem("unsubscribe", "s-1", {"held": ["s-1"]}) or "")
     assert copy_problem("subscribe", "s-1", "shard 0 could not be asked") == "shard 0 could not be asked"
+
+
+def test_a_routed_event_goes_on_to_its_lane_with_the_claim_the_lane_checks(spec: ActivationSpec) -> None:
+    assert lane_route(1, 3, SHARDS) == Route(Verdict.ELSEWHERE, 3, claim=(SHARDS, 3), reason="pass on to its queue key's shard")
+    assert lane_route(3, 3, SHARDS) == Route(Verdict.TAKE, 3, laned=True, claim=(SHARDS, 3))
+    ident = ident_on(1)
+    claimed = lane_route(1, 3, SHARDS).claim
+    assert verdict(spec, 3, ident, claim=claimed, key_lane=3).verdict is Verdict.TAKE, "the lane takes what it was routed"
+
+
+def test_only_the_shards_still_in_a_split_of_the_current_count_are_busy() -> None:
+    answers = [{"shards": 2, "split": {"from_shards": 1, "drained": False}},
+               {"shards": 4, "split": {"from_shards": 2, "drained": False}},  # switched already: the split being made
+               {"shards": 2, "split": {"from_shards": 1, "drained": True}}, None, {"shards": 2}]
+    assert busy_in_split(answers, 2) == [0]

@@ -63,3 +63,16 @@ def test_the_summary_shows_the_throttle_what_waits_and_when_the_next_may_start()
     idle = {"runs": 2, "per": "1h", "key": None, "waiting": 0, "keys_waiting": 0, "next_start_at": None}
     assert "  throttle: at most 2 run(s) per 1h: 0 waiting, a run may start now" in render_state({**base, "throttle": idle}, None)
     assert "throttle" not in render_state({**base, "throttle": None}, None)
+
+
+def test_the_summary_shows_each_shard_s_fill_and_the_next_automatic_growth() -> None:
+    summary = {
+        "workflow": "hooks", "activation_id": "hooks@1", "status": "active", "counters": {},
+        "shards": [{"shard": 0, "capacity": 0.12}, {"shard": 1, "capacity": 0.41}],
+        "growth": {"grow_at": 0.8, "max_shards": 8, "grown": 1, "fills": {"0": 0.12, "1": 0.41},
+                   "next": "grows to 4 shards when the fullest shard passes 80% of its capacity (now 41% on shard 1)"},
+    }
+    text = render_state(summary, None)
+    assert "  shards: 2 · fill per shard: 0 12% · 1 41%" in text
+    assert ("  grows itself (scale.grow_at 80%, at most 8 shards, grown 1 time(s)): next: grows to 4 shards when the "
+            "fullest shard passes 80% of its capacity (now 41% on shard 1)") in text

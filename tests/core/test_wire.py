@@ -154,14 +154,16 @@ def test_the_activation_calls_its_activities_by_reference_and_their_names_stay()
     from wf_initiation.activities.clock import wait_for_instant
     from wf_initiation.activities.lifecycle import LifecycleActivities
     from wf_initiation.activities.runs import RunActivities
+    from wf_initiation.activities.shards import ShardActivities
 
     names = {fn: activity._Definition.must_from_callable(fn).name for fn in (
         wait_for_instant, RunActivities.start_runs, RunActivities.watch_runs, RunActivities.control_run,
-        RunActivities.control_runs, LifecycleActivities.publish)}
+        RunActivities.control_runs, LifecycleActivities.publish, ShardActivities.measure_shards, ShardActivities.grow)}
     assert list(names.values()) == [wire.WAIT_ACTIVITY, wire.START_RUNS_ACTIVITY, wire.WATCH_RUNS_ACTIVITY,
-                                    wire.CONTROL_RUN_ACTIVITY, wire.CONTROL_RUNS_ACTIVITY, wire.PUBLISH_LIFECYCLE_ACTIVITY]
+                                    wire.CONTROL_RUN_ACTIVITY, wire.CONTROL_RUNS_ACTIVITY, wire.PUBLISH_LIFECYCLE_ACTIVITY,
+                                    wire.MEASURE_SHARDS_ACTIVITY, wire.GROW_ACTIVITY]
     called = []
-    source = "\n".join((ROOT / "workflows" / name).read_text() for name in ("activation.py", "_executor.py"))
+    source = "\n".join((ROOT / "workflows" / name).read_text() for name in ("activation.py", "_time.py", "_executor.py"))
     tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and "activity" in node.func.attr \
@@ -173,5 +175,5 @@ def test_the_activation_calls_its_activities_by_reference_and_their_names_stay()
     assert set(called) == {
         "wait_for_instant", "workflow.execute_local_activity_method", "workflow.execute_activity_method",
         "RunActivities.watch_runs", "RunActivities.control_run", "RunActivities.control_runs", "LifecycleActivities.publish",
-        "activity_name_for(c.connector)"}, called
+        "ShardActivities.measure_shards", "ShardActivities.grow", "activity_name_for(c.connector)"}, called
     assert "RunActivities.start_runs" in ast.unparse(tree), "the start activity by reference, local or regular"

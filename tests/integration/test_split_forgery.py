@@ -60,10 +60,18 @@ async def runs_of(client: Client, name: str) -> dict[str, list]:
 
 
 async def every_shard_serves(wfi: WfiClient, client: Client, name: str, shards: int, **extra: object) -> None:
-    """A normal delivery whose id is judged by each shard in turn is accepted and its run starts."""
+    """A normal delivery whose id is judged by each shard in turn is accepted and its run starts. With one
+    queue key for all (``k``), each waits until the activation has seen the previous run end (until
+    then the next one is queued behind it, which is right but not what this checks)."""
     for shard in range(shards):
         ident = next(i for i in (f"normal-{shard}-{n}" for n in range(1000)) if shard_of("hook", i, shards) == shard)
         await still_serves(wfi, client, name, ident, **extra)
+        if "k" in extra:
+            async def ended(ident: str = ident) -> None:
+                record = await wfi.delivery(name, "hook", ident)
+                assert record is not None and record["released_at"] is not None, record
+
+            await assert_eventually(ended, timeout=60)
 
 
 async def test_a_forged_drained_signal_is_refused_and_the_children_still_ask_their_parents(

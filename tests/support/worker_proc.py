@@ -21,7 +21,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from wf_initiation.plugin import WfiPlugin
 
+def knobs():
+    # Limits a test lowers in the worker (as tests in this process monkeypatch them): see WorkerProcess.
+    from datetime import timedelta
+    from wf_initiation.core.engine import _growth, _intake
+    if os.environ.get("WFI_TEST_CAPACITY_BYTES"):
+        _intake.CAPACITY_BYTES = int(os.environ["WFI_TEST_CAPACITY_BYTES"])
+    if os.environ.get("WFI_TEST_GROW_CHECK_SECONDS"):
+        _growth.GROW_CHECK_EVERY = timedelta(seconds=float(os.environ["WFI_TEST_GROW_CHECK_SECONDS"]))
+
 async def main():
+    knobs()
     client = await Client.connect(sys.argv[1], data_converter=pydantic_data_converter)
     extra = int(os.environ.get("WFI_TEST_MAX_CACHED", "-1"))
     kwargs = {"max_cached_workflows": extra} if extra >= 0 else {}
@@ -35,7 +45,10 @@ asyncio.run(main())
 
 class WorkerProcess:
     def __init__(self, address: str, task_queue: str, *, max_cached_workflows: int | None = None,
-                 log_path: str | None = None):
+                 log_path: str | None = None, capacity_bytes: int | None = None,
+                 grow_check_seconds: float | None = None):
+        """``capacity_bytes``, ``grow_check_seconds``: a shard's capacity and the growth check's interval
+        in the worker (core/engine/_intake.py, _growth.py), lowered so a test fills a shard in seconds."""
         self.address = address
         self.log_path = log_path  # the workers' stderr (SDK warnings), appended across restarts
         self.task_queue = task_queue
@@ -43,6 +56,10 @@ class WorkerProcess:
         self.env = dict(os.environ, PYTHONTZPATH="")
         if max_cached_workflows is not None:
             self.env["WFI_TEST_MAX_CACHED"] = str(max_cached_workflows)
+        if capacity_bytes is not None:
+            self.env["WFI_TEST_CAPACITY_BYTES"] = str(capacity_bytes)
+        if grow_check_seconds is not None:
+            self.env["WFI_TEST_GROW_CHECK_SECONDS"] = str(grow_check_seconds)
         self.starts = 0
 
     def start(self, timeout: float = 30.0) -> None:

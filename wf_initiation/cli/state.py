@@ -119,6 +119,7 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
     if summary.get("previous_activations"):
         lines.append(f"  previous activations: {', '.join(summary['previous_activations'])}")
     lines += _shard_lines(summary.get("shards"))
+    lines += _growth_lines(summary.get("growth"))
     lines += _stopped_lines(summary.get("shards_not_running"))
     for name, s in summary.get("schedules", {}).items():
         when = f"next {s['next']}" if s.get("next") else "no next occurrence"
@@ -167,7 +168,8 @@ def _shard_lines(shards: Any) -> list[str]:
     """A sharded activation: its shard count, and each shard's part in a split going on."""
     if not isinstance(shards, list):
         return []
-    lines = [f"  shards: {len(shards)}"]
+    fills = [(p.get("shard"), p["capacity"]) for p in shards if isinstance(p.get("capacity"), int | float)]
+    lines = [f"  shards: {len(shards)}" + (" · fill per shard: " + " · ".join(f"{k} {f:.0%}" for k, f in fills) if fills else "")]
     for part in shards:
         lines += _lane_lines(part)
         split = part.get("split")
@@ -183,6 +185,14 @@ def _shard_lines(shards: Any) -> list[str]:
         else:
             lines.append(f"  shard {k}: split from {n} shards; runs of ids it held then are still going")
     return lines
+
+
+def _growth_lines(growth: Any) -> list[str]:
+    """An activation that grows itself (scale.grow_at): its bounds and its next automatic step."""
+    if not isinstance(growth, dict):
+        return []
+    return [f"  grows itself (scale.grow_at {growth.get('grow_at', 0):.0%}, at most {growth.get('max_shards')} shards, "
+            f"grown {growth.get('grown', 0)} time(s)): next: {growth.get('next')}"]
 
 
 def _stopped_lines(stopped: Any) -> list[str]:

@@ -61,13 +61,17 @@ Vixie cron days, the bounds of docs/limits.md. A spec recorded before (no ``eval
 
 
 class Split(BaseModel):
-    """A live split of an activation from ``from_shards`` to more shards (core.sharding, "Splitting").
+    """A split of an activation from ``from_shards`` to more shards (core.sharding, "Splitting").
 
     A shard numbered ``from_shards`` or more (a child) takes ids that its parent (``shard %
     from_shards``) took before the split: until the parent has drained, a child judges a new id only
     with the parent's answer for it. A parent records ``seq`` (the last acceptance before the split);
     ``drain_after`` is when every id it held at the split has expired (set once none of them has a
     run still going); ``drained`` ends its part.
+
+    A spec names the split its activation begins (``from_shards`` alone, as the client sets it); the
+    engine keeps each shard's progress in its own state (``core/engine/_split.py``). A spec carried by
+    a run of an earlier build holds that progress too, which the engine takes from it once.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -76,6 +80,16 @@ class Split(BaseModel):
     seq: int | None = None
     drain_after: datetime | None = None
     drained: bool = False
+
+
+class Growth(BaseModel):
+    """An activation that grows itself (the deployment's ``scale.grow_at`` and ``scale.max_shards``;
+    core/engine/_growth.py): part of the binding."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    grow_at: float = Field(gt=0, lt=1, description="Fill of the fullest shard past which the shards are doubled.")
+    max_shards: int = Field(ge=1, description="The most shards it grows to.")
 
 
 class ActivationSpec(BaseModel):
@@ -98,8 +112,11 @@ class ActivationSpec(BaseModel):
     evaluation: int = Field(default=1, description="Evaluation rules (EVALUATION_VERSION); 1 for specs recorded before it.")
     shards: int = Field(default=1, ge=1, description="Activation workflows this one spans (the deployment's scale.shards).")
     shard: int = Field(default=0, ge=0, description="Which of them this workflow is (core.sharding); not part of the binding.")
-    split: Split | None = Field(default=None, description="A split of the activation into more shards that this "
-                                "shard still takes part in (core.sharding.Split); not part of the binding.")
+    split: Split | None = Field(default=None, description="The split of the activation into more shards this "
+                                "activation begins (core.sharding.Split; its progress is the engine's); not part "
+                                "of the binding.")
+    grow: Growth | None = Field(default=None, description="Growing by itself (scale.grow_at): shard 0 doubles the "
+                                "shards when the fullest passes grow_at, up to max_shards.")
     unencoded: Unencoded = Field(default="accept", description="What a delivery that arrives without the team's "
                                  "payload codec meets (the deployment's temporal.unencoded, core.unencoded); "
                                  "'accept' for specs recorded before it.")
@@ -111,6 +128,21 @@ class ActivationSpec(BaseModel):
     def as_shard(self, shard: int) -> ActivationSpec:
         """The spec shard ``shard`` of the activation is started with (the same binding)."""
         return self if shard == self.shard else self.model_copy(update={"shard": shard})
+
+    def grown(self, shards: int) -> ActivationSpec:
+        """The same binding on ``shards`` shards, with the activation id a deployment saying
+        ``scale.shards: <shards>`` gives it (what an activation that grows itself activates)."""
+        spec = self.model_copy(update={"shards": shards, "split": None})
+        return spec.model_copy(update={"activation_id": f"{self.workflow}@{binding_digest(spec)}"})
+
+    def for_running(self, current: int) -> ActivationSpec:
+        """The spec to activate on an activation running on ``current`` shards: one that grew by itself
+        (``scale.grow_at``) past this spec's ``shards``, within its ``max_shards``, keeps its count
+        (``scale.shards`` is the count it starts with); any other is activated as it is."""
+        grow = self.grow
+        if grow is None or not self.shards < current <= grow.max_shards:
+            return self
+        return self.grown(current)
 
     def shard_part(self) -> ActivationSpec:
         """What this shard runs: shard 0 everything, the others only the external entries (each takes
@@ -178,25 +210,37 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
     if problems:
         raise DiagnosticError(problems)
     policies = Policies.model_validate({k: getattr(settings, k) for k in Policies.model_fields})
+    scale = settings.scale
+    grow = Growth(grow_at=scale.grow_at, max_shards=scale.max_shards) \
+        if scale.grow_at is not None and scale.max_shards is not None else None
     unencoded = deployment.temporal.unencoded_policy()
-    body = {
-        "workflow": workfile.name, "entries": [e.model_dump(mode="json") for e in entries], "inputs": inputs,
-        "policies": _hashed_policies(policies), "run": settings.run.model_dump(mode="json"),
-        "tzdata": tzdata.IANA_VERSION,
-        **({"shards": settings.scale.shards} if settings.scale.shards > 1 else {}),  # an unsharded id stays as it was
-        **({"unencoded": unencoded} if unencoded != "accept" else {}),  # likewise a deployment without a codec's
-    }
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
     spec = ActivationSpec(
-        workflow=workfile.name, activation_id=f"{workfile.name}@{digest}", entries=entries, inputs=inputs,
+        workflow=workfile.name, activation_id="", entries=entries, inputs=inputs,
         policies=policies, run=settings.run, capabilities=list(deployment.capabilities),
-        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION, shards=settings.scale.shards,
+        tzdata_version=tzdata.IANA_VERSION, evaluation=EVALUATION_VERSION, shards=scale.shards, grow=grow,
         unencoded=unencoded,
     )
+    spec = spec.model_copy(update={"activation_id": f"{workfile.name}@{binding_digest(spec)}"})
     sharding = sharding_problems(spec)
     if sharding:
         raise DiagnosticError([Diagnostic(code="DEPLOY-SCALE", message=m) for m in sharding])
     return spec
+
+
+def binding_digest(spec: ActivationSpec) -> str:
+    """The hash of a binding (its activation id after the ``@``): every member of every binding, the
+    policies, the run target, the tzdata version, the scale and what an unencoded delivery meets. An
+    unsharded id stays as it was before sharding, a sharded one without growth as it was before growth,
+    and one that accepts unencoded deliveries as it was before that setting."""
+    body = {
+        "workflow": spec.workflow, "entries": [e.model_dump(mode="json") for e in spec.entries], "inputs": spec.inputs,
+        "policies": _hashed_policies(spec.policies), "run": spec.run.model_dump(mode="json"),
+        "tzdata": spec.tzdata_version,
+        **({"shards": spec.shards} if spec.shards > 1 else {}),
+        **({"grow": spec.grow.model_dump(mode="json")} if spec.grow is not None else {}),
+        **({"unencoded": spec.unencoded} if spec.unencoded != "accept" else {}),  # likewise a deployment without a codec's
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _hashed_policies(policies: Policies) -> dict[str, Any]:

@@ -341,12 +341,36 @@ class Scale(_Strict):
         "Schedules, polls and lifecycle entries stay on the first.",
     )
 
-    @field_validator("shards")
+    grow_at: float | None = Field(
+        default=None, gt=0, lt=1,
+        description="Grow automatically: when the fullest shard's carried state passes this fraction of its "
+        "capacity (0.8: 80%), the activation doubles its shards by the same split `wfi activate` makes, up to "
+        "max_shards (docs/deployment.md, \"An activation that grows itself\").",
+    )
+    max_shards: int | None = Field(
+        default=None, ge=1, le=MAX_SHARDS,
+        description="With grow_at: the most shards the activation grows to (a power of two, at least shards).",
+    )
+
+    @field_validator("shards", "max_shards")
     @classmethod
-    def _power_of_two(cls, n: int) -> int:
-        if n & (n - 1):
-            raise ValueError(f"shards must be a power of two (1, 2, 4, ... {MAX_SHARDS}), not {n}")
+    def _power_of_two(cls, n: int | None) -> int | None:
+        if n is not None and n & (n - 1):
+            raise ValueError(f"must be a power of two (1, 2, 4, ... {MAX_SHARDS}), not {n}")
         return n
+
+    @model_validator(mode="after")
+    def _growth(self) -> Scale:
+        if self.grow_at is not None and self.max_shards is None:
+            raise ValueError("scale.grow_at needs scale.max_shards: the most shards the activation may grow to "
+                             f"(a power of two from {max(self.shards * 2, 2)} to {MAX_SHARDS})")
+        if self.max_shards is not None and self.grow_at is None:
+            raise ValueError("scale.max_shards bounds automatic growth, which scale.grow_at turns on: set grow_at "
+                             "(e.g. 0.8) or remove max_shards")
+        if self.max_shards is not None and self.max_shards < self.shards:
+            raise ValueError(f"scale.max_shards ({self.max_shards}) is below scale.shards ({self.shards}): an "
+                             "activation is never merged into fewer shards; raise max_shards")
+        return self
 
 
 class WorkflowDeployment(Policies):

@@ -90,6 +90,9 @@ STATE_BASE_BYTES = 24 * KIB
 CAPACITY_WARNING = 0.8
 """Fill level (estimated state / capacity) past which the activation warns: an error record
 ``capacity_warning``, a line on the operator page, the ``wfi.capacity.fill`` gauge (again after it fell below 0.7)."""
+GROW_CHECK_EVERY = timedelta(minutes=1)
+"""How often shard 0 of an activation that grows itself (``scale.grow_at``) asks every shard how full
+it is (one activity of queries; core/engine/_growth.py)."""
 MAX_SIGNALS_PER_RUN = 9000
 """Signals one activation run takes before it continues as new (Temporal refuses a run's 10,001st
 signal, ``history.maximumSignalsPerExecution``)."""

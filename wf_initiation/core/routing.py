@@ -5,13 +5,21 @@ what a shard does with what it is sent). The client, the ingress, the workflow s
 only act on these verdicts:
 
 - a delivery: :func:`route` (this shard takes it, passes it on or refuses it as misrouted, asks the
-  split's parent first, or refuses a routing claim it cannot verify);
+  split's parent first, or refuses a routing claim it cannot verify), and :func:`lane_route` for an
+  event its id's shard answered ``routed`` to its key's lane;
 - a split: :func:`split_refusal` (whether an activation may be split now, said once for the client
   and the shards);
 - the split protocol's messages between shards (the parent drained, a lane handover or free):
   :func:`drained_problem` and :func:`notice_problem` judge them against what the sender itself
   answers when asked (a query of the sender, never the word of the message alone): a signal anyone
   with a Temporal client can send is only ever a prompt to ask.
+
+Forwarding follows one rule, whatever the verdict: a delivery goes on to the shard a verdict names
+by the one who hears the answer. A signal's sender hears nothing, so the shard passes it on itself
+(``workflows/_deliveries.py``, ``_pass_on``: the one place a shard forwards, counted until it has
+landed); an update's sender hears the answer (``Misrouted``, ``ConsultParent``, ``routed``), so it
+sends the delivery on itself (``wf_initiation/_sharded_client.py``: the one place a client
+forwards). A shard never forwards an update, a client never re-sends a signal.
 
 What travels between shards is hostile input like any other (docs/limits.md): a ``lane`` claim on a
 delivery is honoured only for the shard its key's lane really is (computed here from the payload
@@ -29,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from .sharding import delivery_key, delivery_shard, is_child, parent_of, split_problem
 
-__all__ = ["Route", "Verdict", "delivery_key", "drained_problem", "external_paths", "handover_digest", "home_of",
-           "notice_problem", "copy_problem", "route", "split_refusal"]
+__all__ = ["Route", "Verdict", "busy_in_split", "delivery_key", "drained_problem", "external_paths", "handover_digest", "home_of",
+           "lane_route", "notice_problem", "copy_problem", "route", "split_refusal"]
 
 if TYPE_CHECKING:
     from .activation import ActivationSpec, Split
@@ -64,12 +72,14 @@ class Verdict(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Route:
-    """A verdict and the shard it names; ``laned``: taken here as its key's lane (``Intake.lane``)."""
+    """A verdict and the shard it names; ``laned``: taken here as its key's lane (``Intake.lane``);
+    ``claim``: the lane claim (shard count, lane) the delivery carries on (:func:`lane_route`)."""
 
     verdict: Verdict
     shard: int
     laned: bool = False
     reason: str = ""
+    claim: tuple[int, int] | None = None
 
 
 def route(spec: ActivationSpec, shard: int, entry: str | None, payload: Any, *,
@@ -85,7 +95,7 @@ def route(spec: ActivationSpec, shard: int, entry: str | None, payload: Any, *,
         answered: Whether nothing is left for a split's parent to answer (this shard holds the id's
             dedup entry, or the delivery has no id).
         prior_shards: The shard count of the parent's answer it carries (``DeliveryRequest.prior``).
-        split: This shard's part in a split (the whole binding's, not the pending one).
+        split: This shard's part in a split now (``Engine.split``: None once a child's parent drained).
     """
     if spec.shards <= 1:
         return Route(Verdict.TAKE, 0)
@@ -104,6 +114,16 @@ def route(spec: ActivationSpec, shard: int, entry: str | None, payload: Any, *,
     return Route(Verdict.TAKE, shard, laned=laned)
 
 
+def lane_route(shard: int, lane: int, shards: int) -> Route:
+    """The verdict for an event that ``shard``, its id's home, answered ``routed`` to its key's ``lane``
+    (``DeliveryResult.shard``): taken here as its lane when ``lane`` is this shard, else the lane's;
+    either way it carries the claim ``(shards, lane)``, which the lane checks (:func:`route`)."""
+    claim = (shards, lane)
+    if lane == shard:
+        return Route(Verdict.TAKE, shard, laned=True, claim=claim)
+    return Route(Verdict.ELSEWHERE, lane, claim=claim, reason="pass on to its queue key's shard")
+
+
 # ---------------------------------------------------------------------------- splits
 def split_refusal(current: int, wanted: int, *, from_shards: int | None, busy: Sequence[int]) -> str | None:
     """Why an activation on ``current`` shards cannot be split into ``wanted`` now (None: it can).
@@ -119,6 +139,14 @@ def split_refusal(current: int, wanted: int, *, from_shards: int | None, busy: S
                    "once every id it held then has expired: `wfi state --summary` shows each shard's split); "
                    "split it again after that")
     return problem
+
+
+def busy_in_split(answers: Sequence[Mapping[str, Any] | None], current: int) -> list[int]:
+    """The shards (by their ``routing`` answers, shard k's k-th) that still take part in a split
+    while the activation runs on ``current`` shards: what :func:`split_refusal` calls ``busy``. A shard
+    already switched to another count belongs to the split being made, not to an earlier one."""
+    return [k for k, answer in enumerate(answers) if isinstance(answer, Mapping) and isinstance(answer.get("split"), Mapping)
+            and not answer["split"].get("drained") and answer.get("shards") == current]
 
 
 def drained_problem(answer: Mapping[str, Any] | None, split: Split | None) -> str | None:

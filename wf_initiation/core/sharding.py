@@ -130,9 +130,14 @@ def event_lane(spec: ActivationSpec, entry: EntrySpec, queue_key: str | None, pa
 
 def sharding_problems(spec: ActivationSpec) -> list[str]:
     """Why this activation cannot be spread over ``spec.shards`` workflows (empty when it can)."""
-    if spec.shards <= 1:
-        return []
     problems = []
+    grow = spec.grow
+    if grow is not None and (grow.max_shards > MAX_SHARDS or grow.max_shards & (grow.max_shards - 1)
+                             or grow.max_shards < spec.shards):
+        problems.append(f"scale.max_shards is {grow.max_shards}: it must be a power of two from the shards it runs "
+                        f"on ({spec.shards}) to {MAX_SHARDS}")
+    if spec.shards <= 1 and grow is None:
+        return problems  # an activation that may grow is judged as the sharded one it may become
     if spec.shards > MAX_SHARDS or spec.shards & (spec.shards - 1):
         problems.append(f"scale.shards is {spec.shards}: it must be a power of two up to {MAX_SHARDS}")
     keyed_elsewhere = [e.name for e in spec.entries if e.kind != "external" and e.queue_by]

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import LifecycleEvent
 from wf_initiation.core.runinput import Causation, RunInput
 
@@ -118,6 +119,32 @@ def subscribers_query(connector: str) -> str:
             f"AND {WFI_TRIGGERS.name} = '{connector}'")
 
 
+# --- wfi.measure_shards, wfi.grow (an activation that grows itself, core/engine/_growth.py)
+class MeasureShardsRequest(BaseModel):
+    """The input of ``wfi.measure_shards``: the activation whose shards are asked how full they are; it
+    returns one ``ShardFill`` per shard (core.engine)."""
+
+    workflow: str
+    shards: int = Field(ge=1)
+
+
+class GrowRequest(BaseModel):
+    """The input of ``wfi.grow``: split the activation of ``spec`` (shard 0's whole binding) into ``to``
+    shards, the split ``wfi activate`` makes; new shards start on ``task_queue``."""
+
+    spec: ActivationSpec
+    to: int = Field(ge=2)
+    task_queue: str
+    reason: str = ""
+
+
+class GrowResult(BaseModel):
+    """What ``wfi.grow`` did: split (``ok``), or why the split cannot be made now."""
+
+    ok: bool
+    message: str
+
+
 # --- wfi.poll.<connector>
 class PollRequest(BaseModel):
     """One poll: the binding's configuration, its connection and the cursor to resume from."""
@@ -186,6 +213,6 @@ class WaitRequest(BaseModel):
 
 
 __all__ = [
-    "ControlRequest", "ControlRunsRequest", "PollItem", "PollRequest", "PollResponse", "PublishRequest", "PublishResult", "RunOutcome",
+    "ControlRequest", "ControlRunsRequest", "GrowRequest", "GrowResult", "MeasureShardsRequest", "PollItem", "PollRequest", "PollResponse", "PublishRequest", "PublishResult", "RunOutcome",
     "RunToStart", "StartRunsRequest", "StartedRun", "WaitRequest", "WatchRequest", "WatchedRun", "subscribers_query",
 ]

@@ -92,6 +92,10 @@ PUBLISH_LIFECYCLE_ACTIVITY = "wfi.publish_lifecycle"
 WAIT_ACTIVITY = "wfi.wait_for_instant"
 ASK_SHARD_ACTIVITY = "wfi.ask_shard"
 """A shard asks another shard of its activation a query (the split protocol's checks, core.routing)."""
+MEASURE_SHARDS_ACTIVITY = "wfi.measure_shards"
+"""Shard 0 of an activation that grows itself asks every shard how full it is (core/engine/_growth.py)."""
+GROW_ACTIVITY = "wfi.grow"
+"""Shard 0 of an activation that grows itself splits it into twice its shards (the split of ``wfi activate``)."""
 POLL_ACTIVITY_PREFIX = "wfi.poll."
 """Poll activities are named ``wfi.poll.<connector name>``, e.g. ``wfi.poll.rss.item_published``."""
 
@@ -110,5 +114,5 @@ __all__ = [
     "ECHO_RUN_RECEIVED_QUERY", "ECHO_RUN_RELEASE_SIGNAL", "ECHO_RUN_WORKFLOW", "EVENTS_QUERY", "LIFECYCLE_SIGNAL", "OPERATE_UPDATE", "PARENT_DRAINED_SIGNAL", "POLL_ACTIVITY_PREFIX",
     "PUBLISH_LIFECYCLE_ACTIVITY", "REDRIVABLE_QUERY", "START_RUNS_ACTIVITY", "STATE_QUERY", "SUBSCRIBE_SIGNAL",
     "SUBSCRIPTION_EVENT_SIGNAL", "SUMMARY_QUERY", "UNSUBSCRIBE_SIGNAL", "WAIT_ACTIVITY", "WAIT_FOR_EXAMPLE_WORKFLOW",
-    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SUBSCRIPTIONS_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
+    "ROUTING_QUERY", "SPLIT_LANES_CHECK_QUERY", "SUBSCRIPTIONS_CHECK_QUERY", "SPLIT_LOOKUP_QUERY", "ASK_SHARD_ACTIVITY", "GROW_ACTIVITY", "MEASURE_SHARDS_ACTIVITY", "WATCH_RUNS_ACTIVITY", "poll_activity_name", "shard_workflow_id", "workflow_id_for",
 ]

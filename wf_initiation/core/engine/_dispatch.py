@@ -30,7 +30,18 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..limits import MAX_RUN_INPUT_BYTES, MAX_START_BYTES, MAX_TASK_BYTES, json_size
-from ._types import Command, ControlRun, PublishEvent, RunPoll, SignalRun, StartRun, WatchRuns, WatchTarget
+from ._types import (
+    Command,
+    ControlRun,
+    GrowShards,
+    MeasureShards,
+    PublishEvent,
+    RunPoll,
+    SignalRun,
+    StartRun,
+    WatchRuns,
+    WatchTarget,
+)
 
 START_BATCH = 100
 MAX_START_ACTIVITIES = 4
@@ -85,7 +96,21 @@ class PollCall:
     command: RunPoll
 
 
-Call = StartCall | ControlCall | SignalCall | PublishCall | WatchCall | PollCall
+@dataclass(frozen=True, slots=True, eq=False)
+class MeasureCall:
+    """Ask every shard how full it is (shard 0 of an activation that grows itself)."""
+
+    command: MeasureShards
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GrowCall:
+    """Split the activation into more shards, as ``wfi activate`` would."""
+
+    command: GrowShards
+
+
+Call = StartCall | ControlCall | SignalCall | PublishCall | WatchCall | PollCall | MeasureCall | GrowCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +208,8 @@ class Dispatcher:
         if watch:
             self._watch(watch[-1].runs, plan)
         plan.calls.extend(PollCall(c) for c in commands if type(c) is RunPoll)
+        plan.calls.extend(MeasureCall(c) for c in commands if type(c) is MeasureShards)
+        plan.calls.extend(GrowCall(c) for c in commands if type(c) is GrowShards)
         return plan
 
     def _plan_controls(self, controls: list[ControlRun], plan: Plan) -> None:

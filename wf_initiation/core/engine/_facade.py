@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 from wf_initiation.errors import UnknownEntry
 
 from .._expr import ExpressionFault
-from ..activation import ActivationSpec
+from ..activation import ActivationSpec, Split
 from ..limits import BYTES_PER_RETIRED_ID, CAPACITY_BYTES
 from ..runinput import Causation
-from . import _codec, _deactivate, _intake, _kept, _lanes, _lifecycle, _poll, _subscriptions, _throttle, operator
+from . import _codec, _deactivate, _growth, _intake, _kept, _lanes, _lifecycle, _poll, _split, _subscriptions, _throttle, operator
 from . import summary as _views
 from ._keys import digest_and_size, identity
 from ._lanes import LaneNotice
 from ._machine import Machine
+from ._split import DrainCheck
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
 from ._types import (
     CURRENT,
@@ -38,6 +39,7 @@ from ._types import (
     Intake,
     OperatorOutcome,
     RunRecord,
+    ShardFill,
     SignalRef,
     WatchRuns,
     WatchTarget,
@@ -210,11 +212,13 @@ class Engine:
         (starts, kept signals and publishes, a deactivation's controls). ``value``: whether this run
         activates a deactivated activation again."""
         machine = self._machine
+        _split.adopt(machine)  # a split this run's spec names, or the progress a run of an earlier build carried in it
         _poll.abandon_in_flight(machine.state)  # a poll of the previous run never reports here (POLL-10)
         machine.outbox.extend(machine.pending_starts())
         machine.outbox.extend(_lifecycle.unacked_commands(machine))
         reactivated = machine.reactivate(machine.spec, now)
         _lanes.hand_over(machine)  # a split's parent started again from its state: once per split
+        _growth.resume(machine)  # a growth the previous run left unfinished is issued again
         return self._decide(reactivated)
 
     def begin_task(self) -> Decision[None]:
@@ -389,7 +393,51 @@ class Engine:
 
     def unreleased_through(self, seq: int) -> bool:
         """Whether a dedup entry accepted at or before ``seq`` still waits for its run to end."""
-        return any(r.seq <= seq and r.released_at is None for r in self._machine.state.events.values())
+        return _split.unreleased_through(self._machine, seq)
+
+    # ------------------------------------------------------------------ splits (core.sharding, "splitting")
+    @property
+    def split(self) -> Split | None:
+        """This shard's part in a split now (``_split.current``): None when it takes part in none or is
+        a child whose parent drained; a parent's drained split stays, ``drained``."""
+        return _split.current(self._machine)
+
+    def drain_check(self) -> DrainCheck | None:
+        """How this shard checks its split's drain (the shell waits ``every`` between checks), or None
+        when it is no split's parent still draining."""
+        return _split.drain_check(self._machine)
+
+    def drain(self, check: DrainCheck, now: datetime) -> Decision[list[int]]:
+        """One drain check of a split's parent, its progress kept in the state: ``value``, the children
+        to tell that it has drained (once, when it has; they ask it before they believe it)."""
+        return self._decide(_split.drain(self._machine, check, now))
+
+    # ------------------------------------------------------------------ growth (scale.grow_at, _growth)
+    def growth(self) -> dict[str, Any] | None:
+        """Shard 0 of an activation that grows itself: each shard's fill as last measured and the next
+        automatic step, in words (None: it does not grow by itself, or this is not shard 0)."""
+        return _growth.summary(self._machine)
+
+    def shards_measured(self, fills: list[ShardFill], now: datetime) -> Decision[None]:
+        """Every shard answered how full it is: a growth (``GrowShards``, in the operator log with its
+        reason) when the fullest has passed ``grow_at`` and nothing stands in the way."""
+        _growth.measured(self._machine, fills, now)
+        return self._decide(None)
+
+    def measure_failed(self, error: str, now: datetime) -> Decision[None]:
+        """The shards could not be asked: asked again at the next check."""
+        _growth.measure_failed(self._machine, error, now)
+        return self._decide(None)
+
+    def growth_refused(self, to: int, why: str, now: datetime) -> Decision[None]:
+        """The split of a growth to ``to`` shards could not be made now (recorded; measured again later)."""
+        _growth.refused(self._machine, to, why, now)
+        return self._decide(None)
+
+    def split_parent_drained(self) -> Decision[None]:
+        """A split's child: its parent confirmed (asked, not told) that it has drained."""
+        _split.parent_drained(self._machine)
+        return self._decide(None)
 
     def lanes_summary(self) -> dict[str, int | None] | None:
         """This shard's part in moving queue keys and batch partitions at a split (None: none now)."""

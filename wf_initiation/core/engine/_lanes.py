@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from ..routing import handover_digest
 from ..sharding import activation_wide, batch_lane_text, children_of, is_child, lane_of, parent_of
+from . import _split
 from ._lifecycle import keep
 from ._types import RunRecord, SignalRun
 
@@ -57,9 +58,9 @@ def keyed(spec: ActivationSpec) -> bool:
     return not activation_wide(spec) and any(e.kind == "external" and (e.queue_by or e.batch) for e in spec.entries)
 
 
-def awaited_parent(spec: ActivationSpec) -> int | None:
+def awaited_parent(runs: Ledger) -> int | None:
     """For a new child of a split with queue keys: the parent whose handover it waits for."""
-    split = spec.split
+    spec, split = runs.spec, _split.current(runs)
     if split is None or not is_child(spec.shard, split) or not keyed(spec):
         return None
     return parent_of(spec.shard, split)
@@ -88,7 +89,7 @@ def hand_over(runs: Ledger) -> None:
     """A parent running with its split's count: tell each child which moved keys still have events
     here (once per split)."""
     spec, state = runs.spec, runs.state
-    split = spec.split
+    split = _split.current(runs)
     if split is None or is_child(spec.shard, split) or state.lanes_handed == spec.shards or not keyed(spec):
         return
     state.lanes_handed = spec.shards

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..activation import ActivationSpec
-from . import _batch, _deactivate, _jobs, _lanes, _poll, _schedule, _subscriptions
+from . import _batch, _deactivate, _growth, _jobs, _lanes, _poll, _schedule, _split, _subscriptions
 from ._pipeline import Pipeline
 from ._types import CURRENT, Compat, EngineState, RunPoll
 
@@ -31,6 +31,7 @@ class Machine(Pipeline):
         _schedule.schedule_tick(self, now)
         _jobs.run_jobs(self, now)
         _subscriptions.expire(self, now)
+        _growth.tick(self, now)
 
     def tick_schedules(self, instant: datetime) -> None:
         """Admit the schedule occurrences due at ``instant`` (at most the next one), decided ahead of
@@ -47,7 +48,8 @@ class Machine(Pipeline):
         batch early (BATCH-3), and an expiry or poll early would be early; nor is a throttle's next
         start, which would find its window still full."""
         candidates = [self.next_expiry(), _batch.next_deadline(self), _poll.next_poll_wakeup(self),
-                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self), self.throttle_wakeup()]
+                      _subscriptions.next_expiry(self), _jobs.next_wakeup(self), self.throttle_wakeup(),
+                      _growth.next_wakeup(self)]
         occurrence = self.next_occurrence()
         candidates.append(occurrence - wake_ahead if occurrence is not None else None)
         present = [c for c in candidates if c is not None]
@@ -66,6 +68,8 @@ class Machine(Pipeline):
         self.state.activation_id = spec.activation_id
         _batch.close_orphans(self, {e.name for e in spec.entries}, now)
         self.rebound(spec)
+        _split.adopt(self)  # a split begins with the new binding (a parent records where it stood)
+        _growth.rebound(self)  # a growth ends with the binding on its shard count
         sync_sources(self, now, previous=old)
         if self.state.throttle.lines or self.state.throttle.starts:
             self.release_throttled(now)  # another window (or none): its waiting runs are tried at once
@@ -87,8 +91,10 @@ class Machine(Pipeline):
 
 def initial_state(spec: ActivationSpec, now: datetime, *, compat: Compat = CURRENT) -> EngineState:
     """The state of a new activation: a schedule and a poll state per entry, nothing accepted."""
-    state = EngineState(activation_id=spec.activation_id, lanes_awaited=_lanes.awaited_parent(spec))
+    state = EngineState(activation_id=spec.activation_id)
     engine = Machine(spec, state)
+    _split.adopt(engine)  # a new shard of a split: its part in it
+    state.lanes_awaited = _lanes.awaited_parent(engine)
     if compat.legacy_evaluation:
         engine.use_legacy_evaluation()
     sync_sources(engine, now, previous=None)

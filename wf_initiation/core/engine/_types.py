@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
-from ..activation import ActivationSpec
+from ..activation import ActivationSpec, Split
 from ..runinput import Causation, RunInput
 
 
@@ -350,6 +350,30 @@ class ThrottleState(_M):
     key_chars: int = Field(default=0, description="Characters of the keys of `starts` (kept with it).")
 
 
+class ShardFill(_M):
+    """How full one shard of the activation is, as the shard itself answered (``wfi.measure_shards``)."""
+
+    shard: int = Field(ge=0)
+    running: bool = Field(description="Its workflow runs (a shard not running is started again by `wfi activate`).")
+    fill: float | None = Field(default=None, description="Its carried state against its capacity (core.limits).")
+    splitting: bool = Field(default=False, description="It still takes part in a split (not drained).")
+
+
+class GrowthState(_M):
+    """Shard 0 of an activation that grows itself (``scale.grow_at``; _growth)."""
+
+    next_check: datetime | None = Field(default=None, description="When every shard is next asked how full it is.")
+    measuring: bool = Field(default=False, description="A MeasureShards is out.")
+    fills: list[ShardFill] = Field(default_factory=list, description="Each shard's answer, last measured.")
+    measured_at: datetime | None = None
+    growing: int | None = Field(default=None, description="A growth to this many shards is under way (GrowShards).")
+    since: datetime | None = None
+    reason: str | None = Field(default=None, description="Why the growth under way (or the last one) was decided.")
+    waits: str | None = Field(default=None, description="Why it does not grow although the fullest shard is past "
+                              "grow_at (a split going on, a shard not running, max_shards).")
+    grown: int = Field(default=0, description="Growths completed.")
+
+
 class EngineState(_M):
     """Everything the activation owns; carried whole across continue-as-new."""
 
@@ -381,6 +405,11 @@ class EngineState(_M):
     shed_through: datetime | None = Field(
         default=None, description="Dedup entries released up to this instant were shed early (at_capacity: shed_oldest): "
         "a redelivery of one of them was taken as new.")
+    split: Split | None = Field(default=None, description="This shard's part in a split of the activation "
+                                "(_split): a parent's drain, a child's wait for its parent (kept, ended, once the "
+                                "parent drained); None: it took part in none since it began.")
+    growth: GrowthState | None = Field(default=None, description="Shard 0 of an activation that grows itself "
+                                       "(scale.grow_at): its measures and its growths (_growth).")
     # Queue keys across a split (_lanes): a child's holds, a parent's moved keys still running here.
     lanes_awaited: int | None = Field(default=None, description="A split's child: the parent whose handover of "
                                       "queue keys it waits for; every key is held until then.")
@@ -476,7 +505,24 @@ class WatchRuns(_M):
     runs: list[WatchTarget]
 
 
-Command = StartRun | ControlRun | SignalRun | PublishEvent | RunPoll | WatchRuns
+class MeasureShards(_M):
+    """Ask every shard of the activation how full it is (shard 0 of an activation that grows itself);
+    report the answers with ``Engine.shards_measured`` (``measure_failed`` when they cannot be asked)."""
+
+    kind: Literal["measure_shards"] = "measure_shards"
+    shards: int
+
+
+class GrowShards(_M):
+    """Split the activation into ``to`` shards, the split ``wfi activate`` makes (its last step rebinds
+    shard 0, which ends the growth); a refusal is reported with ``Engine.growth_refused``."""
+
+    kind: Literal["grow_shards"] = "grow_shards"
+    to: int
+    reason: str
+
+
+Command = StartRun | ControlRun | SignalRun | PublishEvent | RunPoll | WatchRuns | MeasureShards | GrowShards
 
 R = TypeVar("R")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
-from . import _batch, _deactivate, _intake, _kept, _throttle, _view
+from . import _batch, _deactivate, _growth, _intake, _kept, _throttle, _view
 from ._keys import event_key
 from ._machine import Machine
 from ._types import Deactivation, SignalRef
@@ -60,6 +60,7 @@ def short(engine: Machine) -> dict[str, Any]:
         "signals": signals(engine),
         "redrive": redrive(engine),
         "throttle": throttle(engine),
+        **({"growth": growth} if (growth := _growth.summary(engine)) is not None else {}),
     }
 
 
@@ -202,6 +203,9 @@ def markdown(engine: Machine) -> str:
         notes.append(f"**shard {engine.spec.shard} of {engine.spec.shards}**: this page shows this shard's deliveries"
                      + (" and the schedules and polls" if engine.spec.shard == 0 else "")
                      + f"; the whole activation: `wfi state --workflow {engine.spec.workflow} --summary`")
+    growth = _growth.summary(engine)
+    if growth is not None:
+        notes.append(_growth_line(growth))
     fill = _intake.capacity_fill(engine)
     if fill >= CAPACITY_WARNING:
         policy = engine.spec.policies.at_capacity
@@ -209,6 +213,15 @@ def markdown(engine: Machine) -> str:
                      f"payloads held) is near its limit; at 100% new ids are "
                      f"{'shed, oldest first' if policy == 'shed_oldest' else 'deferred'} (`wfi help limits`, capacity)")
     return _view.markdown(engine, status(engine), notes=notes)
+
+
+def _growth_line(growth: dict[str, Any]) -> str:
+    """``**grows itself** (scale.grow_at 80%, at most 16 shards) · fill per shard at T: 0 12% · 1 14% · next: ...``."""
+    fills = growth["fills"]
+    measured = (f" · fill per shard at {_view.utc(growth['measured_at'])}: "
+                + " · ".join(f"{k} {'not running' if v is None else f'{v:.0%}'}" for k, v in fills.items())) if fills else ""
+    return (f"**grows itself** (scale.grow_at {growth['grow_at']:.0%}, at most {growth['max_shards']} shards){measured}"
+            f" · next: {_view.clip(growth['next'], limit=400, prose=True)}")
 
 
 def _deactivation_line(d: dict[str, Any], s: dict[str, Any]) -> str:
