@@ -238,9 +238,14 @@ async def test_a_split_moves_queue_keys_only_after_their_earlier_events_ran(
                 sent[key].append(await WfiClient(client, task_queue=task_queue).deliver(
                     name, hook(f"{key}-e{n}", k=key, sleep_seconds=0.2)))
         assert all(r.disposition.value == "queued" for rs in sent.values() for r in rs[3:]), sent
-        parts = (await wfi.summary(name))["shards"]  # what `wfi state --summary` shows of the move
-        assert sum(p.get("lanes", {}).get("handed_over", 0) for p in parts[:2]) == len(moving), parts
-        assert sum(p.get("lanes", {}).get("held", 0) for p in parts[2:]) == len(moving), parts
+
+        async def move_shown() -> None:  # what `wfi state --summary` shows of the move
+            parts = (await wfi.summary(name))["shards"]
+            assert sum(p.get("lanes", {}).get("handed_over", 0) for p in parts[:2]) == len(moving), parts
+            # A parent tells a child of a lane it hands over by signal: the child shows it held once that landed.
+            assert sum(p.get("lanes", {}).get("held", 0) for p in parts[2:]) == len(moving), parts
+
+        await assert_eventually(move_shown, timeout=30)
         for key in keys:
             handle = client.get_workflow_handle(sent[key][0].run_key)
             await assert_eventually(lambda h=handle: h.signal(ECHO_RUN_RELEASE_SIGNAL), timeout=30)

@@ -9,11 +9,12 @@ import itertools
 import json
 import pathlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import urllib.request
 from typing import Any
+
+from tests.support.worker_proc import free_port
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # The page's text with that of its same-origin frames (the Temporal UI renders markdown in an iframe).
@@ -26,12 +27,6 @@ TEXT_JS = """(() => {
 def find_chromium() -> str | None:
     """The Chromium (or Chrome) binary on PATH, if any (Debian: ``apt-get install -y chromium``)."""
     return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Browser:

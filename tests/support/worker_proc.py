@@ -146,8 +146,20 @@ def _sa_type(key) -> str:
 
 
 def free_port() -> int:
+    """A port free now, below the kernel's ephemeral range (32768-60999 on Linux): a port the kernel
+    handed out for "any" is one it may hand to the next outgoing connection too (the suite opens
+    thousands), which then holds it when the server under test binds it ("already in use")."""
+    import random
     import socket
 
-    with socket.socket() as s:
+    for _ in range(200):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # that range is full: let the kernel pick one
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
