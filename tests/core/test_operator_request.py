@@ -34,6 +34,7 @@ from wf_initiation.wire import (
     ReleaseHeld,
     Resume,
     SetCursor,
+    Trigger,
 )
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -49,7 +50,7 @@ on:
 """
 
 EXACT_FIELDS = {
-    Pause: {"entry"}, Resume: {"entry"}, PollNow: {"entry"}, SetCursor: {"entry", "cursor", "note"},
+    Pause: {"entry", "note"}, Resume: {"entry", "note"}, Trigger: {"entry", "note"}, PollNow: {"entry"}, SetCursor: {"entry", "cursor", "note"},
     ReleaseHeld: {"entry", "choice", "note"}, Backfill: {"entry", "start", "end"},
     DecideOverflow: {"range_id", "choice", "count", "note"}, AdmitPending: {"run_key"}, DropPending: {"run_key", "note"},
 }
