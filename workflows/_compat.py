@@ -23,6 +23,12 @@ still run or be replayed, i.e. every such activation has continued as new or clo
 runs are past the namespace's retention (``legacy_evaluation``: once every such activation was
 re-activated, since the spec travels across continue-as-new).
 
+Not behind a patch, because no recorded history can differ: the schedule options of the deployment's
+``schedule:`` (6 Dec 2026: jitter, pause_on_failure, remaining_runs) change nothing while at their
+defaults, which every spec recorded before them decodes to; the ``trigger`` action and the notes of
+``pause``/``resume`` only exist in requests a build before them refused (or, a legacy flat request's
+note, change only the state and the update's message, which a replay does not compare).
+
 The first three are read when the run begins, in this order (the order of their markers is part of
 the history). The last seven are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give

@@ -29,6 +29,7 @@ from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
 TEXT_CHARS = 160
+NOTE_CHARS = 320  # an operator's note, or the run that paused a schedule (pause_on_failure): shown whole
 MAX_ENTRIES = 12
 DETAIL_LEVELS = (5, 3, 1, 0)  # dispositions per entry, tried in turn until the page fits
 MAX_OCCURRENCES = 3  # recent occurrences shown per schedule entry
@@ -209,7 +210,7 @@ class _View:
                 f"  resolve: {operate(wf, 'admit_pending', '--run-key', batch['run_key'])} (or `drop_pending`)")
         paused = {n: s.note for n, s in [*self.state.schedules.items(), *self.state.polls.items()] if s.paused}
         if paused:
-            noted = [f"`{n}`" + (f" ({clip(note, self.secrets, prose=True)})" if note else "") for n, note in paused.items()]
+            noted = [f"`{n}`" + (f" ({clip(note, self.secrets, NOTE_CHARS, prose=True)})" if note else "") for n, note in paused.items()]
             items.append(f"- paused: {', '.join(noted)}  \n  resume: {operate(wf, 'resume')}")
         if not items:
             return []
@@ -250,21 +251,14 @@ class _View:
         policy = s.policy + (f" (bound {s.bound})" if s.bound is not None else "")
         lines = [f"{what or 'schedule'} in **{zone}** · missed: {policy}{self._options(entry.name)}"]
         if s.paused:
-            lines.append(f"**paused** since {utc(s.paused_at)}" + (f": {clip(s.note, self.secrets, prose=True)}" if s.note else ""))
+            lines.append(f"**paused** since {utc(s.paused_at)}" + (f": {clip(s.note, self.secrets, NOTE_CHARS, prose=True)}" if s.note else ""))
         elif not s.active:
             lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets, prose=True)}")
         else:
-            due = due_at(self.engine, entry.name, s.next_instant) if s.next_instant is not None else None
-            jittered = f" (jitter: admitted {utc(due)[11:]})" if due is not None and due != s.next_instant else ""
+            admitted = due_at(self.engine, entry.name, s.next_instant) if s.next_instant is not None else None
+            jittered = f" (jitter: admitted {utc(admitted)[11:]})" if admitted not in (None, s.next_instant) else ""
             lines.append(f"next **{utc(s.next_instant)}**{jittered}")
-        if not s.paused and s.resumed_at is not None and s.note:
-            lines.append(f"resumed {utc(s.resumed_at)}: {clip(s.note, self.secrets, prose=True)}")
-        if s.run_limit is not None:
-            lines.append(f"remaining runs: {max(0, s.run_limit - s.runs_counted)} of {s.run_limit}")
-        if s.triggers:
-            t = s.triggers[-1]
-            run = f" ({self._run_state(t.run_key)})" if t.run_key else ""
-            lines.append(f"triggered {utc(t.at)} → **{t.disposition}**{run}")
+        lines += self._schedule_notes(s)
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
         if counts:
             lines.append(f"occurrences: {counts}")
@@ -275,6 +269,19 @@ class _View:
                 fired = f", fired {at[11:] if at[:10] == due[:10] else at}"
             run = f" ({self._run_state(o.run_key)})" if o.run_key else ""
             lines.append(f"{'last' if i == 0 else 'before'} {utc(o.scheduled_at)} → **{o.disposition}**{fired}{run}")
+        return lines
+
+    def _schedule_notes(self, s: Any) -> list[str]:
+        """A resume's note, the runs remaining (remaining_runs) and the last run triggered."""
+        lines = []
+        if not s.paused and s.resumed_at is not None and s.note:
+            lines.append(f"resumed {utc(s.resumed_at)}: {clip(s.note, self.secrets, NOTE_CHARS, prose=True)}")
+        if s.run_limit is not None:
+            lines.append(f"remaining runs: {max(0, s.run_limit - s.runs_counted)} of {s.run_limit}")
+        if s.triggers:
+            t = s.triggers[-1]
+            run = f" ({self._run_state(t.run_key)})" if t.run_key else ""
+            lines.append(f"triggered {utc(t.at)} → **{t.disposition}**{run}")
         return lines
 
     def _options(self, name: str) -> str:
@@ -289,7 +296,7 @@ class _View:
         cursor = f"`{clip(p.cursor, self.secrets, 60)}`" if p.cursor is not None else "start"
         state = "**paused**" if p.paused else ("held" if p.held else f"next {utc(p.next_poll_at)}")
         if p.note:
-            state += f" ({clip(p.note, self.secrets, prose=True)})"
+            state += f" ({clip(p.note, self.secrets, NOTE_CHARS, prose=True)})"
         lines = [f"cursor {cursor} · last success {utc(p.last_success_at)} · {state} · items {p.items_seen}"]
         if p.failures:
             lines.append(f"**failing** ({p.failures} in a row): `{clip(p.last_error or 'unknown error', self.secrets, prose=True)}`")
