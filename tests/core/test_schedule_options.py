@@ -159,6 +159,20 @@ def test_a_jittered_instant_is_the_same_after_a_restart_and_a_continue_as_new(tm
     admits_its_next_occurrence(again)
 
 
+def test_woken_ahead_the_shell_admits_a_jittered_occurrence_at_its_delay_not_at_its_instant(tmp_path: pathlib.Path) -> None:
+    # proves: SCHED-6, SCHED-12
+    engine = engine_for(spec_for(tmp_path, schedule={"jitter": "10m"}))
+    due = engine.next_occurrence()
+    assert due is not None and due > T0 + H
+    assert engine.next_wakeup(timedelta(milliseconds=200)) == due - timedelta(milliseconds=200), "woken ahead of the delay"
+    engine.tick_schedules(T0 + H)  # the intended instant: not due yet
+    assert starts(engine) == [] and sched(engine).occurrences == []
+    engine.tick_schedules(due)  # what the woken-ahead shell does; it holds the task until then
+    (run,) = starts(engine)
+    assert seq.parse_instant(run.input.payload["fired_at"]) == due
+    admits_its_next_occurrence(engine)
+
+
 def test_lateness_counts_from_the_jittered_instant(tmp_path: pathlib.Path) -> None:
     # proves: SCHED-6, SCHED-8, SCHED-9
     spec = spec_for(tmp_path, schedule={"jitter": "30m"}, late_after="1m")
@@ -430,6 +444,19 @@ def test_trigger_starts_one_run_now_with_its_own_identity_and_moves_no_occurrenc
     assert operate(carried, at + H, action="trigger", action_id="rerun-2")[0]
     assert [r.run_key.rsplit("/", 1)[1] for r in starts(carried)] == ["trigger-rerun-2"]
     admits_its_next_occurrence(carried)
+
+
+def test_a_trigger_whose_action_id_was_forgotten_is_still_answered_by_its_dedup_entry(tmp_path: pathlib.Path) -> None:
+    # proves: SCHED-5
+    engine = engine_for(spec_for(tmp_path))
+    assert operate(engine, T0, action="trigger", action_id="t1")[0]
+    (run,) = starts(engine)
+    del engine.state.seen_action_ids[:]  # past the last 1,000 action ids remembered
+    engine.state.action_digests.clear()
+    ok, message = operate(engine, T0 + H / 2, action="trigger", action_id="t1")
+    assert ok and message == f"already triggered by action 't1': run {run.run_key} (accepted)"
+    assert starts(engine) == [], "its run key is its dedup id: no second run"
+    admits_its_next_occurrence(engine)
 
 
 def test_a_triggered_run_passes_the_overlap_policy_and_starts_while_the_schedule_is_paused(tmp_path: pathlib.Path) -> None:

@@ -481,7 +481,8 @@ def trigger(engine: Pipeline, entry_name: str, action_id: str | None, now: datet
     key = event_key(entry.name, ident)
     seen = engine.lookup(key)
     if seen is not None:
-        return f"already triggered by action {action_id!r}: run {seen.run_key} ({seen.disposition.value})"
+        run = f"run {seen.run_key}" if seen.run_key else "its run"
+        return f"already triggered by action {action_id!r}: {run} ({seen.disposition.value})"
     tz = engine.parsed_schedule(entry.name).timezone
     at = local_iso(engine, now, tz)
     payload = {"scheduled_at": at, "fired_at": at, "timezone": tz, "tzdata_version": st.tzdata_version,
