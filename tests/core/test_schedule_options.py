@@ -487,8 +487,11 @@ def test_a_failed_triggered_run_pauses_a_schedule_with_pause_on_failure(tmp_path
 @pytest.mark.parametrize(("fields", "refusal"), [
     ({"action": "trigger", "entry": "nope"}, "no schedule entry 'nope'; entries: schedule"),
     ({"action": "trigger"}, "trigger needs an action_id"),
+    ({"action": "trigger", "action_id": "t", "note": "\ud800"}, "note is not valid Unicode text"),
+    ({"action": "pause", "note": "n" * 1025}, "note has 1025 characters; the limit is 1024"),
+    ({"action": "resume", "note": "n" * 1025}, "note has 1025 characters; the limit is 1024"),
 ])
-def test_a_trigger_that_cannot_be_applied_is_refused_and_changes_nothing(
+def test_an_action_that_cannot_be_applied_is_refused_and_changes_nothing(
     tmp_path: pathlib.Path, fields: dict[str, Any], refusal: str,
 ) -> None:
     engine = engine_for(spec_for(tmp_path))
