@@ -30,6 +30,7 @@ from temporalio.worker import Worker
 
 from tests.support.activation import make_spec, unique
 from tests.support.cli import wfi as cli
+from tests.support.replay import assert_replays, assert_replays_history
 from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.cli.state import render_state
@@ -162,6 +163,8 @@ async def test_jittered_occurrences_begin_after_their_own_delay_and_keep_their_i
                 "the run began after its delay, never before")
         page = await operator_page(ts_env, name)
         assert "jitter 30m" in page and "(jitter: admitted " in page, page
+        history = await ts_env.client.get_workflow_handle(workflow_id_for(name)).fetch_history()
+        await assert_replays_history(history, f"{name}-jitter")  # jittered instants are decided deterministically
 
 
 # ------------------------------------------------------------------------------- pause_on_failure, notes, trigger
@@ -182,6 +185,7 @@ async def test_a_failed_run_pauses_its_schedule_an_operator_triggers_one_run_and
         try:
             await wfi.activate(spec)
             await paused_runs_resume_and_go_on(dev_env, wfi, spec, status)
+            await assert_replays(dev_env.client, workflow_id_for(name))
         finally:
             await dev_env.client.get_workflow_handle(workflow_id_for(name)).terminate("test over")
 
@@ -249,6 +253,7 @@ async def test_after_remaining_runs_the_schedule_is_inactive_and_a_new_limit_goe
             await wfi.activate(spec)
             await limited_then_more(dev_env, wfi, spec, make_spec(tmp_path, workfile, task_queue=task_queue,
                                                                   schedule={"remaining_runs": 3}))
+            await assert_replays(dev_env.client, workflow_id_for(name))
         finally:
             await dev_env.client.get_workflow_handle(workflow_id_for(name)).terminate("test over")
 
@@ -298,6 +303,7 @@ async def test_a_trigger_is_once_only_per_action_id_across_continue_as_new(
         try:
             await wfi.activate(spec)
             await once_across_continue_as_new(dev_env, wfi, spec)
+            await assert_replays(dev_env.client, workflow_id_for(name))
         finally:
             await dev_env.client.get_workflow_handle(workflow_id_for(name)).terminate("test over")
 
