@@ -27,6 +27,12 @@ still run or be replayed, i.e. every such activation has continued as new or clo
 runs are past the namespace's retention (``legacy_evaluation``: once every such activation was
 re-activated, since the spec travels across continue-as-new).
 
+Not behind a patch, because no recorded history can differ: the schedule options of the deployment's
+``schedule:`` (6 Dec 2026: jitter, pause_on_failure, remaining_runs) change nothing while at their
+defaults, which every spec recorded before them decodes to; the ``trigger`` action and the notes of
+``pause``/``resume`` only exist in requests a build before them refused (or, a legacy flat request's
+note, change only the state and the update's message, which a replay does not compare).
+
 The first four are read when the run begins, in this order (the order of their markers is part of
 the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
 and no history recorded before it has its marker anywhere). The last nine are asked lazily, where the behaviour first differs, and then kept:

@@ -35,6 +35,7 @@ from wf_initiation.wire import (
     ReleaseHeld,
     Resume,
     SetCursor,
+    Trigger,
 )
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -50,7 +51,7 @@ on:
 """
 
 EXACT_FIELDS = {
-    Pause: {"entry"}, Resume: {"entry"}, PollNow: {"entry"}, SetCursor: {"entry", "cursor", "note"},
+    Pause: {"entry", "note"}, Resume: {"entry", "note"}, Trigger: {"entry", "note"}, PollNow: {"entry"}, SetCursor: {"entry", "cursor", "note"},
     ReleaseHeld: {"entry", "choice", "note"}, Backfill: {"entry", "start", "end"},
     DecideOverflow: {"range_id", "choice", "count", "note"}, AdmitPending: {"run_key"}, DropPending: {"run_key", "note"},
     Redrive: {"kind", "entry", "delivery_id", "first", "last", "all_events", "note", "payloads"},

@@ -45,8 +45,10 @@ async def test_a_worker_applies_an_old_flat_request_sent_by_a_plain_client(dev_e
         handle = client.get_workflow_handle(workflow_id_for(name))
         paused = await handle.execute_update(OPERATE_UPDATE, flat("pause", entry="tick", note="legacy", action_id="f-1"),
                                              id=uuid.uuid4().hex, result_type=dict)
-        assert paused == {"ok": True, "message": "paused tick", "action_id": "f-1"}
+        # Its note, which pause ignored before wire version 2, is now the pause's note (its content digest is as it was).
+        assert paused == {"ok": True, "message": "paused tick (note: legacy)", "action_id": "f-1"}
         assert (await wfi.state(name))["schedules"]["tick"]["paused"] is True
+        assert (await wfi.state(name))["schedules"]["tick"]["note"] == "legacy"
         # the same id with the new shape and the same content: a repeat; another action: refused
         again = await wfi.operate(name, Pause(entry="tick", action_id="f-1"))
         assert not again.ok and "already used for a different action" in again.message, "the note was content then"

@@ -122,17 +122,34 @@ def render_state(summary: dict[str, Any], full: dict[str, Any] | None) -> str:
     lines += _growth_lines(summary.get("growth"))
     lines += _stopped_lines(summary.get("shards_not_running"))
     for name, s in summary.get("schedules", {}).items():
-        when = f"next {s['next']}" if s.get("next") else "no next occurrence"
-        reason = f" (inactive: {s['inactive_reason']})" if s.get("inactive_reason") else ""
-        lines.append(f"  schedule {name}: {when}{' (paused)' if s.get('paused') else ''}{reason}")
+        lines += _schedule_lines(name, s)
     for name, p in summary.get("polls", {}).items():
         cursor = f"cursor {p['cursor']!r}" if p.get("cursor") is not None else "no cursor yet (reads from the start)"
-        flags = (" (paused)" if p.get("paused") else "") + (" HELD ITEM: operator action needed" if p.get("held") else "")
+        paused = (f" (paused: {p['note']})" if p.get("note") else " (paused)") if p.get("paused") else ""
+        flags = paused + (" HELD ITEM: operator action needed" if p.get("held") else "")
         failing = f" failing ({p['failures']}): {p['last_error']}" if p.get("failures") else ""
         lines.append(f"  poll {name}: {cursor}{flags}{failing}")
     if full is not None:
         lines += _full_lines(full)
     return "\n".join(lines)
+
+
+def _schedule_lines(name: str, s: dict[str, Any]) -> list[str]:
+    """``  schedule nightly: next 2026-12-02T02:00:00+00:00 (admitted at ...: jitter) (paused: ...)`` and
+    what its options did: the note of its last pause or resume, runs remaining, runs triggered."""
+    when = f"next {s['next']}" if s.get("next") else "no next occurrence"
+    if s.get("next_at"):
+        when += f" (admitted at {s['next_at']}: jitter)"
+    paused = (f" (paused at {s.get('paused_at')}: {s['note']})" if s.get("note") else " (paused)") if s.get("paused") else ""
+    reason = f" (inactive: {s['inactive_reason']})" if s.get("inactive_reason") else ""
+    lines = [f"  schedule {name}: {when}{paused}{reason}"]
+    if not s.get("paused") and s.get("resumed_at") and s.get("note"):
+        lines.append(f"    resumed at {s['resumed_at']}: {s['note']}")
+    if s.get("run_limit") is not None:
+        lines.append(f"    remaining runs: {s.get('remaining_runs')} of {s['run_limit']} (remaining_runs)")
+    for t in s.get("triggers") or []:
+        lines.append(f"    triggered at {t['at']} by {t['action_id']}: {t['disposition']}, run {t.get('run_key')}")
+    return lines
 
 
 def _capacity_line(summary: dict[str, Any]) -> list[str]:

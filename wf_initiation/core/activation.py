@@ -207,6 +207,7 @@ def resolve_activation(workfile: Workfile, deployment: Deployment, catalog: Cata
             payload_schema=manifest.payload_schema, delivery_id_path=manifest.delivery_id,
             stable_order=manifest.stable_order, implementation=manifest.implementation,
         ))
+    problems += _unknown_schedule_entries(workfile, settings.schedule.entries, entries)
     if problems:
         raise DiagnosticError(problems)
     policies = Policies.model_validate({k: getattr(settings, k) for k in Policies.model_fields})
@@ -385,6 +386,18 @@ def _unknown_overlays(workfile: Workfile, overlay: dict[str, Any]) -> list[Diagn
             f"(entries: {', '.join(sorted(names))}): fix the name or remove it",
         )
         for name in sorted(set(overlay) - names)
+    ]
+
+
+def _unknown_schedule_entries(workfile: Workfile, named: dict[str, Any], entries: list[EntrySpec]) -> list[Diagnostic]:
+    schedules = sorted(e.name for e in entries if e.kind == "schedule")
+    return [
+        Diagnostic(
+            code="DEPLOY-UNKNOWN-SCHEDULE-ENTRY",
+            message=f"the deployment's schedule.entries names {name!r}, which is not a schedule entry of workflow "
+            f"{workfile.name!r} (schedule entries: {', '.join(schedules) or 'none'}): fix the name or remove it",
+        )
+        for name in sorted(set(named) - set(schedules))
     ]
 
 

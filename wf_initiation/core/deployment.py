@@ -270,10 +270,45 @@ class Throttle(_Strict):
         return value
 
 
+MAX_REMAINING_RUNS = 1_000_000_000
+
+
+class ScheduleOptions(_Strict):
+    """What a team knows from Temporal Schedules, for one schedule entry (docs/deployment.md, "Schedule options")."""
+
+    jitter: timedelta = Field(
+        default=timedelta(0), description="Admit each occurrence up to this long after its instant, never before it "
+        "(SCHED-6): a delay of its own for every occurrence, the same on every replay and restart, and shorter than "
+        "the gap to the next occurrence. 0 (the default): at the instant.")
+    pause_on_failure: bool = Field(
+        default=False, description="A run of the entry that fails or times out pauses the entry's schedule, with a "
+        "note naming the run; `wfi operate resume` goes on.")
+    remaining_runs: int | None = Field(
+        default=None, ge=1, description="The schedule admits this many occurrences by itself (on time or caught up), "
+        "then becomes inactive (recorded); backfills and `wfi operate trigger` do not count. None: no limit.")
+
+    _d = field_validator("jitter", mode="before")(_duration)
+    _j = field_validator("jitter")(_within())
+    _r = field_validator("remaining_runs")(_at_most(MAX_REMAINING_RUNS))
+
+
+class SchedulePolicy(ScheduleOptions):
+    """``schedule:``: the options of every schedule entry of the workflow, and ``entries`` of their own."""
+
+    entries: dict[str, ScheduleOptions] = Field(
+        default_factory=dict, description="Entry name -> its own options (keys not given take their defaults, not "
+        "the workflow's); a name the Workfile has no schedule entry for is refused.")
+
+    def options(self, entry: str) -> ScheduleOptions:
+        """The options that apply to the schedule entry ``entry``."""
+        return self.entries.get(entry, self)
+
+
 WAKE_AHEAD_DEFAULT = timedelta(milliseconds=200)
 # Policies added after the first release: left out of the binding hash while at their default, so
 # that upgrading does not change the activation id of an unchanged deployment (wf_initiation.core.activation).
-ADDED_POLICIES = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT, "at_capacity": "refuse", "throttle": None}
+ADDED_POLICIES: dict[str, Any] = {"schedule_wake_ahead": WAKE_AHEAD_DEFAULT, "at_capacity": "refuse", "throttle": None,
+                                  "schedule": SchedulePolicy()}
 
 
 class Policies(_Strict):
@@ -290,6 +325,9 @@ class Policies(_Strict):
         "updates to this activation).",
     )
     missed: MissedPolicy = MissedPolicy()
+    schedule: SchedulePolicy = Field(
+        default_factory=SchedulePolicy, description="Jitter, pause_on_failure and remaining_runs of the schedule "
+        "entries (docs/deployment.md, \"Schedule options\").")
     invalid_items: Literal["hold", "quarantine"] = Field(default="quarantine", description="POLL-11 choice.")
     poll: PollSettings = PollSettings()
     max_causation_depth: int = Field(default=10, ge=1, description="COMP-6 cycle guard bound.")

@@ -44,6 +44,8 @@ class Pause(_Action):
 
     action: Literal["pause"] = "pause"
     entry: str | None = Field(default=None, description=ENTRY + " Default: every schedule and poll entry.")
+    note: str | None = Field(default=None, description="Why: shown with the pause (`wfi state`, the operator page) "
+                             "and recorded in the operator log.")
 
 
 class Resume(_Action):
@@ -51,6 +53,20 @@ class Resume(_Action):
 
     action: Literal["resume"] = "resume"
     entry: str | None = Field(default=None, description=ENTRY + " Default: every schedule and poll entry.")
+    note: str | None = Field(default=None, description="Why: shown with the entry (`wfi state`, the operator page) "
+                             "and recorded in the operator log; a pause's note (or pause_on_failure's) is cleared.")
+
+
+class Trigger(_Action):
+    """Start one run of a schedule entry now: not an occurrence of its sequence (none is consumed or moved).
+
+    Its identity is the action id (run key `<activation>/<entry>/trigger-<action id>`): the same action id
+    again starts nothing new. The run passes `when`, `queue_by` and the overlap policy like an occurrence;
+    it is started while the schedule is paused or inactive too, and does not count towards remaining_runs."""
+
+    action: Literal["trigger"] = "trigger"
+    entry: str | None = Field(default=None, description=ENTRY + " A schedule entry. Default: the only one.")
+    note: str | None = Field(default=None, description=NOTE)
 
 
 class PollNow(_Action):
@@ -167,7 +183,7 @@ class Redrive(_Action):
 
 
 ACTIONS: tuple[type[_Action], ...] = (
-    Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending, Redrive)
+    Pause, Resume, PollNow, SetCursor, ReleaseHeld, Backfill, DecideOverflow, AdmitPending, DropPending, Redrive, Trigger)
 BY_NAME: dict[str, type[_Action]] = {model.model_fields["action"].default: model for model in ACTIONS}
 
 
@@ -212,7 +228,7 @@ def from_legacy(flat: LegacyOperatorRequest) -> _Action:
 
 
 OperatorAction = Annotated[
-    Pause | Resume | PollNow | SetCursor | ReleaseHeld | Backfill | DecideOverflow | AdmitPending | DropPending | Redrive,
+    Pause | Resume | PollNow | SetCursor | ReleaseHeld | Backfill | DecideOverflow | AdmitPending | DropPending | Redrive | Trigger,
     Field(discriminator="action"),
     WrapValidator(_decode),
 ]
@@ -248,5 +264,5 @@ def as_action(request: OperatorRequest | OperatorAction) -> OperatorAction:
 
 __all__ = [
     "ACTIONS", "AdmitPending", "Backfill", "DecideOverflow", "DropPending", "LegacyOperatorRequest", "OperatorAction",
-    "OperatorRequest", "Pause", "PollNow", "Redrive", "ReleaseHeld", "Resume", "SetCursor", "as_action",
+    "OperatorRequest", "Pause", "PollNow", "Redrive", "ReleaseHeld", "Resume", "SetCursor", "Trigger", "as_action",
 ]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ..activation import ActivationSpec
-from . import _batch, _deactivate, _growth, _jobs, _lanes, _poll, _schedule, _split, _subscriptions
+from . import _batch, _deactivate, _growth, _jobs, _lanes, _poll, _schedule, _split, _subscriptions, operator
 from ._pipeline import Pipeline
-from ._types import CURRENT, Compat, EngineState, RunPoll
+from ._types import CURRENT, TERMINAL, Compat, EngineState, RunPoll
 
 
 class Machine(Pipeline):
@@ -56,10 +56,22 @@ class Machine(Pipeline):
         return min(present) if present else None
 
     def next_occurrence(self) -> datetime | None:
-        """The earliest intended instant of an active, unpaused schedule entry, if any."""
-        instants = [st.next_instant for st in self.state.schedules.values()
+        """When the earliest next occurrence of an active, unpaused schedule entry is due: its intended
+        instant, plus its jitter where the entry has one (``_schedule.due_at``)."""
+        instants = [_schedule.due_at(self, name, st.next_instant) for name, st in self.state.schedules.items()
                     if st.active and not st.paused and st.next_instant is not None]
         return min(instants) if instants else None
+
+    def run_finished(self, run_key: str, status: str, now: datetime, *, published: bool = False) -> None:
+        """A run reached a terminal outcome (``Runs.run_finished``); a failed run of a schedule entry with
+        ``pause_on_failure`` then pauses its schedule, recorded in the operator log."""
+        run = self.state.runs.get(run_key)
+        ending = run is not None and run.status not in TERMINAL
+        super().run_finished(run_key, status, now, published=published)
+        if ending and run is not None:
+            note = _schedule.run_failed(self, run, status, now)
+            if note is not None:
+                operator.record(self, "pause_on_failure", f"paused {run.entry}: {note}", None, now)
 
     def rebind(self, spec: ActivationSpec, now: datetime) -> None:
         """Take over with a new activation; what was accepted stays as accepted (INIT-4, INIT-5)."""
@@ -117,9 +129,7 @@ def sync_sources(engine: Machine, now: datetime, previous: ActivationSpec | None
             current = state.schedules.get(entry.name)
             fresh = _schedule.new_schedule_state(entry, spec, now, engine.parsed_schedule(entry.name))
             if current is not None:
-                fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow, fresh.jobs = (
-                    current.last_instant, current.occurrences, current.counts, current.overflow, current.jobs)
-                fresh.paused = current.paused
+                _schedule.carry_over(fresh, current)
                 _schedule.refresh_next(fresh, engine.parsed_schedule(entry.name))
             state.schedules[entry.name] = fresh
         elif entry.kind == "poll" and entry.name not in state.polls:

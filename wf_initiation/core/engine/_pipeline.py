@@ -50,6 +50,7 @@ class Pipeline(Runs):
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
         self._schedules: dict[str, schedule.ScheduleSpec] = {}
         self.zones: dict[str, Any] = {}  # time zones by name, loaded once (_schedule.local_iso)
+        self.due_times: dict[tuple[str, str, datetime], datetime] = {}  # jittered occurrences (_schedule.due_at)
         self._legacy_schedules = False
 
     def use_legacy_evaluation(self) -> None:
@@ -72,6 +73,7 @@ class Pipeline(Runs):
         self.spec = spec
         self._validators.clear()
         self._schedules.clear()
+        self.due_times.clear()
 
     def validate_payload(self, entry: EntrySpec, payload: Any) -> str | None:
         """None when the payload satisfies the manifest's schema, else a message (EXT-2)."""

@@ -27,6 +27,16 @@ Rules, as documented to users:
   ``tzdata`` differs keeps scheduling with the only database it has, records a ``tzdata_changed``
   initiation error naming both versions and the fix, and from then on every occurrence record
   carries the version actually used, so each recorded instant stays reproducible (SCHED-2).
+* Options of the deployment's ``schedule:`` (Temporal Schedules' own, docs/deployment.md):
+  ``jitter`` admits each occurrence ``t`` at ``due_at(t)``: ``t`` plus a delay that is a pure
+  function of the binding and ``t`` (a hash), under the jitter and under the gap to the next
+  occurrence, so occurrences stay in instant order and none is ever admitted early (SCHED-6); its
+  lateness (``late_after``) counts from then, and ``fired_at`` is then. ``pause_on_failure``: a run
+  of the entry that fails or times out pauses its schedule with a note naming the run
+  (:func:`run_failed`). ``remaining_runs``: the schedule admits that many occurrences by itself
+  (on time or caught up), then is inactive (:func:`refresh_next`); the count belongs to the limit
+  it was started under. ``trigger`` (:func:`trigger`): one run now, identified by the operator's
+  action id, never an occurrence of the sequence.
 * Identity is the instant (SCHED-13): the event key is ``<entry>@<UTC instant>``, the run key
   ``<activation_id>/<entry>/<UTC compact instant>`` is the run's workflow id, so no restart,
   replay, backfill or retried start can give one occurrence a second run (SCHED-5).
@@ -34,16 +44,18 @@ Rules, as documented to users:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
 from .. import schedule
 from ..activation import ActivationSpec, EntrySpec
+from ..deployment import ScheduleOptions
 from ..limits import ADMIT_PER_TASK, ENUMERATE_PER_TASK, MAX_BACKFILL
-from ._keys import payload_digest
+from ._keys import event_key, payload_digest
 from ._pipeline import Pipeline
-from ._types import AdmitJob, OccurrenceRecord, OperatorRefused, OverflowRange, ScheduleState
+from ._types import AdmitJob, OccurrenceRecord, OperatorRefused, OverflowRange, RunRecord, ScheduleState, TriggerRecord
 
 RangeStatus = Literal["awaiting_operator", "admitted", "skipped", "partially_admitted"]
 
@@ -54,6 +66,9 @@ TICK = timedelta(microseconds=1)
 ADMITTED = ("accepted", "queued", "batched")
 MAX_FINISHED_JOBS = 20
 ACTIVE = ("counting", "admitting")  # job states still to work off (_jobs)
+PAUSING = frozenset({"failed", "timed_out"})  # run outcomes that pause a schedule with pause_on_failure
+MAX_TRIGGERS = 20  # trigger records kept per entry (the operator log keeps them all, bounded)
+MAX_DUE_TIMES = 1_000  # jittered instants remembered per engine (recomputed when forgotten)
 
 
 def new_schedule_state(
@@ -65,19 +80,91 @@ def new_schedule_state(
     missed = spec.policies.missed
     parsed = parsed if parsed is not None else schedule.parse_schedule(entry.config)
     state = ScheduleState(entry=entry.name, policy=missed.policy, bound=missed.bound,
-                          tzdata_version=spec.tzdata_version or parsed.tzdata_version, last_instant=now)
+                          tzdata_version=spec.tzdata_version or parsed.tzdata_version, last_instant=now,
+                          run_limit=options_of(spec, entry.name).remaining_runs)
     refresh_next(state, parsed)
     return state
 
 
+def options_of(spec: ActivationSpec, entry: str) -> ScheduleOptions:
+    """The deployment's schedule options for ``entry`` (``schedule:``, or its own under ``schedule.entries``)."""
+    return spec.policies.schedule.options(entry)
+
+
 def refresh_next(state: ScheduleState, parsed: schedule.ScheduleSpec) -> None:
-    """Set ``next_instant`` from ``last_instant``; with none left the schedule is inactive (SCHED-4)."""
+    """Set ``next_instant`` from ``last_instant``; with none left (SCHED-4), or its ``remaining_runs``
+    admitted, the schedule is inactive."""
+    if exhausted(state):
+        state.next_instant, state.active = None, False
+        state.inactive_reason = (f"remaining_runs: its {state.run_limit} occurrence(s) were admitted; activate it "
+                                 "with another remaining_runs (or none) to go on")
+        return
     after = state.last_instant
     nxt = schedule.next_occurrences(parsed, after, 1) if after is not None else []
     state.next_instant = nxt[0] if nxt else None
     if state.next_instant is None:
         state.active = False
         state.inactive_reason = "no future occurrence: the sequence has ended or never starts (SCHED-4)"
+
+
+def exhausted(state: ScheduleState) -> bool:
+    """Whether the schedule admitted the ``remaining_runs`` it was given."""
+    return state.run_limit is not None and state.runs_counted >= state.run_limit
+
+
+def carry_over(fresh: ScheduleState, current: ScheduleState) -> None:
+    """What a schedule keeps when its activation is bound again (``Machine.rebind``, ``sync_sources``):
+    its sequence position, records and pause with its note; its count of runs when ``remaining_runs``
+    is unchanged (a new value starts a new count)."""
+    fresh.last_instant, fresh.occurrences, fresh.counts, fresh.overflow, fresh.jobs = (
+        current.last_instant, current.occurrences, current.counts, current.overflow, current.jobs)
+    fresh.paused, fresh.paused_at, fresh.note, fresh.resumed_at, fresh.failed_run, fresh.triggers = (
+        current.paused, current.paused_at, current.note, current.resumed_at, current.failed_run, current.triggers)
+    if fresh.run_limit == current.run_limit:
+        fresh.runs_counted = current.runs_counted
+
+
+# ------------------------------------------------------------------------------------------ jitter
+
+
+def jitter_delay(seed: str, instant: datetime, bound: timedelta) -> timedelta:
+    """The delay of the occurrence at ``instant``: whole milliseconds in ``[0, bound)``, a pure function of
+    ``seed`` (the binding and entry) and the instant, so a replay, a restart and every worker agree."""
+    bound_ms = bound // timedelta(milliseconds=1)
+    if bound_ms <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{seed}\x1f{_ident(instant)}".encode()).digest()
+    return timedelta(milliseconds=int.from_bytes(digest[:8], "big") * bound_ms >> 64)
+
+
+def due_at(engine: Pipeline, entry: str, instant: datetime) -> datetime:
+    """When the occurrence at ``instant`` is admitted: the instant plus its jitter, never before it
+    (SCHED-6) and before the next occurrence's instant (the sequence keeps its order)."""
+    jitter = options_of(engine.spec, entry).jitter
+    if not jitter:
+        return instant
+    key = (engine.spec.activation_id, entry, instant)
+    due = engine.due_times.get(key)
+    if due is None:
+        following = schedule.next_occurrences(engine.parsed_schedule(entry), instant, 1)
+        bound = min(jitter, following[0] - instant) if following else jitter
+        due = instant + jitter_delay(f"{engine.spec.activation_id}\x1f{entry}", instant, bound)
+        if len(engine.due_times) >= MAX_DUE_TIMES:
+            engine.due_times.clear()
+        engine.due_times[key] = due
+    return due
+
+
+def _due_prefix(engine: Pipeline, entry: str, instants: list[datetime], through: datetime,
+                missed_through: datetime | None = None) -> list[datetime]:
+    """The leading ``instants`` due by ``through`` (jittered); those up to ``missed_through`` whatever
+    their jitter. Due instants ascend with the instants, so the rest are not due yet."""
+    if not options_of(engine.spec, entry).jitter:
+        return instants
+    for i, instant in enumerate(instants):
+        if not ((missed_through is not None and instant <= missed_through) or due_at(engine, entry, instant) <= through):
+            return instants[:i]
+    return instants
 
 
 def schedule_tick(engine: Pipeline, now: datetime) -> None:
@@ -90,7 +177,7 @@ def schedule_tick(engine: Pipeline, now: datetime) -> None:
         if st.next_instant is None:
             # operator.resume clears next_instant: what fell due while paused was missed.
             st.missed_through = max(st.missed_through or now, now)
-        elif st.next_instant > now:
+        elif due_at(engine, entry.name, st.next_instant) > now:
             continue
         _advance(engine, entry, st, now)
 
@@ -115,31 +202,50 @@ def _advance(engine: Pipeline, entry: EntrySpec, st: ScheduleState, now: datetim
         return  # this task's admission budget is spent; its wake-up is due, the next task goes on
     chunk = min(enumerate_max, admit_max) if catch_up else enumerate_max  # catch-up may admit each one
     last = st.last_instant or now
-    missed_bound = now - engine.spec.policies.late_after - TICK  # t <= missed_bound <=> t + late_after < now
+    late_bound = now - engine.spec.policies.late_after - TICK  # due <= late_bound <=> due + late_after < now
+    missed_bound, through = late_bound, None
     if st.missed_through is not None:
-        missed_bound = max(missed_bound, min(st.missed_through, now))
+        through = min(st.missed_through, now)
+        missed_bound = max(missed_bound, through)
     missed = schedule.occurrences_between(parsed, last, missed_bound, chunk + 1) if missed_bound > last else []
+    missed = _due_prefix(engine, entry.name, missed, late_bound, through)  # jittered: missed once late after due
     if len(missed) > chunk:  # long gap: the rest stays missed in the next task, never on time
         missed = missed[:chunk]
-        _handle_missed(engine, entry, st, missed, now)
+        ended = _handle_missed(engine, entry, st, missed, now)
         _spend(engine, len(missed) if catch_up else 0)
         st.missed_through, st.last_instant = missed_bound, missed[-1]
+        if ended is not None:
+            st.missed_through, st.gap_admitted, st.last_instant = None, 0, ended
         refresh_next(st, parsed)
         return
     if missed:
-        _handle_missed(engine, entry, st, missed, now)
+        ended = _handle_missed(engine, entry, st, missed, now)
         _spend(engine, len(missed) if catch_up else 0)
-        last = missed[-1]
+        last = missed[-1] if ended is None else ended
     st.missed_through, st.gap_admitted = None, 0
+    if exhausted(st):
+        st.last_instant = last
+        refresh_next(st, parsed)
+        return
     on_time_max = enumerate_max - len(missed)
     if engine.bounded:
         on_time_max = min(on_time_max, engine.task_budget)  # the rest follows in the next task
-    on_time = schedule.occurrences_between(parsed, last, now, on_time_max)
+    on_time = _due_prefix(engine, entry.name, schedule.occurrences_between(parsed, last, now, on_time_max), now)
     for instant in on_time:
-        admit_occurrence(engine, entry, st, instant, now, "admitted")
+        last = instant
+        if not _admit_counted(engine, entry, st, instant, now, "admitted"):
+            break  # remaining_runs reached: the schedule ends here
     _spend(engine, len(on_time))
-    st.last_instant = on_time[-1] if on_time else last
+    st.last_instant = last
     refresh_next(st, parsed)
+
+
+def _admit_counted(engine: Pipeline, entry: EntrySpec, st: ScheduleState, instant: datetime, now: datetime, how: str) -> bool:
+    """Admit an occurrence the schedule takes by itself, counted against ``remaining_runs``; False
+    once they are all admitted."""
+    if admit_occurrence(engine, entry, st, instant, now, how) == how and st.run_limit is not None:
+        st.runs_counted += 1
+    return not exhausted(st)
 
 
 def _per_task(engine: Pipeline) -> tuple[int, int]:
@@ -154,20 +260,24 @@ def _spend(engine: Pipeline, admitted: int) -> None:
         engine.task_budget -= admitted
 
 
-def _handle_missed(engine: Pipeline, entry: EntrySpec, st: ScheduleState, missed: list[datetime], now: datetime) -> None:
+def _handle_missed(engine: Pipeline, entry: EntrySpec, st: ScheduleState, missed: list[datetime],
+                   now: datetime) -> datetime | None:
+    """Dispose of missed occurrences under the policy; the instant at which ``remaining_runs`` ran out, if it did."""
     policy = engine.spec.policies.missed
     if policy.policy == "skip":
         st.missed_ranges.append(_range(entry, missed, "skipped", now, "missed while the activation could not "
                                        "schedule them; policy skip (SCHED-8)"))
         _log_many(st, engine, entry, missed, "skipped_missed")
-        return
+        return None
     take = max(0, (policy.bound or 0) - st.gap_admitted)
-    for instant in missed[:take]:
-        admit_occurrence(engine, entry, st, instant, now, "caught_up")
+    for i, instant in enumerate(missed[:take]):
+        if not _admit_counted(engine, entry, st, instant, now, "caught_up"):
+            st.gap_admitted += i + 1
+            return instant  # the schedule ends at its remaining_runs: what follows is neither admitted nor held
     st.gap_admitted += min(take, len(missed))
     rest = missed[take:]
     if not rest:
-        return
+        return None
     waiting = policy.overflow == "wait_for_operator"
     st.overflow.append(_range(
         entry, rest, "awaiting_operator" if waiting else "skipped", None if waiting else now,
@@ -177,6 +287,7 @@ def _handle_missed(engine: Pipeline, entry: EntrySpec, st: ScheduleState, missed
     st.counts["overflowed"] = st.counts.get("overflowed", 0) + len(rest)
     if not waiting:
         _log_many(st, engine, entry, rest, "skipped_overflow")
+    return None
 
 
 def _range(entry: EntrySpec, instants: Sequence[datetime], status: RangeStatus, decided_at: datetime | None, note: str) -> OverflowRange:
@@ -340,3 +451,49 @@ def backfill(engine: Pipeline, entry_name: str, start: datetime, end: datetime, 
     results = [admit_occurrence(engine, entry, st, t, now, "backfilled") for t in instants]
     return (f"{results.count('backfilled')} admitted, {results.count('duplicate')} already had a run or a disposition, "
             f"{len(results)} in range")
+
+
+def run_failed(engine: Pipeline, run: RunRecord, status: str, now: datetime) -> str | None:
+    """A run of ``run.entry`` ended ``status``: with ``pause_on_failure`` a failure or time-out pauses the
+    entry's schedule (an already paused one keeps its pause and note). Returns the note, when it paused."""
+    st = engine.state.schedules.get(run.entry)
+    if status not in PAUSING or st is None or st.paused or not options_of(engine.spec, run.entry).pause_on_failure:
+        return None
+    st.paused, st.paused_at, st.failed_run = True, now, run.run_key
+    st.note = (f"paused on failure: run {run.run_key} {status.replace('_', ' ')} (pause_on_failure); "
+               f"resume with `wfi operate resume --entry {run.entry}`")
+    engine.count("schedules_paused_on_failure")
+    return st.note
+
+
+def trigger(engine: Pipeline, entry_name: str, action_id: str | None, now: datetime) -> str:
+    """One run of a schedule entry now (``wfi operate trigger``), through the pipeline like an occurrence
+    (``when``, ``queue_by``, overlap), but not one: its identity is the operator's action id
+    (``trigger-<action id>``), so it consumes, moves and counts no occurrence of the sequence."""
+    entry = engine.spec.entry(entry_name)
+    st = engine.state.schedules.get(entry_name)
+    if entry is None or st is None:
+        raise OperatorRefused(f"no schedule entry {entry_name!r}")
+    if not action_id:
+        raise OperatorRefused("trigger needs an action_id: it is the identity of the run it starts "
+                              "(`wfi operate` and WfiClient make one up when none is given)")
+    ident = f"trigger-{action_id}"
+    key = event_key(entry.name, ident)
+    seen = engine.lookup(key)
+    if seen is not None:
+        run = f"run {seen.run_key}" if seen.run_key else "its run"
+        return f"already triggered by action {action_id!r}: {run} ({seen.disposition.value})"
+    tz = engine.parsed_schedule(entry.name).timezone
+    at = local_iso(engine, now, tz)
+    payload = {"scheduled_at": at, "fired_at": at, "timezone": tz, "tzdata_version": st.tzdata_version,
+               "triggered_by": action_id}
+    problem = engine.validate_payload(entry, payload)
+    if problem is not None:
+        raise OperatorRefused(f"the triggered run's payload failed validation: {problem}")
+    outcome = engine.accept(entry, payload, key, payload_digest({"triggered_by": action_id}), now, scheduled_at=at, ident=ident)
+    disposition = outcome.disposition.value
+    st.triggers.append(TriggerRecord(at=now, action_id=action_id, run_key=outcome.run_key, disposition=disposition))
+    del st.triggers[:-MAX_TRIGGERS]
+    engine.count("schedule_triggers")
+    run = f"run {outcome.run_key}" if outcome.run_key else "no run"
+    return f"triggered {entry.name}: {run} ({disposition}{': ' + outcome.detail if outcome.detail else ''})"

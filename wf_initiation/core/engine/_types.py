@@ -236,6 +236,15 @@ class AdmitJob(_M):
     message: str | None = None
 
 
+class TriggerRecord(_M):
+    """One run an operator started now (``wfi operate trigger``): not an occurrence of the sequence."""
+
+    at: datetime
+    action_id: str
+    run_key: str | None = None
+    disposition: str = Field(description="accepted | queued | batched | suppressed | skipped | ... (the pipeline's).")
+
+
 class ScheduleState(_M):
     entry: str
     policy: str
@@ -258,6 +267,15 @@ class ScheduleState(_M):
     )
     gap_admitted: int = Field(default=0, description="Missed occurrences caught up so far in the open gap (one bound per gap).")
     jobs: list[AdmitJob] = Field(default_factory=list, description="Backfills and overflow decisions in progress (+ recent).")
+    # Added with the schedule options (deployment `schedule:`); an older state reads them at their defaults.
+    note: str | None = Field(default=None, description="Why it was last paused or resumed: the operator's note, or "
+                             "the run that failed (pause_on_failure).")
+    resumed_at: datetime | None = None
+    failed_run: str | None = Field(default=None, description="The run whose failure paused it (pause_on_failure); "
+                                   "cleared by resume.")
+    run_limit: int | None = Field(default=None, description="remaining_runs the count below was started under.")
+    runs_counted: int = Field(default=0, description="Occurrences it admitted by itself under run_limit.")
+    triggers: list[TriggerRecord] = Field(default_factory=list, description="Runs started by `trigger` (most recent).")
 
 
 class CursorChange(_M):
@@ -290,6 +308,7 @@ class PollState(_M):
     last_error: str | None = None
     last_success_at: datetime | None = None
     paused: bool = False
+    note: str | None = Field(default=None, description="The operator's note of the last pause or resume.")
     held: HeldItem | None = None
     items_seen: int = 0
 

@@ -22,11 +22,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import connections, unencoded
+from .._durations import format_duration
 from . import _batch, _throttle
+from ._schedule import due_at
 from ._types import Disposition, ErrorRecord, EventRecord
 
 MAX_BYTES = 8 * 1024
 TEXT_CHARS = 160
+NOTE_CHARS = 320  # an operator's note, or the run that paused a schedule (pause_on_failure): shown whole
 MAX_ENTRIES = 12
 DETAIL_LEVELS = (5, 3, 1, 0)  # dispositions per entry, tried in turn until the page fits
 MAX_OCCURRENCES = 3  # recent occurrences shown per schedule entry
@@ -227,9 +230,10 @@ class _View:
                 f"- closed batch of `{batch['entry']}` ({batch['events']} events) waits: "
                 f"{clip(batch['waiting_for'], (), 100, prose=True) if batch['waiting_for'] else 'admission'}  \n"
                 f"  resolve: {operate(wf, 'admit_pending', '--run-key', batch['run_key'])} (or `drop_pending`)")
-        paused = [n for n, s in [*self.state.schedules.items(), *self.state.polls.items()] if getattr(s, "paused", False)]
+        paused = {n: s.note for n, s in [*self.state.schedules.items(), *self.state.polls.items()] if s.paused}
         if paused:
-            items.append(f"- paused: {', '.join(f'`{n}`' for n in dict.fromkeys(paused))}  \n  resume: {operate(wf, 'resume')}")
+            noted = [f"`{n}`" + (f" ({clip(note, self.secrets, NOTE_CHARS, prose=True)})" if note else "") for n, note in paused.items()]
+            items.append(f"- paused: {', '.join(noted)}  \n  resume: {operate(wf, 'resume')}")
         if not items:
             return []
         return ["### ⚠ Needs an operator\n" + "\n".join(items)]
@@ -267,13 +271,16 @@ class _View:
         zone = self._zone(entry.name)
         what = " + ".join(f"{k} `{clip(entry.config[k], (), 60)}`" for k in ("cron", "interval") if entry.config.get(k))
         policy = s.policy + (f" (bound {s.bound})" if s.bound is not None else "")
-        lines = [f"{what or 'schedule'} in **{zone}** · missed: {policy}"]
+        lines = [f"{what or 'schedule'} in **{zone}** · missed: {policy}{self._options(entry.name)}"]
         if s.paused:
-            lines.append(f"**paused** since {utc(s.paused_at)}")
+            lines.append(f"**paused** since {utc(s.paused_at)}" + (f": {clip(s.note, self.secrets, NOTE_CHARS, prose=True)}" if s.note else ""))
         elif not s.active:
             lines.append(f"inactive: {clip(s.inactive_reason or 'no future occurrence', self.secrets, prose=True)}")
         else:
-            lines.append(f"next **{utc(s.next_instant)}**")
+            admitted = due_at(self.engine, entry.name, s.next_instant) if s.next_instant is not None else None
+            jittered = f" (jitter: admitted {utc(admitted)[11:]})" if admitted not in (None, s.next_instant) else ""
+            lines.append(f"next **{utc(s.next_instant)}**{jittered}")
+        lines += self._schedule_notes(s)
         counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
         if counts:
             lines.append(f"occurrences: {counts}")
@@ -286,10 +293,32 @@ class _View:
             lines.append(f"{'last' if i == 0 else 'before'} {utc(o.scheduled_at)} → **{o.disposition}**{fired}{run}")
         return lines
 
+    def _schedule_notes(self, s: Any) -> list[str]:
+        """A resume's note, the runs remaining (remaining_runs) and the last run triggered."""
+        lines = []
+        if not s.paused and s.resumed_at is not None and s.note:
+            lines.append(f"resumed {utc(s.resumed_at)}: {clip(s.note, self.secrets, NOTE_CHARS, prose=True)}")
+        if s.run_limit is not None:
+            lines.append(f"remaining runs: {max(0, s.run_limit - s.runs_counted)} of {s.run_limit}")
+        if s.triggers:
+            t = s.triggers[-1]
+            run = f" ({self._run_state(t.run_key)})" if t.run_key else ""
+            lines.append(f"triggered {utc(t.at)} → **{t.disposition}**{run}")
+        return lines
+
+    def _options(self, name: str) -> str:
+        """The schedule options that change what happens (deployment `schedule:`), e.g. `` · jitter 30s``."""
+        options = self.spec.policies.schedule.options(name)
+        shown = [f"jitter {format_duration(options.jitter)}" if options.jitter else "",
+                 "pause on failure" if options.pause_on_failure else ""]
+        return "".join(f" · {part}" for part in shown if part)
+
     def _poll(self, name: str) -> list[str]:
         p = self.state.polls[name]
         cursor = f"`{clip(p.cursor, self.secrets, 60)}`" if p.cursor is not None else "start"
         state = "**paused**" if p.paused else ("held" if p.held else f"next {utc(p.next_poll_at)}")
+        if p.note:
+            state += f" ({clip(p.note, self.secrets, NOTE_CHARS, prose=True)})"
         lines = [f"cursor {cursor} · last success {utc(p.last_success_at)} · {state} · items {p.items_seen}"]
         if p.failures:
             lines.append(f"**failing** ({p.failures} in a row): `{clip(p.last_error or 'unknown error', self.secrets, prose=True)}`")

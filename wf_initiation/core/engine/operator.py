@@ -1,4 +1,4 @@
-"""Operator actions on an activation (pause/resume, cursor, held items, overflow, backfill, pending runs, re-drive).
+"""Operator actions on an activation (pause/resume, trigger, cursor, held items, overflow, backfill, pending runs, re-drive).
 
 Each action is recorded in the operator log. An ``action_id`` makes an action once-only even
 across continue-as-new (Temporal dedups update ids only within one run); the engine keeps a digest
@@ -195,7 +195,7 @@ def record(engine: Pipeline, action: str, detail: str, action_id: str | None, no
 # Actions that would start new work or restart sources: refused once the activation is deactivated
 # (docs/lifecycle.md). The others (pause, set_cursor, release_held quarantine, admit/drop pending)
 # only settle or record what is already there.
-REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow", "redrive"})
+REFUSED_WHEN_DEACTIVATED = frozenset({"resume", "poll_now", "backfill", "decide_overflow", "redrive", "trigger"})
 
 
 def _dispatch(engine: Pipeline, req: Request, now: datetime) -> OperatorOutcome:
@@ -234,23 +234,41 @@ def _pause(engine: Pipeline, req: Request, now: datetime) -> str:
         raise _nothing_to("pause", engine)
     for name in names:
         if name in engine.state.schedules:
-            engine.state.schedules[name].paused, engine.state.schedules[name].paused_at = True, now
+            st = engine.state.schedules[name]
+            st.paused, st.paused_at, st.note = True, now, req.note
         if name in engine.state.polls:
-            engine.state.polls[name].paused = True
-    return f"paused {', '.join(names)}"
+            engine.state.polls[name].paused, engine.state.polls[name].note = True, req.note
+    return f"paused {', '.join(names)}" + _noted(req.note)
 
 
 def _resume(engine: Pipeline, req: Request, now: datetime) -> str:
     names = _targets(engine, req, ("schedule", "poll"))
     if not names:
         raise _nothing_to("resume", engine)
+    inactive = []
     for name in names:
         if name in engine.state.schedules:
             st = engine.state.schedules[name]
             st.paused, st.paused_at, st.next_instant = False, None, None  # re-evaluated at once: missed ones follow the policy
+            st.note, st.resumed_at, st.failed_run = req.note, now, None
+            if not st.active:
+                inactive.append(f"{name} stays inactive: {st.inactive_reason}")
         if name in engine.state.polls:
-            engine.state.polls[name].paused, engine.state.polls[name].next_poll_at = False, now
-    return f"resumed {', '.join(names)}"
+            poll = engine.state.polls[name]
+            poll.paused, poll.next_poll_at, poll.note = False, now, req.note
+    return f"resumed {', '.join(names)}" + _noted(req.note) + "".join(f"; {line}" for line in inactive)
+
+
+def _noted(note: str | None) -> str:
+    return f" (note: {note})" if note else ""
+
+
+def _trigger(engine: Pipeline, req: Request, now: datetime) -> str:
+    names = _targets(engine, req, ("schedule",))
+    if len(names) != 1:
+        raise ValueError(f"trigger needs --entry, one of the schedule entries: {', '.join(names)}" if names else
+                         f"nothing to trigger: the activation of {engine.spec.workflow!r} has no schedule entry")
+    return _schedule.trigger(engine, names[0], req.action_id, now) + _noted(req.note)
 
 
 def _poll_now(engine: Pipeline, req: Request, now: datetime) -> str:
@@ -298,5 +316,5 @@ def _redrive_kept(engine: Pipeline, req: Request, now: datetime) -> OperatorOutc
 _HANDLERS: dict[str, Callable[[Pipeline, Request, datetime], str | OperatorOutcome]] = {
     "pause": _pause, "resume": _resume, "poll_now": _poll_now, "set_cursor": _set_cursor,
     "release_held": _release_held, "backfill": _backfill, "decide_overflow": _decide_overflow,
-    "admit_pending": _admit_pending, "drop_pending": _drop_pending, "redrive": _redrive_kept,
+    "admit_pending": _admit_pending, "drop_pending": _drop_pending, "redrive": _redrive_kept, "trigger": _trigger,
 }

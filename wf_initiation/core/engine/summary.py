@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
-from . import _batch, _deactivate, _growth, _intake, _kept, _throttle, _view
+from . import _batch, _deactivate, _growth, _intake, _kept, _schedule, _throttle, _view
 from ._keys import event_key
 from ._machine import Machine
-from ._types import Deactivation, SignalRef
+from ._types import Deactivation, ScheduleState, SignalRef
 
 
 def status(engine: Machine) -> str:
@@ -51,11 +52,9 @@ def short(engine: Machine) -> dict[str, Any]:
         "open_batches": len(st.batches),
         "batches": _batch.open_batches(engine),
         "pending_batches": _batch.pending_batches(engine),
-        "schedules": {n: {"active": s.active, "paused": s.paused, "next": s.next_instant.isoformat() if s.next_instant else None,
-                          "policy": s.policy, "bound": s.bound, "inactive_reason": s.inactive_reason,
-                          "counts": s.counts} for n, s in st.schedules.items()},
+        "schedules": {n: _schedule_summary(engine, n, s) for n, s in st.schedules.items()},
         "polls": {n: {"cursor": p.cursor, "paused": p.paused, "held": p.held is not None, "failures": p.failures,
-                      "last_error": p.last_error} for n, p in st.polls.items()},
+                      "last_error": p.last_error, "note": p.note} for n, p in st.polls.items()},
         "deactivation": _deactivation(st.deactivation) if st.deactivation else None,
         "signals": signals(engine),
         "redrive": redrive(engine),
@@ -91,6 +90,26 @@ def throttle(engine: Machine) -> dict[str, Any] | None:
 
 def _iso(moment: Any) -> str | None:
     return moment.isoformat() if moment is not None else None
+
+
+def _schedule_summary(engine: Machine, name: str, s: ScheduleState) -> dict[str, Any]:
+    """One schedule entry: where it is in its sequence, its pause and note, and its options' effects."""
+    due = _schedule.due_at(engine, name, s.next_instant) if s.next_instant is not None else None
+    options = _schedule.options_of(engine.spec, name)
+    return {
+        "active": s.active, "paused": s.paused, "next": s.next_instant.isoformat() if s.next_instant else None,
+        "next_at": due.isoformat() if due is not None and due != s.next_instant else None,
+        "policy": s.policy, "bound": s.bound, "inactive_reason": s.inactive_reason, "counts": s.counts,
+        "paused_at": s.paused_at.isoformat() if s.paused_at else None, "note": s.note,
+        "resumed_at": s.resumed_at.isoformat() if s.resumed_at else None, "failed_run": s.failed_run,
+        "jitter": _seconds(options.jitter), "pause_on_failure": options.pause_on_failure,
+        "remaining_runs": None if s.run_limit is None else max(0, s.run_limit - s.runs_counted),
+        "run_limit": s.run_limit, "triggers": [t.model_dump(mode="json") for t in s.triggers[-3:]],
+    }
+
+
+def _seconds(value: timedelta) -> float | None:
+    return value.total_seconds() if value else None
 
 
 def _deactivation(d: Deactivation) -> dict[str, Any]:
