@@ -23,6 +23,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from wf_initiation._sharded_client import ShardedCalls  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.core.engine import DeliveryResult, Disposition  # noqa: E402
 from wf_initiation.ingress._app import build_app  # noqa: E402
@@ -35,7 +36,7 @@ from wf_initiation.wire import DeliveryRequest  # noqa: E402
 def stand_in(base_ms: float, per_ms: float) -> None:
     """Patch ``WfiClient`` in this process: groups answered after the round trip, no first-call checks."""
 
-    async def send_grouped(self: WfiClient, lane: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
+    async def send_grouped(self: ShardedCalls, key: str, chunk: list[DeliveryRequest]) -> list[DeliveryResult]:
         await asyncio.sleep((base_ms + per_ms * len(chunk)) / 1000)
         return [DeliveryResult(entry=r.entry, delivery_id=None, disposition=Disposition.SUPPRESSED,
                                activation_id="stand-in") for r in chunk]
@@ -43,12 +44,12 @@ def stand_in(base_ms: float, per_ms: float) -> None:
     async def checked(self: WfiClient, workflow: str) -> None:
         return None
 
-    async def unsharded(self: WfiClient, workflow: str) -> bool:
+    async def unsharded(self: ShardedCalls, workflow: str) -> bool:
         return False
 
-    WfiClient._send_grouped = send_grouped  # type: ignore[method-assign]
+    ShardedCalls.send_grouped = send_grouped  # type: ignore[method-assign]
     WfiClient._check_codec = checked  # type: ignore[method-assign]
-    WfiClient._has_shards = unsharded  # type: ignore[method-assign]
+    ShardedCalls.has_shards = unsharded  # type: ignore[method-assign]
 
 
 async def serve(args: argparse.Namespace) -> None:
