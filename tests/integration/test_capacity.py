@@ -110,7 +110,11 @@ async def test_a_run_taking_bulk_deliveries_continues_as_new_to_retire_their_rec
         for i in range(0, len(ids), 500):  # five updates: a few dozen history events, far from any other limit
             results = await wfi.deliver_many(name, [(None, hook(ident, go=False)) for ident in ids[i:i + 500]])
             assert {r.disposition.value for r in results} == {"suppressed"}
-        assert len(await histories(client, name)) >= 2, "the run continued as new to retire its records"
+
+        async def continued_as_new() -> None:  # decided once the last update's task has ended
+            assert len(await histories(client, name)) >= 2, "the run continued as new to retire its records"
+
+        await assert_eventually(continued_as_new, timeout=60)
         summary = await wfi.summary(name)
         assert summary["dedup_entries"] == len(ids) and summary["dedup_retired"] > 0, "every id kept across it"
         again = await wfi.deliver_many(name, [(None, hook(ids[0], go=False)), (None, hook(ids[-1], go=False))])
