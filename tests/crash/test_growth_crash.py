@@ -42,6 +42,9 @@ on:
 """
 CAPACITY = STATE_BASE_BYTES + 300 * BYTES_PER_LIVE_RECORD  # about 300 retained ids per shard
 CHECK_SECONDS = 1.0
+FILL_AFTER_SPLIT = 100
+"""Filler ids sent once the split began: a parent keeps every id it took until its retention (a day
+here) ends, so a split that began late (the check lags on a loaded machine) must leave it room."""
 
 
 async def exists(client: Client, workflow_id: str) -> bool:
@@ -111,16 +114,21 @@ async def test_an_automatic_split_killed_half_way_completes_and_loses_or_doubles
             # as long as the growth may take on a loaded machine (the kill, the restart, the split): deferred till then
             await assert_eventually(taken, timeout=300, interval=1)
 
+        fill_sent, fill_limit = 0, 1 << 30  # the limit is set once the split began
+
         async def traffic() -> None:
-            n = 0
+            nonlocal fill_sent
+            tick = 0
             while not stop.is_set():
-                batch = [f"fill-{n + i}" for i in range(25)]
-                results = await wfi.deliver_many(name, [(None, hook(i, go=False, k="f")) for i in batch])
-                filled.extend(i for i, r in zip(batch, results) if r.disposition.value == "suppressed")
-                n += 25
-                if n % 75 == 0:
+                if fill_sent < fill_limit:
+                    batch = [f"fill-{fill_sent + i}" for i in range(25)]
+                    results = await wfi.deliver_many(name, [(None, hook(i, go=False, k="f")) for i in batch])
+                    filled.extend(i for i, r in zip(batch, results) if r.disposition.value == "suppressed")
+                    fill_sent += 25
+                tick += 1
+                if tick % 3 == 0:
                     await deliver_keyed()
-                await asyncio.sleep(0.25)  # a steady rate: the shards fill in seconds, not at once
+                await asyncio.sleep(0.5)  # a steady rate: the shards fill in seconds, not at once
 
         for _ in range(3):
             await deliver_keyed()
@@ -130,6 +138,7 @@ async def test_an_automatic_split_killed_half_way_completes_and_loses_or_doubles
             assert await exists(client, shard_workflow_id(name, 2))
 
         await assert_eventually(split_began, timeout=120, interval=0.02)
+        fill_limit = fill_sent + FILL_AFTER_SPLIT
         worker.kill()  # the split's new shards are starting; shard 0 has not switched
         grown_id = spec.grown(4).activation_id
         assert not await switched(client, name, grown_id), "killed during the split, before its last step"
@@ -141,7 +150,7 @@ async def test_an_automatic_split_killed_half_way_completes_and_loses_or_doubles
 
         await assert_eventually(grown, timeout=180, interval=1)
         stop.set()
-        await asyncio.wait_for(sender, timeout=240)
+        await asyncio.wait_for(sender, timeout=360)  # its last keyed delivery may wait 300 s
         await deliver_keyed()
 
         state = await wfi.state(name)
