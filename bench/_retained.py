@@ -23,6 +23,7 @@ from temporalio.client import Client
 from bench._common import SAMPLE_PERIOD, wait_for
 from bench._workers import BenchWorker
 from tests.support.activation import make_spec
+from wf_initiation._memory import TRIM_EVERY
 from wf_initiation.client import WfiClient
 from wf_initiation.core.activation import ActivationSpec
 from wf_initiation.core.engine import Disposition
@@ -194,7 +195,9 @@ async def all_carried_sizes(client: Client, name: str, shards: int) -> list[int]
 
 
 async def settled_memory(worker: BenchWorker, *, samples: int = 10) -> dict[str, int]:
-    """The worker's VmRSS (median of ``samples`` readings SAMPLE_PERIOD apart, the worker idle) and VmHWM."""
+    """The worker's VmRSS (median of ``samples`` readings SAMPLE_PERIOD apart, the worker idle) and VmHWM,
+    read once the worker has had one ``trim_memory_every`` to give back what it freed (wf_initiation._memory)."""
+    await asyncio.sleep(TRIM_EVERY.total_seconds() + 1)
     readings = []
     for _ in range(samples):
         readings.append(worker.memory())

@@ -144,7 +144,9 @@ async def test_a_sharded_activation_keeps_its_throttle_on_shard_zero_and_the_rat
     starts = [began(r) for r in results]
     assert starts[2] >= marks[0] + per and starts[3] >= marks[1] + per, "two a window, whatever shard took the id"
     assert starts[4] >= marks[0] + 2 * per, "the fifth once the third's start left the window"
-    assert starts == sorted(starts)
+    # the third and fourth are let go together (the first two left the window milliseconds apart) and
+    # started side by side: which of them the server started first is not a window's order
+    assert max(starts[:2]) <= min(starts[2:]) and max(starts[2:4]) <= starts[4], starts
     await until_passed(starts[4] + per)  # the window empties: a normal delivery starts its run at once
     await still_serves(wfi, client, name, "after-throttle")
     for shard in range(2):
