@@ -21,6 +21,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``spec.unencoded`` | ``spec.unencoded`` (absent: ``accept``) | 6 Dec 2026 | every delivery taken whatever its encoding (no patch: only a spec bound since says ``refuse`` or ``record``) |
 | ``poll_retry_after()`` | patch ``wfi-poll-retry-after`` | 6 Dec 2026 | a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) was ignored: the next poll came after the backoff alone |
 | ``retires_records()`` | patch ``wfi-retire-records`` | 6 Dec 2026 | a run continued as new only for its history or signals, holding every released dedup entry of the run as a full record until then (tens of thousands under ``deliver_many``) |
+| ``keep_live_released()`` | patch ``wfi-fewer-records`` | 6 Dec 2026 | a run carried the 2,000 newest released dedup entries as full records (``KEEP_LIVE_RELEASED_BEFORE``), not 500 |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -35,7 +36,7 @@ note, change only the state and the update's message, which a replay does not co
 
 The first four are read when the run begins, in this order (the order of their markers is part of
 the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
-and no history recorded before it has its marker anywhere). The last nine are asked lazily, where the behaviour first differs, and then kept:
+and no history recorded before it has its marker anywhere). The last ten are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -46,7 +47,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import EVALUATION_VERSION, ActivationSpec
-    from wf_initiation.core.engine import Compat
+    from wf_initiation.core.engine import KEEP_LIVE_RELEASED, KEEP_LIVE_RELEASED_BEFORE, Compat, Engine
 
 BOUNDED_PATCH = "wfi-hostile-input-budgets"
 INBOX_PATCH = "wfi-delivery-inbox"
@@ -61,6 +62,7 @@ VERIFIED_SPLITS_PATCH = "wfi-verified-splits"
 PAGED_CONTROLS_PATCH = "wfi-paged-controls"
 POLL_RETRY_AFTER_PATCH = "wfi-poll-retry-after"
 RETIRE_RECORDS_PATCH = "wfi-retire-records"
+FEWER_RECORDS_PATCH = "wfi-fewer-records"
 
 
 class RunCompat:
@@ -82,6 +84,7 @@ class RunCompat:
         self._paged_controls: bool | None = None
         self._poll_retry_after: bool | None = None
         self._retires_records: bool | None = None
+        self._fewer_records: bool | None = None
 
     def poll_retry_after(self) -> bool:
         """Whether a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) delays the next poll
@@ -96,6 +99,23 @@ class RunCompat:
         if self._retires_records is None:
             self._retires_records = workflow.patched(RETIRE_RECORDS_PATCH)
         return self._retires_records
+
+    def keep_live_released(self) -> int:
+        """How many of the newest released dedup entries the run carries as full records across
+        continue-as-new, and the base past which it continues as new to retire the rest (asked when
+        the run first holds more than 500 plus ``limits.RECORDS_PER_RUN``, or when it continues as
+        new, whichever comes first)."""
+        if self._fewer_records is None:
+            self._fewer_records = workflow.patched(FEWER_RECORDS_PATCH)
+        return KEEP_LIVE_RELEASED if self._fewer_records else KEEP_LIVE_RELEASED_BEFORE
+
+    def retire_due(self, engine: Engine) -> bool:
+        """Whether the run continues as new to retire released dedup entries (the worker's memory
+        per id): the patches are asked only once the current build's bound is passed, as the build
+        that recorded the history asked its own."""
+        if not engine.retire_due(KEEP_LIVE_RELEASED):
+            return False
+        return engine.retire_due(self.keep_live_released()) and self.retires_records()
 
     def paged_controls(self) -> bool:
         """Whether runs are cancelled / terminated in pages (``core.engine.Dispatcher``; asked when

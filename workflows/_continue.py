@@ -14,7 +14,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core import limits  # the carry limits are read at each carry (tests lower them)
     from wf_initiation.core.activation import ActivationSpec
-    from wf_initiation.core.engine import Decision, Dispatcher, Engine
+    from wf_initiation.core.engine import KEEP_LIVE_RELEASED, Decision, Dispatcher, Engine
     from wf_initiation.core.limits import MAX_SIGNALS_PER_RUN
 
     from ._carried import carried
@@ -22,9 +22,10 @@ with workflow.unsafe.imports_passed_through():
     from ._inbox import Inbox
 
 
-def encode_state(engine: Engine) -> bytes:
-    """State for continue-as-new (the engine's carried form; :func:`decode_state` reads it back)."""
-    return engine.encode_state()
+def encode_state(engine: Engine, keep_live: int = KEEP_LIVE_RELEASED) -> bytes:
+    """State for continue-as-new (the engine's carried form; :func:`decode_state` reads it back), the
+    ``keep_live`` newest released dedup entries as full records."""
+    return engine.encode_state(keep_live)
 
 
 class ContinueAsNew:
@@ -52,7 +53,7 @@ class ContinueAsNew:
         signals = self._compat.engine.capacity and self._signals >= MAX_SIGNALS_PER_RUN  # the server's cap is 10,000
         return (self._pending_spec is not None or info.is_continue_as_new_suggested()
                 or info.get_current_history_length() > budget or signals
-                or (self._engine.retire_due() and self._compat.retires_records()))  # the worker's memory per id
+                or self._compat.retire_due(self._engine))  # the worker's memory per id
 
     async def _continue_as_new(self) -> None:
         # Let in-flight starts report (they are quick); watchers and polls are simply re-issued.
@@ -72,13 +73,14 @@ class ContinueAsNew:
         if self._inbox is not None:  # signals still waiting are carried by reference (workflows/_carried.py)
             self._absorb(self._engine.carry_waiting(carried(self._inbox), self._now()))
         spec = self._pending_spec or self._spec
-        state = encode_state(self._engine)
+        keep_live = self._compat.keep_live_released()
+        state = encode_state(self._engine, keep_live)
         size = len(state) + len(spec.model_dump_json())
         if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES and self._compat.engine.capacity:
             # Capacity keeps the state within what fits; should the estimate fall short, the oldest
             # released ids go rather than the activation growing one history until the server stops it.
             while size > limits.MAX_CARRIED_STATE_BYTES and self._absorb(self._engine.shed_to_carry(size - limits.MAX_CARRIED_STATE_BYTES, self._now())):
-                state = encode_state(self._engine)
+                state = encode_state(self._engine, keep_live)
                 size = len(state) + len(spec.model_dump_json())
         if self._engine.bounded and size > limits.MAX_CARRIED_STATE_BYTES:
             self._carrying = False

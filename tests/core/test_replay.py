@@ -58,3 +58,23 @@ def test_a_history_past_the_per_task_delivery_budget_replays(fixture: str, marke
     assert sum(e.event_type == 26 for e in history.events) == 600, "the fixture must hold the signal burst"
     failure = asyncio.run(replay_failure(history))
     assert failure is None, failure
+
+
+@pytest.mark.parametrize(("fixture", "updates"), [
+    # before patch wfi-fewer-records: 2,000 newest carried as full records, continue-as-new past 4,000
+    ("records-2026-12-06.json.gz", 9),
+    # with it: 500 carried, continue-as-new past 2,500
+    ("records-fewer-2026-12-06.json.gz", 6),
+])
+def test_a_run_that_retired_its_records_replays_with_the_bound_it_was_recorded_with(fixture: str, updates: int) -> None:
+    # proves: INIT-7
+    # Recorded with tests/histories/record_records.py (bulk updates of 500 suppressed deliveries, one
+    # at a time, until the run continued as new to retire its released dedup entries), once by each
+    # build: an earlier run keeps its bound after an upgrade, so it does not continue as new sooner.
+    history = WorkflowHistory.from_json("wfi-activation:recorded-records",
+                                        gzip.decompress(HISTORIES.joinpath(fixture).read_bytes()).decode())
+    accepted = sum(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history.events)
+    assert accepted == 1 + updates, "the fixture: the activation and its bulk updates"
+    assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes"), "it ends in continue-as-new"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure

@@ -98,7 +98,7 @@ async def test_a_run_taking_bulk_deliveries_continues_as_new_to_retire_their_rec
 ) -> None:
     # proves: EXT-3, EXT-5
     # A full record costs the worker ~25 times a retired id: a run adds at most RECORDS_PER_RUN of
-    # them (100 here) past the 2,000 it carries, however few history events its deliveries take.
+    # them (100 here) past the KEEP_LIVE_RELEASED (500) it carries, however few history events its deliveries take.
     monkeypatch.setattr(_ledger, "RECORDS_PER_RUN", 100)
     client = dev_env.client
     async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):

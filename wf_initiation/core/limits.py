@@ -82,7 +82,7 @@ released ids are shed (the deployment's ``at_capacity`` policy), so continue-as-
 BYTES_PER_RETIRED_ID = 16
 """A released dedup entry in the compact form (measured 14-15 bytes at 10k-100k ids)."""
 BYTES_PER_LIVE_RECORD = 32
-"""A dedup entry kept as a full record (a run not ended, or among the 2,000 most recent released):
+"""A dedup entry kept as a full record (a run not ended, or among the 500 most recent released):
 measured 21-25 bytes compressed with 36-character ids. Longer ids compress less: should the estimate
 fall short, continue-as-new sheds the oldest released ids until the state fits (recorded)."""
 STATE_BASE_BYTES = 24 * KIB
@@ -98,7 +98,7 @@ MAX_SIGNALS_PER_RUN = 9000
 signal, ``history.maximumSignalsPerExecution``)."""
 RECORDS_PER_RUN = 2000
 """Released dedup entries one activation run adds as full records before it continues as new: past
-the 2,000 newest it carries as full records plus this many, it continues as new, which retires the
+the 500 newest it carries as full records (``engine._ledger.KEEP_LIVE_RELEASED``) plus this many, it continues as new, which retires the
 rest into the compact form. A full record takes ~1.5 KB of the worker's memory, a retired id ~60
 bytes; without this bound a run taking bulk deliveries (``deliver_many``, 500 an update) kept tens
 of thousands (the server suggests continue-as-new only at 4 MiB of history, ~37,000 such

@@ -25,6 +25,7 @@ from ._facade import Engine
 from ._kept import selects as redrive_selects
 from ._keys import event_key, payload_digest
 from ._lanes import LANES_SIGNAL, LaneNotice
+from ._ledger import KEEP_LIVE_RELEASED, KEEP_LIVE_RELEASED_BEFORE
 from ._lifecycle import lifecycle_event_id
 from ._machine import initial_state
 from ._offer import EVENT_SIGNAL, SubscriptionEvent
@@ -66,7 +67,7 @@ from ._types import (
 )
 
 __all__ = [
-    "EVENT_SIGNAL", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "EVENT_SIGNAL", "KEEP_LIVE_RELEASED", "KEEP_LIVE_RELEASED_BEFORE", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "GrowCall", "GrowShards", "LifecycleEvent", "MeasureCall", "MeasureShards", "ShardFill", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RedriveKind", "RedrivenEvent", "RunPoll",

@@ -26,6 +26,7 @@ from . import _codec, _deactivate, _growth, _intake, _kept, _lanes, _lifecycle, 
 from . import summary as _views
 from ._keys import digest_and_size, identity
 from ._lanes import LaneNotice
+from ._ledger import KEEP_LIVE_RELEASED
 from ._machine import Machine
 from ._split import DrainCheck
 from ._subscriptions import LifecycleEvent, SubscribeRequest, UnsubscribeRequest
@@ -196,14 +197,16 @@ class Engine:
             "wfi.batches.open": len(st.batches),
         }
 
-    def retire_due(self) -> bool:
+    def retire_due(self, keep_live: int = KEEP_LIVE_RELEASED) -> bool:
         """Whether the run should continue as new to retire the released dedup entries it holds as
-        full records (``limits.RECORDS_PER_RUN``): the worker's memory per retained id."""
-        return self._machine.retire_due()
+        full records past the ``keep_live`` newest and ``limits.RECORDS_PER_RUN`` more: the worker's
+        memory per retained id."""
+        return self._machine.retire_due(keep_live)
 
-    def encode_state(self) -> bytes:
-        """The state to carry across continue-as-new (released dedup entries packed first)."""
-        self._machine.retire_released()
+    def encode_state(self, keep_live: int = KEEP_LIVE_RELEASED) -> bytes:
+        """The state to carry across continue-as-new: released dedup entries but the ``keep_live``
+        newest packed first."""
+        self._machine.retire_released(keep_live)
         return _codec.encode_state(self._machine.state, self._machine.retired)
 
     # ------------------------------------------------------------------ life of the workflow run

@@ -19,7 +19,12 @@ from ._codec import Retired
 from ._types import RELEASED_AT_ACCEPTANCE, Command, Disposition, EngineState, ErrorRecord, EventRecord, SignalRun
 
 MAX_ERRORS = 200
-KEEP_LIVE_RELEASED = 2000
+KEEP_LIVE_RELEASED = 500
+"""Released dedup entries carried across continue-as-new as full records, the newest (what the
+operator page's recent dispositions and ``wfi state --events`` show); older ones are carried in the
+compact form. A full record takes ~1.4 KB of the worker's memory: 500 of them ~0.7 MB per shard."""
+KEEP_LIVE_RELEASED_BEFORE = 2000
+"""The same for runs recorded before patch ``wfi-fewer-records`` (workflows/_compat.py)."""
 
 
 class Ledger:
@@ -126,11 +131,11 @@ class Ledger:
                 moved += 1
         return moved
 
-    def retire_due(self) -> bool:
+    def retire_due(self, keep_live: int = KEEP_LIVE_RELEASED) -> bool:
         """Whether this run holds more released entries as full records than it carries as such
-        (``KEEP_LIVE_RELEASED``) plus ``limits.RECORDS_PER_RUN``: time to continue as new, which
-        retires them into the compact form (a full record takes ~25 times a retired id's memory)."""
-        return len(self._release_queue) > KEEP_LIVE_RELEASED + RECORDS_PER_RUN
+        (``keep_live``) plus ``limits.RECORDS_PER_RUN``: time to continue as new, which retires them
+        into the compact form (a full record takes ~25 times a retired id's memory)."""
+        return len(self._release_queue) > keep_live + RECORDS_PER_RUN
 
     def shed_oldest(self, n: int) -> datetime | None:
         """Drop the ``n`` dedup entries released longest ago, before their retention ends (the
