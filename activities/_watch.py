@@ -19,12 +19,20 @@ A long-polled watch (:data:`LONG_POLLS`) learns both from its long polls and swe
 :data:`MAX_INTERVAL`, as their backup.
 Nothing about one run fails the watch of the others: a call that fails is logged and asked again
 at the next sweep, and its runs stay watched.
+
+The closed-run queries of every watch of a worker's client go together (:class:`ClosedQueries`): one
+query in flight at a time and at most one every :data:`QUERY_GAP` while asked, the runs of the sweeps
+that asked meanwhile named together in the next (at most :data:`QUERY_IDS` a query). A sharded activation has watches on every shard, each sweeping
+on its own: one query per watch every sweep made the visibility store the bottleneck of
+run-starting deliveries past a few shards (bench/bench_shards.py: 0.62 of the design floor at 8
+shards, 0.90 with sweeps 15 times rarer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,6 +52,9 @@ DESCRIBE_CONCURRENCY = 8
 MIN_INTERVAL = 0.2
 MAX_INTERVAL = 5.0
 """Seconds between sweeps: from MIN_INTERVAL, doubling while nothing ends, at most MAX_INTERVAL."""
+QUERY_GAP = 0.1
+"""Seconds from one closed-run query of a worker's client to the next while others are asked for
+(:class:`ClosedQueries`): the sweeps of every watch of the worker within it go together."""
 GONE = "terminated"
 """What a watched run the server does not know is reported as."""
 
@@ -73,6 +84,70 @@ def closed_query(workflow_ids: Iterable[str], *, running_too: bool = False) -> s
     """The visibility query for the closed executions of these ids (or all of them, ``running_too``)."""
     listed = ", ".join(f"'{i}'" for i in workflow_ids)
     return f"WorkflowId IN ({listed})" + ("" if running_too else " AND ExecutionStatus != 'Running'")
+
+
+class ClosedQueries:
+    """The closed-run queries of every watch on one client (and event loop): one round in flight at a
+    time, at most one every :data:`QUERY_GAP` while asked; the ids asked for meanwhile go together in
+    the next (queries of at most :data:`QUERY_IDS` ids, one after the other). Get it with
+    :func:`closed_queries`."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self.loop = asyncio.get_running_loop()
+        self._asked: list[tuple[list[str], asyncio.Future[dict[str, str]]]] = []
+        self._pump: asyncio.Task[None] | None = None
+
+    async def closed(self, workflow_ids: list[str]) -> dict[str, str]:
+        """The ids of ``workflow_ids`` whose execution closed, with the run's outcome.
+
+        Raises:
+            RPCError: the server refused the query these ids went in (the same error for every
+                watch whose ids were in it).
+        """
+        future: asyncio.Future[dict[str, str]] = self.loop.create_future()
+        self._asked.append((workflow_ids, future))
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._answer())
+        return await future
+
+    async def _answer(self) -> None:
+        while self._asked:
+            began = self.loop.time()
+            asked, self._asked = [(ids, f) for ids, f in self._asked if not f.done()], []
+            wanted = list(dict.fromkeys(i for ids, _ in asked for i in ids))
+            found: dict[str, str] = {}
+            try:
+                for start in range(0, len(wanted), QUERY_IDS):
+                    query = closed_query(wanted[start:start + QUERY_IDS])
+                    async for execution in self._client.list_workflows(query, page_size=QUERY_IDS * 2):
+                        if execution.status in TERMINAL:
+                            found[execution.id] = TERMINAL[execution.status]
+            except asyncio.CancelledError:
+                for _, future in asked:
+                    future.cancel()
+                raise
+            except Exception as exc:  # noqa: BLE001 - each watch decides what the error means for it
+                for _, future in asked:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for ids, future in asked:
+                if not future.done():
+                    future.set_result({i: found[i] for i in ids if i in found})
+            if self._asked:  # the sweeps asking meanwhile, and until the gap has passed, go together
+                await asyncio.sleep(max(0.0, began + QUERY_GAP - self.loop.time()))
+
+
+_SHARED: weakref.WeakKeyDictionary[Client, ClosedQueries] = weakref.WeakKeyDictionary()
+
+
+def closed_queries(client: Client) -> ClosedQueries:
+    """The closed-run queries shared by every watch on ``client`` in this event loop."""
+    shared = _SHARED.get(client)
+    if shared is None or shared.loop is not asyncio.get_running_loop():
+        shared = _SHARED[client] = ClosedQueries(client)
+    return shared
 
 
 class RunWatcher:
@@ -184,11 +259,12 @@ class RunWatcher:
         return len(ended)
 
     async def _closed_in(self, chunk: list[str]) -> dict[str, str] | None:
-        """The runs of ``chunk`` that ended, with their outcome; None when the server refused the query."""
-        executions = await self._list(closed_query(chunk), len(chunk))
-        if executions is None:
-            return None
-        return {e.id: TERMINAL[e.status] for e in executions if e.status in TERMINAL}
+        """The runs of ``chunk`` that ended, with their outcome (asked together with the other
+        watches' runs, :class:`ClosedQueries`); None when the server refused the query."""
+        try:
+            return await closed_queries(self._client).closed(chunk)
+        except RPCError as exc:
+            return self._refused(exc, len(chunk))
 
     async def _unknown_in(self, chunk: list[str]) -> list[str]:
         """The ids of ``chunk`` the visibility store does not list at all.
@@ -218,14 +294,19 @@ class RunWatcher:
         try:
             return [execution async for execution in self._client.list_workflows(query, page_size=QUERY_IDS * 2)]
         except RPCError as exc:
-            if exc.status == RPCStatusCode.UNIMPLEMENTED:  # no visibility listing (the time-skipping test server)
-                self._listing = False
-                return None
-            if exc.status != RPCStatusCode.INVALID_ARGUMENT:
-                raise
-            _log.warning("the server refused the query for %d watched runs (%s); describing them instead", runs,
-                         exc.message)
+            return self._refused(exc, runs)
+
+    def _refused(self, exc: RPCError, runs: int) -> None:
+        """A listing the server refused: None (the caller describes the runs instead), or ``exc``
+        raised when it is no refusal of the query (the sweep ends; the next one asks again)."""
+        if exc.status == RPCStatusCode.UNIMPLEMENTED:  # no visibility listing (the time-skipping test server)
+            self._listing = False
             return None
+        if exc.status != RPCStatusCode.INVALID_ARGUMENT:
+            raise exc
+        _log.warning("the server refused the query for %d watched runs (%s); describing them instead", runs,
+                     exc.message)
+        return None
 
     async def _describe(self, workflow_id: str) -> str | None:
         """The terminal status of the workflow id's latest run; None while it runs or cannot be told."""

@@ -1,6 +1,6 @@
 """An activation spread over N shards next to N bare workflows, in one run on one dev server (issue 21 item 6).
 
-    .venv/bin/python bench/bench_shards.py [--shards 1,2,4,8] [--deliveries 2000] [--concurrency 16]
+    .venv/bin/python bench/bench_shards.py [--shards 1,2,4,8] [--deliveries 2000] [--concurrency 16] [--repeat 3]
                                            [--dynamic-config KEY=VALUE ...]
 
 For each N it activates a workflow with ``scale: {shards: N}`` and measures, next to N bare
@@ -28,10 +28,12 @@ import argparse
 import asyncio
 import os
 import pathlib
+import statistics
 import sys
 import tempfile
 import time
 import uuid
+from functools import partial
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -169,20 +171,33 @@ class ShardBench:
         return percentile(latencies, 0.5) * 1000
 
 
+async def _pairs(repeat: int, ours: Any, bare: Any) -> tuple[float, float, list[float]]:
+    """``repeat`` pairs, each side measured right after the other: the medians of each side and
+    every pair's ratio (one pair of a few seconds swings by a third on this machine)."""
+    pairs = [(await ours(), await bare()) for _ in range(repeat)]
+    return (statistics.median(o for o, _ in pairs), statistics.median(b for _, b in pairs),
+            [round(o / b, 2) for o, b in pairs])
+
+
 async def measure(bench: ShardBench, args: argparse.Namespace, log: Any) -> list[Figure]:
     figures: list[Figure] = []
     for shards in args.shards:
-        log(f"{shards} shard(s): deliveries that start no run, {args.deliveries} signals")
-        ours, bare = await bench.no_run(shards, args.deliveries), await bench.bare_no_run(shards, args.deliveries)
+        log(f"{shards} shard(s): deliveries that start no run, {args.deliveries} signals, {args.repeat} pair(s)")
+        ours, bare, ratios = await _pairs(args.repeat, partial(bench.no_run, shards, args.deliveries),
+                                          partial(bench.bare_no_run, shards, args.deliveries))
         figures.append(Figure(metric=f"no-run deliveries by signal, {shards} shard(s)", unit="/s", ours=ours, bare=bare,
                               target=Target(op=">=", value=0.9),
-                              note=f"bare: the same signals to {shards} bench.BareCounter workflow(s), spread by the same hash"))
+                              note=f"bare: the same signals to {shards} bench.BareCounter workflow(s), spread by the same hash; "
+                                   f"medians of {args.repeat} pairs, the pairs' ratios {ratios}"))
         starts = max(100, args.deliveries // 5)
-        log(f"{shards} shard(s): deliveries that start a run, {starts} signals")
-        ours, bare = await bench.starts(shards, starts), await bench.bare_starts(shards, starts)
+        log(f"{shards} shard(s): deliveries that start a run, {starts} signals, {args.repeat} pair(s)")
+        ours, bare, ratios = await _pairs(args.repeat, partial(bench.starts, shards, starts),
+                                          partial(bench.bare_starts, shards, starts))
         figures.append(Figure(metric=f"run-starting deliveries by signal, {shards} shard(s)", unit="/s", ours=ours, bare=bare,
                               target=Target(op=">=", value=0.9),
-                              note=f"bare: {shards} bench.UpdateThenStart design floor(s) fed by signal"))
+                              note=f"bare: {shards} bench.UpdateThenStart design floor(s) fed by signal; "
+                                   f"medians of {args.repeat} pairs, the pairs' ratios {ratios}"))
+        log(f"  pairs' ratios: {ratios}")
         figures.append(Figure(metric=f"ack latency p50, one deliver update at a time, {shards} shard(s)", unit="ms",
                               ours=await bench.ack_p50(shards, 30), note="informational: one hop whatever the shard count"))
     return figures
@@ -213,6 +228,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shards", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4, 8])
     parser.add_argument("--deliveries", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--repeat", type=int, default=3, help="pairs per figure, ours then bare each time; medians (default 3)")
     parser.add_argument("--dynamic-config", action="append", default=["history.maxInFlightUpdates=100"], metavar="KEY=VALUE")
     return parser.parse_args(argv)
 

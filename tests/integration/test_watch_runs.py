@@ -27,7 +27,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, still_serves
 from tests.support.waits import assert_eventually
-from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS
+from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS, RunWatcher
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -138,6 +138,35 @@ async def test_many_runs_are_watched_in_bounded_calls_and_a_missing_run_fails_no
     assert counter.most[LONG_POLL] <= LONG_POLLS, "no long poll per run: the oldest two at most"
     assert counter.most[LIST] == 1, counter.most
     assert 1 <= counter.most[DESCRIBE] <= DESCRIBE_CONCURRENCY, counter.most
+
+
+async def test_the_sweeps_of_many_watches_on_one_client_go_in_one_query(dev_env, task_queue: str) -> None:
+    # proves: TRIG-14
+    # A sharded activation has watches on every shard: each sweeping with a query of its own made
+    # the visibility store the bottleneck of run starts past a few shards (bench_shards.py).
+    client, counter = await counted_client(dev_env)
+    keys = [unique("held") for _ in range(WATCHERS * 5)]
+    async with Worker(dev_env.client, task_queue=task_queue, workflows=[Held], workflow_runner=UnsandboxedWorkflowRunner()):
+        handles = [await dev_env.client.start_workflow(Held.run, 0, id=k, task_queue=task_queue) for k in keys]
+        ending = {keys[n]: ("complete" if n % 2 else "fail") for n in range(0, len(keys), 4)}  # two in each watch
+        for key, how in ending.items():
+            await handles[keys.index(key)].signal(Held.end, how)
+        watchers = [RunWatcher(client, keys[n:n + 5]) for n in range(0, len(keys), 5)]
+        rounds = 0
+        for _ in range(100):  # until the visibility store lists every ending (it lags the server a little)
+            before = counter.total[LIST]
+            await asyncio.gather(*(w.sweep() for w in watchers))
+            rounds += 1
+            assert counter.total[LIST] - before == 1, "the eight sweeps asked together: one query"
+            if sum(len(w.watching) for w in watchers) == len(keys) - len(ending):
+                break
+            await asyncio.sleep(0.1)
+        outcomes = {k: f.result() for w in watchers for k, f in w.outcomes.items() if f.done()}
+        assert outcomes == {k: "completed" if how == "complete" else "failed" for k, how in ending.items()}
+        for handle in handles:
+            if handle.id not in ending:
+                await handle.terminate("test over")
+    assert counter.most[LIST] == 1, "one query in flight at a time"
 
 
 @pytest.mark.slow
