@@ -264,7 +264,8 @@ class RunWatcher:
         try:
             return await closed_queries(self._client).closed(chunk)
         except RPCError as exc:
-            return self._refused(exc, len(chunk))
+            self._refused(exc, len(chunk))
+            return None
 
     async def _unknown_in(self, chunk: list[str]) -> list[str]:
         """The ids of ``chunk`` the visibility store does not list at all.
@@ -294,19 +295,19 @@ class RunWatcher:
         try:
             return [execution async for execution in self._client.list_workflows(query, page_size=QUERY_IDS * 2)]
         except RPCError as exc:
-            return self._refused(exc, runs)
+            self._refused(exc, runs)
+            return None
 
     def _refused(self, exc: RPCError, runs: int) -> None:
-        """A listing the server refused: None (the caller describes the runs instead), or ``exc``
-        raised when it is no refusal of the query (the sweep ends; the next one asks again)."""
+        """A listing the server refused (the caller describes the runs instead), or ``exc`` raised
+        when it is no refusal of the query (the sweep ends; the next one asks again)."""
         if exc.status == RPCStatusCode.UNIMPLEMENTED:  # no visibility listing (the time-skipping test server)
             self._listing = False
-            return None
+            return
         if exc.status != RPCStatusCode.INVALID_ARGUMENT:
             raise exc
         _log.warning("the server refused the query for %d watched runs (%s); describing them instead", runs,
                      exc.message)
-        return None
 
     async def _describe(self, workflow_id: str) -> str | None:
         """The terminal status of the workflow id's latest run; None while it runs or cannot be told."""
