@@ -22,9 +22,9 @@ at the next sweep, and its runs stay watched.
 
 The closed-run queries of every watch of a worker's client go together (:class:`ClosedQueries`): one
 query in flight at a time and at most one every :data:`QUERY_GAP` while asked, the runs of the sweeps
-that asked meanwhile named together in the next (at most :data:`QUERY_IDS` a query). A sharded activation has watches on every shard, each sweeping
-on its own: one query per watch every sweep made the visibility store the bottleneck of
-run-starting deliveries past a few shards (bench/bench_shards.py: 0.62 of the design floor at 8
+that asked meanwhile named together in the next (at most :data:`QUERY_IDS` a query). A sharded
+activation has watches on every shard, each sweeping on its own: one query per watch every sweep
+made the visibility store the bottleneck of run-starting deliveries past a few shards (bench/bench_shards.py: 0.62 of the design floor at 8
 shards, 0.90 with sweeps 15 times rarer).
 """
 

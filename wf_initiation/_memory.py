@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -23,8 +24,10 @@ TRIM_EVERY = timedelta(seconds=10)
 """How often a worker gives freed memory back (``WfiPlugin(trim_memory_every=...)``)."""
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
+    """glibc's ``malloc_trim``, or None where the C library has none (looked up once per process:
+    ``find_library`` runs ``ldconfig``)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
