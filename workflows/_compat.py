@@ -22,6 +22,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``poll_retry_after()`` | patch ``wfi-poll-retry-after`` | 6 Dec 2026 | a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) was ignored: the next poll came after the backoff alone |
 | ``retires_records()`` | patch ``wfi-retire-records`` | 6 Dec 2026 | a run continued as new only for its history or signals, holding every released dedup entry of the run as a full record until then (tens of thousands under ``deliver_many``) |
 | ``keep_live_released()`` | patch ``wfi-fewer-records`` | 6 Dec 2026 | a run carried the 2,000 newest released dedup entries as full records (``KEEP_LIVE_RELEASED_BEFORE``), not 500 |
+| ``quiet_waiting()`` | patch ``wfi-quiet-waiting`` | 6 Dec 2026 | each signal arriving behind signals waiting for room tried the oldest again (a try of the task's budget each, so a burst brought more tasks) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -36,7 +37,7 @@ note, change only the state and the update's message, which a replay does not co
 
 The first four are read when the run begins, in this order (the order of their markers is part of
 the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
-and no history recorded before it has its marker anywhere). The last ten are asked lazily, where the behaviour first differs, and then kept:
+and no history recorded before it has its marker anywhere). The last eleven are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -63,6 +64,7 @@ PAGED_CONTROLS_PATCH = "wfi-paged-controls"
 POLL_RETRY_AFTER_PATCH = "wfi-poll-retry-after"
 RETIRE_RECORDS_PATCH = "wfi-retire-records"
 FEWER_RECORDS_PATCH = "wfi-fewer-records"
+QUIET_WAITING_PATCH = "wfi-quiet-waiting"
 
 
 class RunCompat:
@@ -85,6 +87,14 @@ class RunCompat:
         self._poll_retry_after: bool | None = None
         self._retires_records: bool | None = None
         self._fewer_records: bool | None = None
+        self._quiet_waiting: bool | None = None
+
+    def quiet_waiting(self) -> bool:
+        """Whether a signal arriving behind signals that wait for room joins them without a try
+        (workflows/_inbox.py; asked only when the earlier build would have tried)."""
+        if self._quiet_waiting is None:
+            self._quiet_waiting = workflow.patched(QUIET_WAITING_PATCH)
+        return self._quiet_waiting
 
     def poll_retry_after(self) -> bool:
         """Whether a failed poll's ``next_retry_delay`` (a source's ``Retry-After``) delays the next poll

@@ -77,8 +77,10 @@ class Inbox:
 
     def __init__(self, budget: int, *, next_task: Callable[[int], Awaitable[None]], task_marker: Callable[[], int],
                  after_take: Callable[[], None],
-                 spawn: Callable[[Coroutine[Any, Any, Any], str], object]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, Any], str], object],
+                 quiet_behind: Callable[[], bool] = lambda: False) -> None:
         self._budget = budget
+        self._quiet_behind = quiet_behind  # a signal behind a waiting one waits without a try (compat)
         self._spawn = spawn  # starts the task that brings the next workflow task (workflows/_tasks.py)
         self._after_take = after_take  # something was taken: the shell's loop has commands to issue
         self._queue: list[Slot[Any]] = []
@@ -89,6 +91,7 @@ class Inbox:
         self._waiting_for_task = False
         self._flushing = False
         self._signals = 0  # signal slots queued, and their payload bytes
+        self._updates = 0  # update slots queued (a scan past waiting signals looks for these only)
         self._signal_bytes = 0
         self.waiting_signals = 0  # signals kept because the activation had no room for them
         self.carried: list[Any] = []  # flushed: the ``kept`` of the signals still waiting, in order
@@ -110,11 +113,26 @@ class Inbox:
         """Queue ``work`` behind what is queued and take what this task has room for."""
         slot: Slot[T] = Slot(work, waited, size, kept)
         self._queue.append(slot)
-        if not waited:
+        if waited:
+            self._updates += 1
+        else:
             self._signals += 1
             self._signal_bytes += size
+            if self._behind_waiting():
+                self.waiting_signals = self._signals
+                return slot
         self._take()
         return slot
+
+    def _behind_waiting(self) -> bool:
+        """Whether a new signal only joins the signals waiting for room: nothing can be taken for it
+        (it stays behind them) and the inbox is within its bounds. The head is tried again when the
+        activation may have room (:meth:`retry`, each turn of the loop), not once per signal: a burst
+        of thousands arriving in one task cost a try and a scan of the queue each, which came near the
+        2 s deadlock timeout on a loaded worker."""
+        if not self.waiting_signals or self._flushing or self._held or self._room() <= 0:
+            return False  # a try now would change nothing an earlier build recorded (held, no room)
+        return self._must_take() == 0 and self._quiet_behind()
 
     def kept(self) -> list[Any]:
         """The ``kept`` of the signalled deliveries queued (waiting), in order."""
@@ -192,6 +210,8 @@ class Inbox:
         took = False
         i = 0
         while i < len(self._queue) and room > 0:
+            if blocked and not self._flushing and not self._updates:
+                break  # only signals behind a waiting one are left: each would stay where it is
             slot = self._queue[i]
             if blocked and not slot.waited:
                 if self._flushing and slot.kept is not None:
@@ -220,6 +240,8 @@ class Inbox:
                     continue
                 self._signals -= 1
                 self._signal_bytes -= slot.size
+            else:
+                self._updates -= 1
             del self._queue[i]
             slot.value, slot.done, took = value, True, True
         self.waiting_signals = self._signals if blocked else 0

@@ -81,7 +81,8 @@ class ActivationWorkflow(DeliveryHandlers, Queries, ContinueAsNew, Timekeeping):
         self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
-                            task_marker=lambda: workflow.info().get_current_history_length()) \
+                            task_marker=lambda: workflow.info().get_current_history_length(),
+                            quiet_behind=self._compat.quiet_waiting) \
             if self._compat.inbox else None
         self._carried = CarriedSignals(self._engine, self._inbox, take=self._take_carried, absorb=self._absorb,
                                        now=self._now) if self._inbox is not None else None

@@ -10,7 +10,9 @@ from temporalio.client import WorkflowHistory
 
 from tests.support.paths import HISTORIES
 from tests.support.replay import replay_failure
+from wf_initiation.core.engine import _intake
 from wf_initiation.wire import WAIT_ACTIVITY
+from wf_initiation.workflows._compat import QUIET_WAITING_PATCH, RunCompat
 
 
 def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
@@ -78,3 +80,30 @@ def test_a_run_that_retired_its_records_replays_with_the_bound_it_was_recorded_w
     assert history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes"), "it ends in continue-as-new"
     failure = asyncio.run(replay_failure(history))
     assert failure is None, failure
+
+
+@pytest.mark.parametrize(("fixture", "quiet"), [
+    # before patch wfi-quiet-waiting: each signal behind a waiting one tried the oldest again
+    ("waiting-2026-12-06.json.gz", False),
+    # with it: they join the waiting ones without a try
+    ("waiting-quiet-2026-12-06.json.gz", True),
+])
+def test_a_burst_behind_a_waiting_signal_replays_as_it_was_recorded(
+    fixture: str, quiet: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: INIT-7, EXT-11
+    # Recorded with tests/histories/record_waiting.py (700 signals taken in one task while the
+    # held-bytes budget, lowered to 2,500 bytes as there, has no room), once by each build: a run
+    # begun before the patch keeps trying the oldest per signal (so its tries bring more tasks).
+    monkeypatch.setattr(_intake, "MAX_HELD_BYTES", 2_500)
+    history = WorkflowHistory.from_json("wfi-activation:recorded-waiting",
+                                        gzip.decompress(HISTORIES.joinpath(fixture).read_bytes()).decode())
+    assert sum(e.event_type == 26 for e in history.events) == 700, "the fixture must hold the signal burst"
+    marker = any(QUIET_WAITING_PATCH in str(e.marker_recorded_event_attributes.details) for e in history.events
+                 if e.HasField("marker_recorded_event_attributes"))
+    assert marker == quiet, "each build's history: the patch's marker only in the one recorded with it"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
+    if not quiet:  # the fixture holds what differs: the earlier build's history fails with the patch forced on
+        monkeypatch.setattr(RunCompat, "quiet_waiting", lambda self: True)
+        assert "Nondeterminism" in str(asyncio.run(replay_failure(history)))
