@@ -6,6 +6,10 @@ the upstream file (or issue) it depends on, and ``tests/integration/test_sdk_wor
 against the installed SDK and a real server, so an upgrade that changes one fails there, naming the
 function, instead of silently changing behaviour. Imported by workflow code too (passed through the
 sandbox): nothing here does I/O.
+
+One more lives where it acts: ``workflows/_start_input.py`` lets go of the carried state by changing
+the ``ExecuteWorkflowInput`` the SDK keeps for a run (if the SDK kept a copy instead, nothing
+breaks but the memory; ``tests/integration/test_capacity.py`` checks the SDK's own object).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.unencoded import FLAG as UNENCODED_FLAG
 from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
 from wf_initiation.wire.search_attributes import ensure_registered
+from wf_initiation.workflows._start_input import ReleaseCarriedState
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
@@ -299,7 +300,7 @@ class WfiPlugin(SimplePlugin):
         on_client = client.config(active_config=True)["interceptors"]
         worker_side = [i for i in self._missing_interceptors([*on_client, *config.get("interceptors", [])])
                        if isinstance(i, temporalio.worker.Interceptor)]
-        config["interceptors"] = [*config.get("interceptors", []), *worker_side, self._connections]
+        config["interceptors"] = [*config.get("interceptors", []), *worker_side, self._connections, ReleaseCarriedState()]
         config["activities"] = [*config.get("activities", []), *RunActivities(self._activities_client(client), self._telemetry, publish_client=client).all(),
                                 *LifecycleActivities(client).all(), *ShardActivities(client).all(),
                                 *SignalActivities(client).all()]

@@ -10,10 +10,11 @@ ones again. Under ``shed_oldest`` it keeps taking new ids and records what it sh
 from __future__ import annotations
 
 import asyncio
+import gc
 import pathlib
 
 import pytest
-from temporalio.worker import Worker
+from temporalio.worker import ExecuteWorkflowInput, Worker
 
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, errors_of, histories, hook, still_serves, task_failures
@@ -149,4 +150,34 @@ async def test_continue_as_new_is_not_put_off_by_senders_keeping_deliver_many_up
         assert runs >= 4, f"{runs} run(s) for 6,000 ids at most 2,100 full records a run: continue-as-new waited for the senders"
         assert (await wfi.summary(name))["dedup_entries"] == 6000, "no id lost or taken twice across the runs"
         assert await task_failures(client, name) == []
+        await still_serves(wfi, client, name, go=True)
+
+
+async def test_a_cached_activation_holds_no_copy_of_the_state_it_was_started_with(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-3
+    # The SDK keeps a run's decoded arguments for the run's life (workflows/_start_input.py): the
+    # carried state (~15 bytes per retained id) is replaced by None once the workflow object read it.
+    client = dev_env.client
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        name = unique("carried")
+        workfile = HOOK.format(name=name, extra='  when: "{{ hook.body.go }}"')
+        await wfi.activate(make_spec(tmp_path, workfile, task_queue=task_queue, max_history_events=1000))
+        results = await wfi.deliver_many(name, [(None, hook(f"id-{i}", go=False)) for i in range(200)])
+        assert {r.disposition.value for r in results} == {"suppressed"}
+        await wfi.activate(make_spec(tmp_path, workfile, task_queue=task_queue, max_history_events=1200))  # a rebinding
+
+        async def continued_as_new() -> None:
+            assert len(await histories(client, name)) >= 2
+            assert (await wfi.summary(name))["dedup_entries"] == 200, "the new run holds every id"
+
+        await assert_eventually(continued_as_new, timeout=60)
+        inputs = [o for o in gc.get_objects() if isinstance(o, ExecuteWorkflowInput)
+                  and getattr(o.type, "__name__", "") == "ActivationWorkflow"]
+        assert len(inputs) >= 2, "the SDK keeps each cached run's input (the first run's and the new one's)"
+        assert all(o.args[1] is None for o in inputs), [type(o.args[1]) for o in inputs]
+        again = await wfi.deliver_many(name, [(None, hook("id-0", go=False))])
+        assert again[0].disposition.value == "duplicate", "what the state carried is the engine's"
         await still_serves(wfi, client, name, go=True)
