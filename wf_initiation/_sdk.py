@@ -7,9 +7,10 @@ against the installed SDK and a real server, so an upgrade that changes one fail
 function, instead of silently changing behaviour. Imported by workflow code too (passed through the
 sandbox): nothing here does I/O.
 
-One more lives where it acts: ``workflows/_start_input.py`` lets go of the carried state by changing
-the ``ExecuteWorkflowInput`` the SDK keeps for a run (if the SDK kept a copy instead, nothing
-breaks but the memory; ``tests/integration/test_capacity.py`` checks the SDK's own object).
+One more lives where it acts: ``workflows/_start_input.py`` lets go of what a cached run kept of
+the activation it began with (the ``ExecuteWorkflowInput`` the SDK keeps for the run, and views
+into the first activation's message in it and in the run's details). If the SDK changes how it
+keeps them, nothing breaks but the memory: ``tests/integration/test_start_input.py`` measures it.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.unencoded import FLAG as UNENCODED_FLAG
 from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
 from wf_initiation.wire.search_attributes import ensure_registered
-from wf_initiation.workflows._start_input import ReleaseCarriedState
+from wf_initiation.workflows._start_input import DetachedSandboxRunner, ReleaseCarriedState
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
@@ -81,12 +81,17 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
     A sandboxed runner of the user's is kept with everything it sets (its restrictions, its
     ``runner_class``) and only the pass-through modules added; an unsandboxed one is kept as it is.
+    The SDK's sandboxed runner becomes a :class:`DetachedSandboxRunner` with the same settings
+    (workflows/_start_input.py: a cached run holds no view into the activation it began with).
     """
     if existing is None:
-        return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
+        return DetachedSandboxRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES))
     if not isinstance(existing, SandboxedWorkflowRunner):
         return existing  # the user chose an unsandboxed runner; nothing to add
-    return dataclasses.replace(existing, restrictions=existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES))
+    restrictions = existing.restrictions.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    if type(existing) is SandboxedWorkflowRunner:  # the SDK's own: the same, holding less of each run's start
+        return DetachedSandboxRunner(restrictions=restrictions, runner_class=existing.runner_class)
+    return dataclasses.replace(existing, restrictions=restrictions)
 
 
 # ---------------------------------------------------------------------------- data converter
