@@ -19,6 +19,8 @@ the input the SDK keeps, after the workflow object was made and before the run f
 (``run`` never reads it), and gives that input copies of its headers. :class:`DetachedSandboxRunner`
 (the plugin's sandboxed runner) gives each run copies of those messages in its details. Nothing
 recorded changes: arguments and headers are read the same, and a replay compares commands only.
+The SDK also keeps a view into the activation it is processing until the next one (its internal
+flags), so the first activation goes at the run's next task or query, not at once.
 """
 
 from __future__ import annotations
