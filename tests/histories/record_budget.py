@@ -27,6 +27,7 @@ async def main(out):
         name = "recorded-budget"
         async with worker(env):
             await wfi.activate(spec_of(WF.format(name=name)))
+            first = (await wfi._handle(name).describe()).run_id  # the run continues as new to retire records
             batches = [[(None, hook(f"b{b}-{i}", go=(i % 100 == 0), key=f"k{i % 3}")) for i in range(500)] for b in range(4)]
             sigs = [wfi.signal_delivery(name, hook(f"s{i}", go=(i % 50 == 0), key=f"k{i % 3}")) for i in range(600)]
             await asyncio.gather(*(wfi.deliver_many(name, b) for b in batches), *sigs)
@@ -38,7 +39,7 @@ async def main(out):
             else:
                 raise SystemExit(f"not settled: {s}")
             print(s["counters"])
-            write(await wfi._handle(name).fetch_history(), out)
+            write(await env.client.get_workflow_handle(f"wfi-activation:{name}", run_id=first).fetch_history(), out)
 
 
 asyncio.run(main(sys.argv[1]))
