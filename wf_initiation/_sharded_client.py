@@ -72,16 +72,13 @@ class _Client(Protocol):
 ROUTING_ATTEMPTS = 3
 """Tries of the routing query before a delivery goes to shard 0 unrouted (it is taken or passed on there)."""
 
-ROUTE_ATTEMPTS = 4
-"""How many times a ``routed`` answer is followed before it is returned as it is (a shard count that
-kept changing; the ingress answers it 503, retry later)."""
-
 MISROUTED_ATTEMPTS = 36
 """How many times a delivery a shard refused as not its own is routed again before the refusal is
-raised: after pauses of ~0.05 s doubling to 2 s, ~1 min in all. A split switches shard 0, which
-answers the routing, last (docs/deployment.md), and with its worker down (a crash, a deploy) that
-can take as long as the worker takes to come back; the same order as the client's retries of an
-unavailable server (``max_attempts``)."""
+raised, and how many times a ``routed`` answer is followed before it is returned as it is (the
+ingress answers that 503, retry later): after pauses of ~0.05 s doubling to 2 s, ~1 min in all. A
+split switches shard 0, which answers the routing, last (docs/deployment.md), and with its worker
+down (a crash, a deploy) that can take as long as the worker takes to come back; the same order as
+the client's retries of an unavailable server (``max_attempts``)."""
 
 
 def group_key(workflow: str, shard: int) -> str:
@@ -195,13 +192,16 @@ class ShardedCalls:
         queue key's, batch's or shard 0, core.sharding), which gets the delivery with the routing as
         its ``lane``. ``uid``: the update id (the first update's, so a repeat is answered as the first
         was), else derived from the content. A routing made with a shard count that changed since (a
-        split) is routed again by the shard that gets it, or refused (``Misrouted``): followed again,
-        with the routing asked anew, a few times."""
+        split) is routed again by the shard that gets it, or refused (``Misrouted``): followed again
+        with the routing asked anew after a pause, as a misrouted delivery is, up to
+        ``MISROUTED_ATTEMPTS`` times (a split meeting a killed worker: tests/crash/test_lanes_crash.py)."""
         out = list(results)
-        for attempt in range(ROUTE_ATTEMPTS):
+        for attempt in range(MISROUTED_ATTEMPTS):
             pending = [i for i, r in enumerate(out) if r.disposition is Disposition.ROUTED and r.shard is not None]
             if not pending:
                 break
+            if attempt:  # still routed after following: the shard count changed (a split)
+                await self._route_again(workflow, attempt - 1)
             shards = await self._wfi.shards(workflow)
             by_lane: dict[int, list[int]] = {}
             for i in pending:
@@ -225,8 +225,6 @@ class ShardedCalls:
                     done += len(part)
 
             await asyncio.gather(*(send(lane, indexes) for lane, indexes in by_lane.items()))
-            if any(out[i].disposition is Disposition.ROUTED for i in pending):
-                self._wfi._routing.forget(workflow)  # followed again with the routing asked anew
         return out
 
     async def send_group(self, key: str, chunk: list[DeliveryRequest], uid: str | None = None) -> list[DeliveryResult]:
