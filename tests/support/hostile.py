@@ -14,6 +14,7 @@ from tests.support.restart import listed, ride_out
 from tests.support.runs import describe_or_none
 from tests.support.waits import assert_eventually
 from wf_initiation.client import WfiClient
+from wf_initiation.core.limits import KIB, MAX_START_BYTES, MAX_TASK_BYTES
 from wf_initiation.wire import workflow_id_for
 
 HOOK = """
@@ -115,8 +116,30 @@ def _repeated_acceptance(events: Sequence[Any], at: int, message: str) -> bool:
     return len(accepted) == 1 and len(completed) == 1 and accepted[0] < completed[0] < at
 
 
-async def task_failures(client: Client, workflow: str) -> list[str]:
-    """Cause and message of the activation's failed workflow tasks, in every run (there must be none)."""
+DEADLOCK = "[TMPRL1101]"
+"""The SDK's failure of a workflow task that did not yield within its deadlock timeout (2 s of wall
+time): on a machine loaded to several times its cores a task well inside its budget can take that
+long (CI: one task of a 3,000-minute backfill admitting its 100 occurrences)."""
+
+
+def _went_on(events: Sequence[Any], at: int) -> bool:
+    """Whether a workflow task completed after ``events[at]`` with no failure but the deadlock
+    timeout's between: the task was retried with its input and its work fit in the end."""
+    for event in events[at + 1:]:
+        if event.HasField("workflow_task_completed_event_attributes"):
+            return True
+        if event.HasField("workflow_task_failed_event_attributes") and \
+                DEADLOCK not in event.workflow_task_failed_event_attributes.failure.message:
+            return False
+    return False
+
+
+async def task_failures(client: Client, workflow: str, *, slow_retried: bool = False) -> list[str]:
+    """Cause and message of the activation's failed workflow tasks, in every run (there must be none).
+
+    ``slow_retried``: a task past the deadlock timeout that was retried and then completed is left
+    out; the test proves the task's budget by what each task did instead (a count from the history),
+    so a slow machine does not fail it and a task too big for its budget still does."""
     failures = []
     for history in await histories(client, workflow):
         events = list(history.events)
@@ -126,7 +149,8 @@ async def task_failures(client: Client, workflow: str) -> list[str]:
             attrs = event.workflow_task_failed_event_attributes
             if attrs.cause in BENIGN_TASK_FAILURES or (
                     attrs.cause == WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE
-                    and _repeated_acceptance(events, at, attrs.failure.message)):
+                    and _repeated_acceptance(events, at, attrs.failure.message)) or (
+                    slow_retried and DEADLOCK in attrs.failure.message and _went_on(events, at)):
                 continue
             failures.append(f"{WorkflowTaskFailedCause.Name(attrs.cause)}: {attrs.failure.message}")
     return failures
@@ -142,3 +166,16 @@ async def scheduled_bytes_per_task(client: Client, workflow: str) -> dict[tuple[
                 size = sum(len(p.data) for p in attrs.input.payloads)
                 per_task.setdefault((n, attrs.workflow_task_completed_event_id), []).append(size)
     return per_task
+
+
+def assert_budgets_kept(per_task: dict[tuple[int, int], list[int]]) -> None:
+    """Each task's start activities within the byte budgets (``scheduled_bytes_per_task``)."""
+    for sizes in per_task.values():
+        assert all(size <= MAX_START_BYTES + 64 * KIB for size in sizes), sizes
+        assert sum(sizes) <= MAX_TASK_BYTES + 64 * KIB, sizes
+
+
+async def completed_tasks(client: Client, workflow: str) -> int:
+    """How many workflow tasks of the activation completed, every run."""
+    return sum(e.HasField("workflow_task_completed_event_attributes")
+               for h in await histories(client, workflow) for e in h.events)
