@@ -34,20 +34,17 @@ def _task_completed() -> HistoryEvent:
     return event
 
 
-def _task_failed(message: str) -> HistoryEvent:
+def _task_failed(message: str, cause: int = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE,
+                 ) -> HistoryEvent:
     event = HistoryEvent()
     attrs = event.workflow_task_failed_event_attributes
-    attrs.cause = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_WORKFLOW_WORKER_UNHANDLED_FAILURE
+    attrs.cause = cause
     attrs.failure.message = message
     return event
 
 
 def _refused() -> HistoryEvent:
-    event = HistoryEvent()
-    attrs = event.workflow_task_failed_event_attributes
-    attrs.cause = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE
-    attrs.failure.message = MESSAGE
-    return event
+    return _task_failed(MESSAGE, WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_BAD_UPDATE_WORKFLOW_EXECUTION_MESSAGE)
 
 
 def test_a_refused_repeat_of_an_update_completed_once_before_is_benign() -> None:
