@@ -35,7 +35,7 @@ from temporalio.converter import (
     WithSerializationContext,
 )
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, UnsandboxedWorkflowRunner, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from wf_initiation import _uncached
@@ -54,7 +54,7 @@ from wf_initiation.core.deployment import Deployment, load_deployment
 from wf_initiation.core.unencoded import FLAG as UNENCODED_FLAG
 from wf_initiation.errors import SearchAttributesMissing, WfiSetupError
 from wf_initiation.wire.search_attributes import ensure_registered
-from wf_initiation.workflows._start_input import DetachedSandboxRunner, ReleaseCarriedState
+from wf_initiation.workflows._start_input import DetachedSandboxRunner, DetachedUnsandboxedRunner, ReleaseCarriedState
 from wf_initiation.workflows.activation import ActivationWorkflow
 from wf_initiation.workflows.runapi import WaitForExample
 from wf_initiation.workflows.sample_runs import EchoRun
@@ -92,6 +92,15 @@ def _runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     if type(existing) is SandboxedWorkflowRunner:  # the SDK's own: the same, holding less of each run's start
         return DetachedSandboxRunner(restrictions=restrictions, runner_class=existing.runner_class)
     return dataclasses.replace(existing, restrictions=restrictions)
+
+
+def _unsandboxed_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    """The worker's runner of workflows outside the sandbox (the activation workflow is one): the SDK's
+    own becomes a :class:`DetachedUnsandboxedRunner` (workflows/_start_input.py: a cached run holds no
+    view into the activation it began with); a runner of the user's own is kept as it is."""
+    if existing is None or type(existing) is UnsandboxedWorkflowRunner:
+        return DetachedUnsandboxedRunner()
+    return existing
 
 
 # ---------------------------------------------------------------------------- data converter
@@ -293,6 +302,7 @@ class WfiPlugin(SimplePlugin):
         """
         config = super().configure_worker(config)
         _uncached.record(config["task_queue"], max_cached_workflows=config.get("max_cached_workflows"))
+        config["unsandboxed_workflow_runner"] = _unsandboxed_runner(config.get("unsandboxed_workflow_runner"))
         client = config["client"]
         converter = compose_data_converter(client.data_converter)
         check_payload_converter(converter)

@@ -16,9 +16,17 @@ the engine and nothing reads it again; but a cached run kept it, several times o
 
 :class:`ReleaseCarriedState` (a workflow interceptor) replaces the state argument by ``None`` in
 the input the SDK keeps, after the workflow object was made and before the run function is called
-(``run`` never reads it), and gives that input copies of its headers. :class:`DetachedSandboxRunner`
-(the plugin's sandboxed runner) gives each run copies of those messages in its details. Nothing
-recorded changes: arguments and headers are read the same, and a replay compares commands only.
+(``run`` never reads it), and gives that input copies of its headers. The plugin's runners,
+:class:`DetachedSandboxRunner` (sandboxed workflows) and :class:`DetachedUnsandboxedRunner` (those
+outside the sandbox: the activation workflow is one), give each run copies of those messages in its
+details. Nothing recorded changes: arguments and headers are read the same, and a replay compares
+commands only.
+
+The SDK (1.35) also passes every payload of an activation through three visitors (payload
+references, external storage, the codec), each putting its result back into the message, so the
+first activation's arena holds the state four times (a view into any part keeps all of it): a
+fresh worker that loaded a 75,000-id shard held 4.3 MB of such copies (~57 bytes per id) while the
+activation workflow ran outside the sandbox without the detached details (bench/bench_memory.py).
 The SDK also keeps a view into the activation it is processing until the next one (its internal
 flags), so the first activation goes at the run's next task or query, not at once.
 """
@@ -34,6 +42,7 @@ from temporalio import workflow
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
+    UnsandboxedWorkflowRunner,
     WorkflowInboundInterceptor,
     WorkflowInstance,
     WorkflowInstanceDetails,
@@ -69,6 +78,13 @@ def detached(det: WorkflowInstanceDetails) -> WorkflowInstanceDetails:
 @dataclasses.dataclass(frozen=True)
 class DetachedSandboxRunner(SandboxedWorkflowRunner):
     """The SDK's sandboxed runner, each run given :func:`detached` details."""
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return super().create_instance(detached(det))
+
+
+class DetachedUnsandboxedRunner(UnsandboxedWorkflowRunner):
+    """The SDK's runner for workflows outside the sandbox, each run given :func:`detached` details."""
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
         return super().create_instance(detached(det))

@@ -18,9 +18,9 @@ import pathlib
 import pytest
 from temporalio.worker import Worker
 
-from tests.support.held_input import BegunWithInput
+from tests.support.held_input import BegunOutsideSandbox, BegunWithInput
 from tests.support.waits import assert_eventually
-from wf_initiation.plugin import _runner
+from wf_initiation.plugin import _runner, _unsandboxed_runner
 from wf_initiation.workflows._start_input import ReleaseCarriedState
 
 RUNS = 12
@@ -40,21 +40,23 @@ def _resident_mib() -> float:
     pytest.skip("needs /proc/self/status")
 
 
-async def test_a_cached_run_holds_less_than_its_input_once_it_took_another_task(dev_env, task_queue: str) -> None:
+@pytest.mark.parametrize("begun", [BegunWithInput, BegunOutsideSandbox], ids=["sandboxed", "outside-the-sandbox"])
+async def test_a_cached_run_holds_less_than_its_input_once_it_took_another_task(dev_env, task_queue: str, begun: type) -> None:
     # proves: EXT-3
     client = dev_env.client
-    async with Worker(client, task_queue=task_queue, workflows=[BegunWithInput], workflow_runner=_runner(None),
-                      interceptors=[ReleaseCarriedState()], max_cached_workflows=100):
+    async with Worker(client, task_queue=task_queue, workflows=[begun], workflow_runner=_runner(None),
+                      unsandboxed_workflow_runner=_unsandboxed_runner(None), interceptors=[ReleaseCarriedState()],
+                      max_cached_workflows=100):
         handles = []
         before = _resident_mib()
         for i in range(RUNS):
-            handles.append(await client.start_workflow(BegunWithInput.run, args=[f"held-{i}", os.urandom(SIZE)],
+            handles.append(await client.start_workflow(begun.run, args=[f"held-{i}", os.urandom(SIZE)],
                                                        id=f"{task_queue}-held-{i}", task_queue=task_queue))
         for handle in handles:  # a task after the first: nothing refers into the first activation any more
-            await handle.signal(BegunWithInput.take)
+            await handle.signal(begun.take)
 
         async def all_taken() -> None:
-            assert all([await h.query(BegunWithInput.taken_count) == 1 for h in handles])
+            assert all([await h.query(begun.taken_count) == 1 for h in handles])
 
         await assert_eventually(all_taken, timeout=60)
         await asyncio.sleep(0.5)

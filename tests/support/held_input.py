@@ -1,4 +1,5 @@
-"""A workflow begun with a large input that it does not keep (tests/integration/test_start_input.py)."""
+"""A workflow begun with a large input that it does not keep (tests/integration/test_start_input.py),
+in the SDK's sandbox and outside it (as the activation workflow runs)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,10 @@ class BegunWithInput:
     @workflow.query
     def taken_count(self) -> int:
         return self.taken
+
+
+@workflow.defn(name="wfi.Activation", sandboxed=False)
+class BegunOutsideSandbox(BegunWithInput):
+    @workflow.run
+    async def run(self, name: str, state: bytes | None) -> None:
+        await super().run(name, state)
