@@ -1,5 +1,6 @@
 """The worker's memory trimming (wf_initiation._memory): one thread per process, started by the first
-holder and stopped by the last, calling ``malloc_trim`` every interval; the plugin's bound checked.
+holder and stopped by the last, calling ``malloc_trim`` every interval; the plugin's bound checked;
+glibc's mmap threshold fixed, so a large block freed goes back at once however large the last one was.
 
 What trimming saves is measured, not tested: bench/bench_memory.py's worker rows.
 """
@@ -7,6 +8,7 @@ What trimming saves is measured, not tested: bench/bench_memory.py's worker rows
 from __future__ import annotations
 
 import ctypes.util
+import subprocess
 import sys
 import threading
 import time
@@ -70,6 +72,38 @@ def test_glibc_s_malloc_trim_is_found_on_linux() -> None:
     trim = _memory._malloc_trim()
     assert trim is not None
     assert trim(0) in (0, 1)
+
+
+_SECOND_BLOCK = """
+import pathlib, sys
+from wf_initiation import _memory
+
+def rss() -> int:
+    line = next(l for l in pathlib.Path("/proc/self/status").read_text().splitlines() if l.startswith("VmRSS:"))
+    return int(line.split()[1]) * 1024
+
+if sys.argv[1] == "fixed":
+    assert _memory._fix_mmap_threshold()
+block = b"x" * (8 << 20)  # mapped on its own (over the threshold); freed, it raises a dynamic threshold to 8 MiB
+del block
+before = rss()
+block = b"y" * (6 << 20)  # the dynamic threshold puts this one in the heap, where it stays once freed
+del block
+print(rss() - before)
+"""
+
+
+def _held_after_second_block(mode: str) -> int:
+    done = subprocess.run([sys.executable, "-c", _SECOND_BLOCK, mode], capture_output=True, text=True, check=True, timeout=60)
+    return int(done.stdout)
+
+
+def test_a_large_block_freed_goes_back_at_once_after_a_larger_one() -> None:
+    if not sys.platform.startswith("linux") or _memory._malloc_trim() is None:
+        pytest.skip("the mmap threshold is glibc's: this test needs a glibc Linux")
+    if _held_after_second_block("dynamic") < 4 << 20:
+        pytest.skip("this C library does not keep a freed block after a larger one (glibc's dynamic mmap threshold)")
+    assert _held_after_second_block("fixed") < 1 << 20
 
 
 @pytest.mark.parametrize("every", [timedelta(0), timedelta(seconds=-1)])

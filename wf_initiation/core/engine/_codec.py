@@ -22,6 +22,7 @@ import struct
 import sys
 import zlib
 from array import array
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from ._types import Disposition, EngineState
@@ -132,26 +133,32 @@ class Retired:
     def pack(self) -> bytes:
         """The carried form: the entries sorted by release time (stable), column by column."""
         recent = list(self._recent.items())
-        times = [*(self._epoch + t for t in self._times[self._start :]), *(v[2] for _, v in recent)]
-        if all(a <= b for a, b in itertools.pairwise(times)):  # as retiring keeps them: the columns as they are
+        epoch, base = self._epoch, self._times[self._start :]
+
+        def times() -> Iterator[int]:  # one instant at a time: no Python object per id outlives its step
+            yield from (epoch + t for t in base)
+            yield from (v[2] for _, v in recent)
+
+        n = len(base) + len(recent)
+        if all(a <= b for a, b in itertools.pairwise(times())):  # as retiring keeps them: the columns as they are
             keys = self._hashes_in_release_order()
             if sys.byteorder != "big":
                 keys.byteswap()
             hashes = keys.tobytes() + b"".join(h for h, _ in recent)
             digests = self._digests[6 * self._start :] + b"".join(v[0] for _, v in recent)
             codes = self._codes[self._start :] + bytes(v[1] for _, v in recent)
+            deltas = array("q", (b - a for a, b in itertools.pairwise(itertools.chain([0], times()))))
         else:
             held = [(_as_bytes(h), self._base_at(self._start + i)) for i, h in enumerate(self._hashes_in_release_order())]
             items = sorted([*held, *recent], key=lambda kv: kv[1][2])
             hashes = b"".join(h for h, _ in items)
             digests = b"".join(v[0] for _, v in items)
             codes = bytes(v[1] for _, v in items)
-            times = [v[2] for _, v in items]
-        deltas = array("q", (b - a for a, b in itertools.pairwise([0, *times])))
+            deltas = array("q", (b - a for a, b in itertools.pairwise([0, *(v[2] for _, v in items)])))
         if sys.byteorder != "little":
             deltas.byteswap()
         tail = zlib.compress(codes + deltas.tobytes(), 9)
-        return _HEADER.pack(_MAGIC, len(times)) + hashes + digests + tail
+        return _HEADER.pack(_MAGIC, n) + hashes + digests + tail
 
     @classmethod
     def unpack(cls, blob: bytes) -> Retired:
