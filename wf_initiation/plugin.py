@@ -232,8 +232,10 @@ class WfiPlugin(SimplePlugin):
             worker resolves no secret reference (docs/deployment.md, "Secrets").
         trim_memory_every: How often the worker process gives memory it has freed back to the system
             (glibc's ``malloc_trim``, on a thread of its own; one per process): loading an activation
-            frees about 10 MB per full shard at once, which glibc would otherwise keep. None: never
-            (where the C library has no ``malloc_trim`` nothing is done either way).
+            frees about 10 MB per full shard at once, which glibc would otherwise keep. The process's
+            mmap threshold is fixed at glibc's initial 128 KiB as well (``mallopt``: a block that large
+            goes back when freed; glibc would raise the threshold after each). None: neither (where
+            the C library has no ``malloc_trim`` nothing is done either way).
     """
 
     def __init__(
