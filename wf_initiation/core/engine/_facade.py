@@ -209,6 +209,14 @@ class Engine:
         self._machine.retire_released(keep_live)
         return _codec.encode_state(self._machine.state, self._machine.retired)
 
+    def release(self) -> None:
+        """Let go at once of what this engine holds per id (its retired ids, its records): for a run the
+        worker has evicted from its cache, which decides nothing again. The engine stays usable,
+        empty; the run's other objects wait in reference cycles for Python's next full collection,
+        which would otherwise keep these too, and a worker loading the next run alongside."""
+        self._machine.retired = _codec.Retired()
+        self._machine.state.events.clear()
+
     # ------------------------------------------------------------------ life of the workflow run
     def resume(self, now: datetime) -> Decision[bool]:
         """A workflow run begins with this state: what a previous run left unfinished is issued again
