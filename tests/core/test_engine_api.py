@@ -56,6 +56,19 @@ def test_every_public_call_that_is_not_a_read_returns_a_decision() -> None:
         assert str(returns).startswith("Decision["), f"Engine.{name} returns {returns}, not a Decision"
 
 
+def test_release_lets_go_of_every_id_and_decides_nothing(tmp_path: pathlib.Path) -> None:
+    spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n  when: \"{{ request.body.keep }}\"\n", task_queue="tq")
+    engine = Engine(spec, initial_state(spec, T0))
+    for i in range(5):
+        engine.deliver(None, {"delivery_id": f"d{i}", "method": "POST", "body": {"keep": False}}, T0)
+    carried = Engine(spec, decode_state(engine.encode_state(keep_live=2)))
+    engine.deliver(None, {"delivery_id": "d9", "method": "POST", "body": {"keep": False}}, T0)
+    assert carried.capacity()["retained_ids"] == 5 and engine.capacity()["retained_ids"] == 6
+    for held in (engine, carried):
+        assert held.release().commands == []
+        assert held.capacity()["retained_ids"] == 0
+
+
 def test_a_delivery_answers_with_its_result_and_the_start_it_decided(tmp_path: pathlib.Path) -> None:
     spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq")
     engine = Engine(spec, initial_state(spec, T0))

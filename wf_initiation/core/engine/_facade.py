@@ -209,13 +209,14 @@ class Engine:
         self._machine.retire_released(keep_live)
         return _codec.encode_state(self._machine.state, self._machine.retired)
 
-    def release(self) -> None:
+    def release(self) -> Decision[None]:
         """Let go at once of what this engine holds per id (its retired ids, its records): for a run the
-        worker has evicted from its cache, which decides nothing again. The engine stays usable,
-        empty; the run's other objects wait in reference cycles for Python's next full collection,
-        which would otherwise keep these too, and a worker loading the next run alongside."""
+        worker has evicted from its cache, which decides nothing again (no command). The engine stays
+        usable, empty; the run's other objects wait in reference cycles for Python's next full
+        collection, which would otherwise keep these too, and a worker loading the next run alongside."""
         self._machine.retired = _codec.Retired()
         self._machine.state.events.clear()
+        return self._decide(None)
 
     # ------------------------------------------------------------------ life of the workflow run
     def resume(self, now: datetime) -> Decision[bool]:
