@@ -40,7 +40,7 @@ QUERY_METHODS = {STATE_QUERY: "state", SUMMARY_QUERY: "summary_query", EVENTS_QU
 
 
 class _Capture(Interceptor):
-    """Keeps the workflow object the replay builds."""
+    """Keeps the workflow object the replay builds, whole after the replayer evicts it."""
 
     def __init__(self) -> None:
         self.instances: list[Any] = []
@@ -50,7 +50,9 @@ class _Capture(Interceptor):
 
         class Inbound(WorkflowInboundInterceptor):
             async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-                instances.append(workflow.instance())
+                instance = workflow.instance()
+                instance.release_on_eviction = False  # its engine is read once the history is replayed
+                instances.append(instance)
                 return await super().execute_workflow(input)
 
         return Inbound

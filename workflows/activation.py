@@ -108,6 +108,10 @@ class ActivationWorkflow(DeliveryHandlers, Queries, ContinueAsNew, Timekeeping):
                                   now=self._now, tasks=self._tasks, retry_after=self._compat.poll_retry_after)
 
     # ------------------------------------------------------------------ main loop
+    release_on_eviction = True
+    """False for a run replayed to be read afterwards (wf_initiation/_ended.py's ``replayed``): the replayer
+    evicts it when the history ends."""
+
     async def _release_when_evicted(self) -> None:
         """Only the worker's eviction of this run cancels this task (the SDK cancels every task of a run
         it evicts, after it continued as new too): the engine lets go of its ids then, not at Python's
@@ -121,7 +125,8 @@ class ActivationWorkflow(DeliveryHandlers, Queries, ContinueAsNew, Timekeeping):
     async def run(self, spec: ActivationSpec, state: bytes | None = None) -> DeactivatedResult:
         """Runs until deactivated (docs/lifecycle.md); the result carries the final state."""
         self._fresh_guard = FreshTimeGuard().start()  # time-based decisions only at a task's real time
-        self._evicted = asyncio.get_running_loop().create_task(self._release_when_evicted())
+        if self.release_on_eviction:
+            self._evicted = asyncio.get_running_loop().create_task(self._release_when_evicted())
         if self._engine.drain_check() is not None:
             self._drain_task = self._tasks.spawn(self._drain_split(), "split parent: drain")
         if self._carried is not None and self._inbox is not None and self._inbox.held:
