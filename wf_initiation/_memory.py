@@ -51,9 +51,8 @@ def _libc() -> ctypes.CDLL | None:
 @functools.cache
 def _fix_mmap_threshold() -> bool:
     """Fix glibc's mmap threshold (once per process); False where the C library is not glibc."""
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None or getattr(libc, "malloc_trim", None) is None:  # the parameter numbers are glibc's
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None or _malloc_trim() is None:  # the parameter numbers are glibc's
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
