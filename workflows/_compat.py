@@ -23,6 +23,7 @@ earlier behaviour; every new run (and every run after continue-as-new) has the c
 | ``retires_records()`` | patch ``wfi-retire-records`` | 6 Dec 2026 | a run continued as new only for its history or signals, holding every released dedup entry of the run as a full record until then (tens of thousands under ``deliver_many``) |
 | ``keep_live_released()`` | patch ``wfi-fewer-records`` | 6 Dec 2026 | a run carried the 2,000 newest released dedup entries as full records (``KEEP_LIVE_RELEASED_BEFORE``), not 500 |
 | ``quiet_waiting()`` | patch ``wfi-quiet-waiting`` | 6 Dec 2026 | each signal arriving behind signals waiting for room tried the oldest again (a try of the task's budget each, so a burst brought more tasks) |
+| ``gathers_watches()`` | patch ``wfi-gathered-watches`` | 7 Dec 2026 | every run started was watched at once, by a watch activity of its own start's runs, even when nothing awaited its ending (one more activity and workflow task per start) |
 
 When to retire a flag (and its old code path): once no activation begun before its change can
 still run or be replayed, i.e. every such activation has continued as new or closed and its closed
@@ -37,7 +38,7 @@ note, change only the state and the update's message, which a replay does not co
 
 The first four are read when the run begins, in this order (the order of their markers is part of
 the history; ``wfi-redrive`` is read there because the engine decides what it keeps inside a delivery,
-and no history recorded before it has its marker anywhere). The last eleven are asked lazily, where the behaviour first differs, and then kept:
+and no history recorded before it has its marker anywhere). The last twelve are asked lazily, where the behaviour first differs, and then kept:
 a patch marker is only found where the run first asked for it, so asking earlier would give
 histories recorded by the builds before this module a different answer.
 """
@@ -65,6 +66,7 @@ POLL_RETRY_AFTER_PATCH = "wfi-poll-retry-after"
 RETIRE_RECORDS_PATCH = "wfi-retire-records"
 FEWER_RECORDS_PATCH = "wfi-fewer-records"
 QUIET_WAITING_PATCH = "wfi-quiet-waiting"
+GATHERED_WATCHES_PATCH = "wfi-gathered-watches"
 
 
 class RunCompat:
@@ -88,6 +90,7 @@ class RunCompat:
         self._retires_records: bool | None = None
         self._fewer_records: bool | None = None
         self._quiet_waiting: bool | None = None
+        self._gathers_watches: bool | None = None
 
     def quiet_waiting(self) -> bool:
         """Whether a signal arriving behind signals that wait for room joins them without a try
@@ -126,6 +129,13 @@ class RunCompat:
         if not engine.retire_due(KEEP_LIVE_RELEASED):
             return False
         return engine.retire_due(self.keep_live_released()) and self.retires_records()
+
+    def gathers_watches(self) -> bool:
+        """Whether runs started while a first look at new runs is out wait for the next when nothing
+        awaits their endings at once (``core.engine.Dispatcher``; asked when first nothing does)."""
+        if self._gathers_watches is None:
+            self._gathers_watches = workflow.patched(GATHERED_WATCHES_PATCH)
+        return self._gathers_watches
 
     def paged_controls(self) -> bool:
         """Whether runs are cancelled / terminated in pages (``core.engine.Dispatcher``; asked when

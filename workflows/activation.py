@@ -78,7 +78,8 @@ class ActivationWorkflow(DeliveryHandlers, Queries, ContinueAsNew, Timekeeping):
         part = spec.shard_part()
         restored = decode_state(state) if state else initial_state(part, now, compat=self._compat.engine)
         self._engine = Engine(part, restored, compat=self._compat.engine)  # it keeps this shard's part in a split
-        self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls)
+        self._dispatcher = Dispatcher(bounded=self._engine.bounded, paged=self._compat.paged_controls,
+                                      gathers=self._compat.gathers_watches)
         self._commands: list[Command] = []  # the engine's decisions, planned and carried out by _dispatch
         self._inbox = Inbox(DELIVERIES_PER_TASK, next_task=self._next_task_for_inbox, after_take=self._poke, spawn=self._tasks.spawn,
                             task_marker=lambda: workflow.info().get_current_history_length(),

@@ -189,3 +189,61 @@ def test_kept_signals_wait_while_the_most_that_may_be_in_flight_are_out() -> Non
     asked: list[bool] = []
     legacy = Dispatcher(bounded=True, paged=lambda: asked.append(False) or False)
     assert len(legacy.plan(signals).calls) == len(signals) and asked == [False], "a run begun before: all at once"
+
+
+def targets(prefix: str, n: int) -> list[WatchTarget]:
+    return [WatchTarget(run_key=f"{prefix}{i}", run_id=str(i)) for i in range(n)]
+
+
+def test_runs_started_while_a_first_look_is_out_wait_for_the_next_when_no_ending_is_awaited() -> None:
+    # proves: EXT-5
+    # Their endings only start their ids' retention: a burst of starts is watched in a few first
+    # looks (one activity and one workflow task each), not one per start, and each ending still
+    # reaches the activation (a first look comes back within FIRST_LOOK_WAIT).
+    asked: list[bool] = []
+    d = Dispatcher(bounded=True, gathers=lambda: asked.append(True) or True)
+    first, second, third = targets("a", 3), targets("b", 2), targets("c", 4)
+    (look,) = d.plan([WatchRuns(runs=first, prompt=False)]).calls
+    assert type(look) is WatchCall and look.first_look and [r.run_key for r in look.runs] == ["a0", "a1", "a2"]
+    assert d.plan([WatchRuns(runs=second, prompt=False)]).calls == [], "gathered while the first look is out"
+    assert d.plan([WatchRuns(runs=second + third, prompt=False)]).calls == []
+    d.watch_ended(look)  # a0 ended; a1 and a2 still run
+    calls = d.plan([WatchRuns(runs=first[1:] + second + third, prompt=False)]).calls
+    assert [(c.first_look, [r.run_key for r in c.runs]) for c in calls] == [
+        (True, ["b0", "b1", "c0", "c1", "c2", "c3"]),  # the gathered runs: one first look
+        (False, ["a1", "a2"]),  # looked at before: watched as any run, until they end
+    ]
+    assert asked == [True], "the run's patch is asked once"
+
+
+def test_runs_are_watched_at_once_when_an_ending_is_awaited() -> None:
+    # proves: TRIG-14
+    # A queued run, an overlap policy, a schedule, lifecycle events (Runs.endings_awaited): the
+    # ending is wanted as soon as it comes, so no run waits for the next look.
+    d = Dispatcher(bounded=True)
+    (look,) = d.plan([WatchRuns(runs=targets("a", 3), prompt=False)]).calls
+    (now,) = d.plan([WatchRuns(runs=targets("b", 2), prompt=True)]).calls
+    assert look.first_look and not now.first_look and [r.run_key for r in now.runs] == ["b0", "b1"]
+
+
+def test_a_full_watch_of_new_runs_goes_out_while_a_first_look_is_out() -> None:
+    d = Dispatcher(bounded=True)
+    d.plan([WatchRuns(runs=targets("a", 1), prompt=False)])
+    calls = d.plan([WatchRuns(runs=targets("b", WATCH_BATCH + 1), prompt=False)]).calls
+    assert [(c.first_look, len(c.runs)) for c in calls] == [(True, WATCH_BATCH), (True, 1)]
+
+
+def test_a_run_recorded_before_gathered_watches_watches_every_new_run_at_once() -> None:
+    # Its history has a watch activity per start: replaying it must make the same calls.
+    d = Dispatcher(bounded=True, gathers=lambda: False)
+    (look,) = d.plan([WatchRuns(runs=targets("a", 3), prompt=False)]).calls
+    (more,) = d.plan([WatchRuns(runs=targets("b", 2), prompt=False)]).calls
+    assert not look.first_look and not more.first_look and [r.run_key for r in more.runs] == ["b0", "b1"]
+
+
+def test_the_patch_is_not_asked_while_endings_are_awaited() -> None:
+    asked: list[bool] = []
+    d = Dispatcher(bounded=True, gathers=lambda: asked.append(True) or True)
+    d.plan([WatchRuns(runs=targets("a", 3), prompt=True)])
+    d.plan([WatchRuns(runs=targets("b", 3), prompt=True)])
+    assert asked == [], "a history that never gathered has no marker to find"

@@ -119,6 +119,29 @@ def test_a_tick_lists_only_the_running_runs_the_shell_does_not_watch_yet(tmp_pat
     assert not dispatcher.plan(engine.tick(T0, watched=dispatcher.watched).commands).calls, "nothing new to watch"
 
 
+def test_runs_to_watch_say_whether_an_ending_is_awaited_at_once(tmp_path: pathlib.Path) -> None:
+    # proves: TRIG-14
+    # Only then may the shell gather new runs for its next watcher (core.engine.Dispatcher): a run
+    # queued behind its key, an overlap policy, a concurrency cap, lifecycle events all wait on endings.
+    def prompt(workfile: str, **settings: object) -> bool:
+        spec = make_spec(tmp_path, workfile, task_queue="tq", **settings)
+        engine = Engine(spec, initial_state(spec, T0))
+        for i in range(2):
+            for c in engine.deliver(None, {"delivery_id": f"d{i}", "method": "POST", "body": {"k": "one"}}, T0).commands:
+                if type(c) is StartRun:
+                    engine.run_started(c.run_key, f"run-{i}", T0)
+        (watch,) = [c for c in engine.tick(T0).commands if type(c) is WatchRuns]
+        return watch.prompt
+
+    hooks = "name: hooks\non:\n  http.request: {}\n"
+    assert prompt(hooks, lifecycle_events=False) is False, "an ending only starts its id's retention"
+    assert prompt(hooks) is True, "lifecycle events to publish"
+    assert prompt(hooks, lifecycle_events=False, overlap="skip") is True
+    assert prompt(hooks, lifecycle_events=False, max_concurrent_runs=5) is True
+    keyed = "name: keyed\non:\n  http.request: {}\n  as: hook\n  queue_by: \"{{ hook.body.k }}\"\n"
+    assert prompt(keyed, lifecycle_events=False) is True, "the second run waits behind the first's key"
+
+
 def test_the_counts_of_starting_and_running_runs_follow_every_transition(tmp_path: pathlib.Path) -> None:
     # The page and the summary read counts the engine keeps, not a scan of the runs in flight.
     spec = make_spec(tmp_path, "name: hooks\non:\n  http.request: {}\n", task_queue="tq", max_concurrent_runs=4)

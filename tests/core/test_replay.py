@@ -12,7 +12,7 @@ from tests.support.paths import HISTORIES
 from tests.support.replay import replay_failure
 from wf_initiation.core.engine import _intake
 from wf_initiation.wire import WAIT_ACTIVITY
-from wf_initiation.workflows._compat import QUIET_WAITING_PATCH, RunCompat
+from wf_initiation.workflows._compat import GATHERED_WATCHES_PATCH, QUIET_WAITING_PATCH, RunCompat
 
 
 def test_a_history_recorded_by_an_earlier_build_still_replays() -> None:
@@ -106,4 +106,32 @@ def test_a_burst_behind_a_waiting_signal_replays_as_it_was_recorded(
     assert failure is None, failure
     if not quiet:  # the fixture holds what differs: the earlier build's history fails with the patch forced on
         monkeypatch.setattr(RunCompat, "quiet_waiting", lambda self: True)
+        assert "Nondeterminism" in str(asyncio.run(replay_failure(history)))
+
+
+@pytest.mark.parametrize(("fixture", "gathered"), [
+    # before patch wfi-gathered-watches: a watch activity per start
+    ("watches-2026-12-07.json.gz", False),
+    # with it: runs started while a first look is out waited for the next
+    ("watches-gathered-2026-12-07.json.gz", True),
+])
+def test_runs_started_one_after_another_replay_with_the_watches_they_were_recorded_with(
+    fixture: str, gathered: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # proves: INIT-7, EXT-5
+    # Recorded with tests/histories/record_watches.py (ten held runs, each delivered once the one
+    # before runs, lifecycle events off), once by each build: a run begun before the patch keeps
+    # watching each start's runs at once after an upgrade.
+    history = WorkflowHistory.from_json("wfi-activation:recorded-watches",
+                                        gzip.decompress(HISTORIES.joinpath(fixture).read_bytes()).decode())
+    kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events if e.event_type == 10]
+    assert kinds.count("wfi.start_runs") == 10, "the fixture must hold a start per run"
+    assert (kinds.count("wfi.watch_runs") < 5) == gathered, kinds
+    marker = any(GATHERED_WATCHES_PATCH in str(e.marker_recorded_event_attributes.details) for e in history.events
+                 if e.HasField("marker_recorded_event_attributes"))
+    assert marker == gathered, "each build's history: the patch's marker only in the one recorded with it"
+    failure = asyncio.run(replay_failure(history))
+    assert failure is None, failure
+    if not gathered:  # the fixture holds what differs: the earlier build's history fails with the patch forced on
+        monkeypatch.setattr(RunCompat, "gathers_watches", lambda self: True)
         assert "Nondeterminism" in str(asyncio.run(replay_failure(history)))

@@ -12,7 +12,10 @@ flight and the budgets of one workflow task:
 * a chunk whose activity failed for good is started again one run per activity (``isolate``), so
   the run that cannot start is found and becomes a start fault without holding up the others;
 * kept signals (subscription deliveries, notices) share the task's byte budget; lifecycle events
-  are published in batches; running runs are watched by a bounded number of activities;
+  are published in batches; running runs are watched by a bounded number of activities; when
+  nothing awaits an ending at once (``WatchRuns.prompt`` false), runs started while a first look at
+  new runs is out are gathered for the next one (``gathers``), which comes back within
+  ``FIRST_LOOK_WAIT``: a burst of starts costs a few watch activities, not one per start;
 * runs to cancel or terminate go out in pages (``paged``): at most ``CONTROL_PAGE`` runs per control
   activity and ``MAX_CONTROL_ACTIVITIES`` of them at once, the rest waits in order (a deactivation
   of 10,000 running runs stays far below Temporal's 2,000 pending activities per workflow); kept
@@ -48,6 +51,10 @@ MAX_START_ACTIVITIES = 4
 LOCAL_START_MAX = 10  # an anticipated occurrence's start holds the task: only small chunks
 WATCH_BATCH = 200
 MAX_WATCHERS = 8
+FIRST_LOOK_WAIT = 5.0
+"""Seconds a first look at gathered new runs waits for an ending (then it comes back, and runs gathered
+meanwhile go out in the next): how much later than at once an ending may be learned when nothing
+awaits it (``WatchRuns.prompt`` false). A run still going is then watched as any other."""
 PUBLISH_BATCH = 200
 CONTROL_PAGE = 100
 MAX_CONTROL_ACTIVITIES = 4
@@ -89,6 +96,8 @@ class PublishCall:
 @dataclass(frozen=True, slots=True, eq=False)
 class WatchCall:
     runs: tuple[WatchTarget, ...]
+    first_look: bool = False
+    """Gathered runs never watched before: the watch waits at most ``FIRST_LOOK_WAIT`` for an ending."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -135,11 +144,16 @@ class Plan:
 class Dispatcher:
     """What is in flight for one activation run, and the current workflow task's byte budget."""
 
-    def __init__(self, *, bounded: bool, paged: Callable[[], bool] | None = None) -> None:
-        """``paged``: whether controls go out in pages (asked when the first control comes; default yes)."""
+    def __init__(self, *, bounded: bool, paged: Callable[[], bool] | None = None,
+                 gathers: Callable[[], bool] | None = None) -> None:
+        """``paged``: whether controls go out in pages (asked when the first control comes; default yes).
+        ``gathers``: whether new runs may be gathered for the next watcher (asked when first nothing
+        awaits an ending at once; default yes)."""
         self.bounded = bounded
         self._paged_answer: Callable[[], bool] = paged or (lambda: True)
         self._paged: bool | None = None
+        self._gathers_answer: Callable[[], bool] = gathers or (lambda: True)
+        self._gathers: bool | None = None
         self._controls: list[ControlRun] = []  # paged: controls waiting for room, in order
         self._controlling: set[tuple[str, str]] = set()  # (run key, action) waiting or in a control activity
         self._signals_out = 0  # kept signals in flight
@@ -155,6 +169,8 @@ class Dispatcher:
         self._watchers = 0
         self._returns = 0
         self._returned: dict[str, int] = {}  # run key -> when its watcher came back, while it waits (see _watch)
+        self._seen: set[str] = set()  # running runs watched at least once (what is left is new: a first look)
+        self._first_looks = 0  # first-look watchers in flight
         self.controls = 0  # control activities in flight
 
     # ------------------------------------------------------------------ planning
@@ -206,7 +222,7 @@ class Dispatcher:
             plan.calls.append(PublishCall(batch))
         watch = [c for c in commands if type(c) is WatchRuns]
         if watch:
-            self._watch(watch[-1].runs, plan)
+            self._watch(watch[-1].runs, plan, prompt=watch[-1].prompt)
         plan.calls.extend(PollCall(c) for c in commands if type(c) is RunPoll)
         plan.calls.extend(MeasureCall(c) for c in commands if type(c) is MeasureShards)
         plan.calls.extend(GrowCall(c) for c in commands if type(c) is GrowShards)
@@ -303,14 +319,30 @@ class Dispatcher:
                 self._signals_out += 1
             plan.calls.append(SignalCall(command))
 
-    def _watch(self, running: list[WatchTarget], plan: Plan) -> None:
+    def _watch(self, running: list[WatchTarget], plan: Plan, *, prompt: bool = True) -> None:
         """Watch the running runs no watcher holds yet: at most MAX_WATCHERS activities of WATCH_BATCH runs.
 
         With more runs running than the watchers hold, those never watched go first, then those
         watched least recently: a watcher that comes back with no ending (after its max_wait) must not
         take the same runs again while others were never looked at (their endings would wait for
-        the first runs to end)."""
+        the first runs to end).
+
+        Unless ``prompt``, runs never watched go in first looks of their own, and while one is out,
+        new runs wait for the next (fewer than WATCH_BATCH of them): the endings of a burst of starts
+        come back in a few watches, each costing an activity and a workflow task."""
         unwatched = [r for r in running if r.run_key not in self._watched]
+        seen = self._seen
+        if seen:  # only runs still going are remembered
+            self._seen = seen = {k for k in seen if k in self._watched} | {r.run_key for r in unwatched if r.run_key in seen}
+        fresh: list[WatchTarget] = []
+        if not prompt and any(r.run_key not in seen for r in unwatched) and self._gathering():
+            fresh = [r for r in unwatched if r.run_key not in seen]
+            unwatched = [r for r in unwatched if r.run_key in seen]
+            if self._first_looks and len(fresh) < WATCH_BATCH:
+                fresh = []  # gathered for the next first look
+        while fresh and self._watchers < MAX_WATCHERS:
+            chunk, fresh = fresh[:WATCH_BATCH], fresh[WATCH_BATCH:]
+            self._issue_watch(chunk, plan, first_look=True)
         returned = self._returned
         if len(unwatched) > WATCH_BATCH * (MAX_WATCHERS - self._watchers):
             unwatched.sort(key=lambda r: returned.get(r.run_key, -1))  # stable: otherwise in start order
@@ -319,11 +351,22 @@ class Dispatcher:
             returned.clear()  # every waiting run is watched now; what is left belongs to runs that ended
         while unwatched and self._watchers < MAX_WATCHERS:
             chunk, unwatched = unwatched[:WATCH_BATCH], unwatched[WATCH_BATCH:]
-            self._watched.update(r.run_key for r in chunk)
-            self._watchers += 1
-            for r in chunk:
-                returned.pop(r.run_key, None)
-            plan.calls.append(WatchCall(tuple(chunk)))
+            self._issue_watch(chunk, plan)
+
+    def _issue_watch(self, chunk: list[WatchTarget], plan: Plan, *, first_look: bool = False) -> None:
+        keys = [r.run_key for r in chunk]
+        self._watched.update(keys)
+        self._seen.update(keys)
+        self._watchers += 1
+        self._first_looks += first_look
+        for key in keys:
+            self._returned.pop(key, None)
+        plan.calls.append(WatchCall(tuple(chunk), first_look=first_look))
+
+    def _gathering(self) -> bool:
+        if self._gathers is None:
+            self._gathers = self._gathers_answer()
+        return self._gathers
 
     # ------------------------------------------------------------------ what came back
     def start_ended(self, call: StartCall) -> None:
@@ -370,6 +413,7 @@ class Dispatcher:
 
     def watch_ended(self, call: WatchCall) -> None:
         self._watchers -= 1
+        self._first_looks -= call.first_look
         self._watched.difference_update(r.run_key for r in call.runs)
         self._returns += 1
         self._returned.update((r.run_key, self._returns) for r in call.runs)

@@ -255,7 +255,7 @@ class Engine:
         watch = [WatchTarget(run_key=r.run_key, run_id=r.temporal_run_id)
                  for r in machine.in_flight() if r.status == "running" and r.run_key not in watched]
         if watch:
-            machine.outbox.append(WatchRuns(runs=watch))
+            machine.outbox.append(WatchRuns(runs=watch, prompt=machine.endings_awaited()))
         return self._decide(None)
 
     def tick_schedules(self, instant: datetime) -> Decision[None]:

@@ -44,6 +44,17 @@ class Runs(Ledger):
     def in_flight(self) -> list[RunRecord]:
         return list(self._in_flight.values())
 
+    def endings_awaited(self) -> bool:
+        """Whether something waits for a run's ending as soon as it comes: a pending run (behind its
+        queue key, the overlap policy, the concurrency cap or a batch partition), a queue key's head,
+        an overlap policy or concurrency cap a new event meets, a schedule (``pause_on_failure``,
+        overlap), lifecycle events to publish, a deactivation, a split in progress. Otherwise an ending
+        only updates the books (counters, dedup retention) and may be learned a few seconds later."""
+        policies, state = self.spec.policies, self.state
+        return (len(state.runs) > len(self._in_flight) or bool(state.queues) or policies.overlap != "allow"
+                or policies.max_concurrent_runs is not None or bool(state.schedules) or policies.lifecycle_events
+                or state.deactivation is not None or (state.split is not None and not state.split.drained))
+
     @property
     def running(self) -> int:
         """Runs confirmed started and not ended (the page and the summary count them on every task)."""

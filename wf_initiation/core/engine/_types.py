@@ -522,6 +522,9 @@ class WatchRuns(_M):
 
     kind: Literal["watch_runs"] = "watch_runs"
     runs: list[WatchTarget]
+    prompt: bool = Field(default=True, description="Something waits for an ending as soon as it comes "
+                         "(Runs.endings_awaited): every new run is watched at once; otherwise new runs may "
+                         "be gathered for the next watcher (core.engine.Dispatcher).")
 
 
 class MeasureShards(_M):
