@@ -154,10 +154,15 @@ class RunWatcher:
     """Resolves one future per watched run with its terminal status, sweeping until every run ended
     (see the module docstring); cancel the task running :meth:`run` to stop it."""
 
-    def __init__(self, client: Client, run_keys: Iterable[str]) -> None:
+    def __init__(self, client: Client, run_keys: Iterable[str], *, first_sweep: float = 0.0,
+                 long_polls: bool = True) -> None:
+        """``first_sweep``: seconds before the first sweep; ``long_polls`` false: never long-poll (a first
+        look at gathered runs, core.engine.Dispatcher: nothing awaits their endings at once)."""
         self._client = client
         loop = asyncio.get_running_loop()
         self.outcomes: dict[str, asyncio.Future[str]] = {key: loop.create_future() for key in run_keys}
+        self._first_sweep = first_sweep
+        self.long_polled = long_polls and len(self.outcomes) <= LONG_POLLS
         self._describing = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
         self._listing = True  # False once the server turned out to have no visibility listing
 
@@ -176,7 +181,7 @@ class RunWatcher:
     async def _long_polls(self) -> None:
         """Await the end of each run of a small watch (:data:`LONG_POLLS`), one long poll each."""
         waiting: dict[str, asyncio.Task[None]] = {}
-        if len(self.watching) > LONG_POLLS:
+        if not self.long_polled:
             return
         try:
             while True:
@@ -219,7 +224,9 @@ class RunWatcher:
 
     async def _sweeps(self) -> None:
         interval, first = MIN_INTERVAL, True
-        if len(self.outcomes) <= LONG_POLLS:
+        if self._first_sweep:
+            await asyncio.sleep(self._first_sweep)
+        elif self.long_polled:
             # Long-polled: the long polls learn an ending (or a run the server does not know) at once;
             # the sweeps only back them up. Sweeping at once would cost two visibility queries per
             # lone run, most of it wasted on runs that end within moments.

@@ -25,7 +25,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from wf_initiation._sdk import refused_for_good, started_new_run
-from wf_initiation.activities._watch import LONG_POLLS, MIN_INTERVAL, TERMINAL, RunWatcher
+from wf_initiation.activities._watch import MIN_INTERVAL, TERMINAL, RunWatcher
 from wf_initiation.activities.clock import sleep_at_least
 from wf_initiation.activities.lifecycle import Publisher
 from wf_initiation.core.engine import LifecycleEvent, transition_event
@@ -127,21 +127,25 @@ class RunActivities:
 
     @activity.defn(name=WATCH_RUNS_ACTIVITY)
     async def watch_runs(self, req: WatchRequest) -> list[RunOutcome]:
-        """Wait until at least one run is terminal (or max_wait); report every terminal one.
+        """Wait until at least one run is terminal (a first look: every one), or max_wait; report every terminal one.
 
         Bounded: the runs are watched through visibility queries and a few describe calls at a time,
         never a long poll per run (``activities._watch``), and one run that cannot be watched never
         fails the watch of the others.
         """
-        watcher = RunWatcher(self._client, [r.run_key for r in req.runs])
+        watcher = RunWatcher(self._client, [r.run_key for r in req.runs], first_sweep=req.first_sweep_seconds,
+                             long_polls=not req.first_look)
         sweeping = asyncio.create_task(watcher.run())
         heartbeat = asyncio.create_task(_heartbeat_forever())
         # A sweep finds the endings of its interval at once; lingering for the next sweep or two brings
         # the rest of a burst in the same answer (one activity and one workflow task for many runs).
         # A small watch is long-polled and answers at once (a queue's head).
-        linger = req.linger_seconds if len(req.runs) <= LONG_POLLS else max(req.linger_seconds, 2 * MIN_INTERVAL)
+        linger = req.linger_seconds if watcher.long_polled else max(req.linger_seconds, 2 * MIN_INTERVAL)
         try:
-            await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds, linger=linger)
+            if req.first_look:  # nothing awaits these endings at once: every one in one report, or what max_wait found
+                await asyncio.wait([sweeping], timeout=req.max_wait_seconds)
+            else:
+                await wait_for_burst([*watcher.outcomes.values(), sweeping], max_wait=req.max_wait_seconds, linger=linger)
             if sweeping.done():
                 sweeping.result()  # raises what stopped the sweeps (a bug of ours): the activity retries
             outcomes = [RunOutcome(run_key=key, status=f.result()) for key, f in watcher.outcomes.items() if f.done()]

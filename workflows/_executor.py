@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from wf_initiation.activities.shards import ShardActivities
     from wf_initiation.core.connections import redact
     from wf_initiation.core.engine import (
+        FIRST_LOOK_SWEEP,
         FIRST_LOOK_WAIT,
         Call,
         ControlCall,
@@ -189,7 +190,8 @@ class Executor:
         runs = [WatchedRun(run_key=r.run_key, run_id=r.run_id, causation=self._engine.causation(r.run_key) if publish else None)
                 for r in call.runs]
         if call.first_look:  # runs started meanwhile wait for the next look (core.engine.Dispatcher)
-            return WatchRequest(runs=runs, publish_for=spec.workflow if publish else None, max_wait_seconds=FIRST_LOOK_WAIT)
+            return WatchRequest(runs=runs, publish_for=spec.workflow if publish else None, first_look=True,
+                                max_wait_seconds=FIRST_LOOK_WAIT, first_sweep_seconds=FIRST_LOOK_SWEEP)
         return WatchRequest(runs=runs, publish_for=spec.workflow if publish else None)
 
     async def _control(self, call: ControlCall) -> None:

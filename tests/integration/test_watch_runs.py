@@ -240,3 +240,31 @@ async def test_a_lone_run_is_learned_from_its_long_poll_without_a_visibility_que
         await handle.signal(Held.end, "fail")
         assert await watching == [RunOutcome(run_key=key, status="failed")]
     assert counter.total[LIST] == 0, "the long polls answered before any sweep (a sweep lists twice at first)"
+
+
+async def test_a_first_look_reports_every_ending_at_once_and_never_long_polls(dev_env, task_queue: str) -> None:
+    # proves: EXT-5
+    # Gathered runs (core.engine.Dispatcher): nothing awaits their endings at once, so a first look
+    # reports them together, once every run ended (or at its max_wait), rather than at the first
+    # ending: one activity and one workflow task for the lot.
+    client, counter = await counted_client(dev_env)
+    activities = RunActivities(client)
+    keys = [unique("look") for _ in range(2)]
+    async with Worker(dev_env.client, task_queue=task_queue, workflows=[Held], workflow_runner=UnsandboxedWorkflowRunner()):
+        handles = [await dev_env.client.start_workflow(Held.run, 0, id=k, task_queue=task_queue) for k in keys]
+        request = WatchRequest(runs=[WatchedRun(run_key=k) for k in keys], first_look=True, max_wait_seconds=30,
+                               first_sweep_seconds=0.2)
+        looking = asyncio.create_task(ActivityEnvironment().run(activities.watch_runs, request))
+        await handles[0].signal(Held.end, "complete")
+        await asyncio.sleep(2.0)  # several sweeps found the first ending
+        assert not looking.done(), "a first look does not report at the first ending"
+        await handles[1].signal(Held.end, "fail")
+        outcomes = await asyncio.wait_for(looking, timeout=30)
+        assert sorted((o.run_key, o.status) for o in outcomes) == sorted(zip(keys, ["completed", "failed"]))
+        # and what max_wait found, when a run still goes
+        other = unique("look-long")
+        await dev_env.client.start_workflow(Held.run, 0, id=other, task_queue=task_queue)
+        short = WatchRequest(runs=[WatchedRun(run_key=other), WatchedRun(run_key=keys[0])], first_look=True,
+                             max_wait_seconds=1.5, first_sweep_seconds=0.2)
+        assert await ActivityEnvironment().run(activities.watch_runs, short) == [RunOutcome(run_key=keys[0], status="completed")]
+    assert counter.total[LONG_POLL] == 0, "a first look only sweeps"

@@ -71,6 +71,11 @@ class WatchRequest(BaseModel):
     runs: list[WatchedRun]
     max_wait_seconds: float = 300.0
     linger_seconds: float = 0.05
+    first_look: bool = Field(default=False, description="A first look at gathered runs (nothing awaits their endings "
+                             "at once): no long poll, and it reports once every run ended or at max_wait, not at the "
+                             "first ending.")
+    first_sweep_seconds: float = Field(default=0.0, description="Seconds before the first sweep (a first look: the runs "
+                                       "were just started).")
     publish_for: str | None = Field(
         default=None, description="The activation's workflow name when its lifecycle_events is on: the watch also "
         "publishes the workflow.completed / workflow.failed event of each ending it reports (RunOutcome.published).")

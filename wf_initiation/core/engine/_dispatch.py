@@ -55,6 +55,9 @@ FIRST_LOOK_WAIT = 5.0
 """Seconds a first look at gathered new runs waits for an ending (then it comes back, and runs gathered
 meanwhile go out in the next): how much later than at once an ending may be learned when nothing
 awaits it (``WatchRuns.prompt`` false). A run still going is then watched as any other."""
+FIRST_LOOK_SWEEP = 1.0
+"""Seconds a first look waits before its first sweep: the runs were just started, and one sweep then
+finds the endings of many (a first look ends once all its runs did), so a burst takes fewer looks."""
 PUBLISH_BATCH = 200
 CONTROL_PAGE = 100
 MAX_CONTROL_ACTIVITIES = 4
