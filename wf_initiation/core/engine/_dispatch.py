@@ -52,9 +52,10 @@ LOCAL_START_MAX = 10  # an anticipated occurrence's start holds the task: only s
 WATCH_BATCH = 200
 MAX_WATCHERS = 8
 FIRST_LOOK_WAIT = 5.0
-"""Seconds a first look at gathered new runs waits for an ending (then it comes back, and runs gathered
-meanwhile go out in the next): how much later than at once an ending may be learned when nothing
-awaits it (``WatchRuns.prompt`` false). A run still going is then watched as any other."""
+"""Seconds a first look at gathered new runs waits for their endings (it comes back sooner once all
+ended, and the runs gathered meanwhile go out in the next): how much later than at once an ending
+may be learned when nothing awaits it (``WatchRuns.prompt`` false). A run still going when it comes
+back is then watched as any other."""
 FIRST_LOOK_SWEEP = 1.0
 """Seconds a first look waits before its first sweep: the runs were just started, and one sweep then
 finds the endings of many (a first look ends once all its runs did), so a burst takes fewer looks."""
@@ -100,7 +101,7 @@ class PublishCall:
 class WatchCall:
     runs: tuple[WatchTarget, ...]
     first_look: bool = False
-    """Gathered runs never watched before: the watch waits at most ``FIRST_LOOK_WAIT`` for an ending."""
+    """Gathered runs never watched before: the watch reports once all ended, or after ``FIRST_LOOK_WAIT``."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
