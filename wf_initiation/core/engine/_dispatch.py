@@ -338,12 +338,13 @@ class Dispatcher:
         seen = self._seen
         if seen:  # only runs still going are remembered
             self._seen = seen = {k for k in seen if k in self._watched} | {r.run_key for r in unwatched if r.run_key in seen}
-        fresh: list[WatchTarget] = []
-        if not prompt and any(r.run_key not in seen for r in unwatched) and self._gathering():
-            fresh = [r for r in unwatched if r.run_key not in seen]
+        fresh = [] if prompt else [r for r in unwatched if r.run_key not in seen]
+        if fresh and self._gathering():
             unwatched = [r for r in unwatched if r.run_key in seen]
             if self._first_looks and len(fresh) < WATCH_BATCH:
                 fresh = []  # gathered for the next first look
+        else:
+            fresh = []
         while fresh and self._watchers < MAX_WATCHERS:
             chunk, fresh = fresh[:WATCH_BATCH], fresh[WATCH_BATCH:]
             self._issue_watch(chunk, plan, first_look=True)
