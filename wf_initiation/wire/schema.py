@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
 from wf_initiation.core.engine import DeliveryResult, EventRecord
 from wf_initiation.core.runinput import RunInput
@@ -38,12 +38,15 @@ Kind = Literal["update", "signal", "query", "run input"]
 Audience = Literal["senders", "operators", "shards", "runs"]
 
 
-class DeliveryRecord(EventRecord):
-    """The ``delivery`` query's answer: the dedup entry of one delivery id, or null when none is held."""
-
-    model_config = ConfigDict(extra="allow")
-    run_status: str | None = Field(default=None, description="The run's status while the activation holds it; "
-                                   "`terminal` once it ended and was forgotten; null when the event started no run.")
+DeliveryRecord = create_model(  # an EventRecord's fields (a dataclass, see there) and the run's status
+    "DeliveryRecord",
+    __doc__="The ``delivery`` query's answer: the dedup entry of one delivery id, or null when none is held.",
+    __config__=ConfigDict(extra="allow"),
+    __module__=__name__,
+    **{name: (info.annotation, info) for name, info in EventRecord.__pydantic_fields__.items()},
+    run_status=(str | None, Field(default=None, description="The run's status while the activation holds it; "
+                                  "`terminal` once it ended and was forgotten; null when the event started no run.")),
+)
 
 
 class KeptSignal(BaseModel):

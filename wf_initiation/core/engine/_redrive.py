@@ -27,6 +27,7 @@ across continue-as-new (``operator``).
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
@@ -167,7 +168,7 @@ def _start_again(engine: Pipeline, view: dict[str, Any], action_id: str, now: da
         assert found is not None
         record = engine.state.events.get(key)
         if record is None:  # retired into the compact form since (it keeps only a digest's prefix): its copy
-            record = records.get(found.delivery_id, found).model_copy()
+            record = copy.copy(records.get(found.delivery_id, found))
             engine.state.events[key] = record
         record.disposition, record.detail, record.released_at = disposition, None, None
         record.run_key, record.redriven_by = run.run_key, action_id

@@ -11,6 +11,7 @@ Calls down only: the ledger, the lifecycle events of ``_lifecycle``, the overlap
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections import deque
 from datetime import datetime
@@ -20,7 +21,17 @@ from ..deployment import Throttle
 from ..limits import clip
 from . import _kept, _lanes, _lifecycle, _overlap, _throttle
 from ._ledger import Ledger
-from ._types import TERMINAL, ControlRun, Disposition, EngineState, KeptEvent, OperatorRefused, RunRecord, StartRun
+from ._types import (
+    EVENT_RECORD,
+    TERMINAL,
+    ControlRun,
+    Disposition,
+    EngineState,
+    KeptEvent,
+    OperatorRefused,
+    RunRecord,
+    StartRun,
+)
 
 MAX_RECENT_RUNS = 100
 IN_FLIGHT = frozenset({"starting", "running"})
@@ -194,8 +205,8 @@ class Runs(Ledger):
         the cause is fixed (``_redrive``); one whose input is over the bound is not kept (_kept)."""
         assert run.input is not None
         text = run.input.model_dump_json()
-        records = [r.model_copy() for key in run.event_keys if (r := self.state.events.get(key)) is not None]
-        size = len(text) + sum(len(r.model_dump_json()) for r in records)  # a batch's records count too
+        records = [copy.copy(r) for key in run.event_keys if (r := self.state.events.get(key)) is not None]
+        size = len(text) + sum(len(EVENT_RECORD.dump_json(r).decode()) for r in records)  # a batch's records count too
         _kept.keep(self.state, KeptEvent(
             number=_kept.next_number(self.state), kind="start_fault", entry=run.entry, delivery_id=delivery_id,
             digest=hashlib.sha256(text.encode()).hexdigest()[:16], size=size, at=now, reason=message,

@@ -9,7 +9,7 @@ from ..limits import CAPACITY_WARNING, MAX_DEFERRED_SIGNALS
 from . import _batch, _deactivate, _growth, _intake, _kept, _schedule, _throttle, _view
 from ._keys import event_key
 from ._machine import Machine
-from ._types import Deactivation, ScheduleState, SignalRef
+from ._types import EVENT_RECORD, Deactivation, ScheduleState, SignalRef
 
 
 def status(engine: Machine) -> str:
@@ -148,7 +148,7 @@ def full_state(engine: Machine) -> dict[str, Any]:
 def events(engine: Machine, after_seq: int = 0, limit: int = MAX_EVENTS_IN_STATE) -> list[dict[str, Any]]:
     """Dedup entries in acceptance order, ``seq > after_seq``, at most ``limit`` (<= 500) per page."""
     chosen = sorted((r for r in engine.state.events.values() if r.seq > after_seq), key=lambda r: r.seq)
-    return [{"key": f"{r.entry}\x1f{r.delivery_id}", **r.model_dump(mode="json")}
+    return [{"key": f"{r.entry}\x1f{r.delivery_id}", **EVENT_RECORD.dump_python(r, mode="json")}
             for r in chosen[: max(1, min(limit, MAX_EVENTS_IN_STATE))]]
 
 
@@ -157,7 +157,7 @@ def delivery(engine: Machine, entry: str, delivery_id: str) -> dict[str, Any] | 
     record = engine.lookup(key)
     if record is None:
         return _kept_signal(engine, key)
-    out = record.model_dump(mode="json")
+    out = EVENT_RECORD.dump_python(record, mode="json")
     run = engine.state.runs.get(record.run_key or "")
     out["run_status"] = run.status if run else ("terminal" if record.run_key else None)
     return out
