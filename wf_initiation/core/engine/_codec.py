@@ -17,6 +17,7 @@ In the worker the same columns are kept as they are, with a sorted index (``Reti
 from __future__ import annotations
 
 import hashlib
+import io
 import itertools
 import struct
 import sys
@@ -28,6 +29,7 @@ from datetime import UTC, datetime
 from ._types import Disposition, EngineState
 
 CODES = list(Disposition)
+_DELTAS_PER_CHUNK = 8192
 _HEADER = struct.Struct("<4sI")
 _MAGIC = b"WFR1"
 
@@ -132,33 +134,56 @@ class Retired:
 
     def pack(self) -> bytes:
         """The carried form: the entries sorted by release time (stable), column by column."""
+        out = io.BytesIO()
+        self.write(out)
+        return out.getvalue()
+
+    def write(self, out: io.BytesIO) -> None:
+        """Write :meth:`pack`'s bytes to ``out``. The columns go from where they are held, the instants'
+        deltas in chunks through one compressor: at continue-as-new, the worker's peak memory is
+        the carried state's copies (bench/bench_memory.py), so packing adds no copy of a column."""
+        with memoryview(self._times) as held:  # released at the end: the columns stay resizable
+            self._write(out, held[self._start :])
+
+    def _write(self, out: io.BytesIO, base: memoryview) -> None:
         recent = list(self._recent.items())
-        epoch, base = self._epoch, self._times[self._start :]
+        epoch, start = self._epoch, self._start
 
         def times() -> Iterator[int]:  # one instant at a time: no Python object per id outlives its step
             yield from (epoch + t for t in base)
             yield from (v[2] for _, v in recent)
 
         n = len(base) + len(recent)
+        out.write(_HEADER.pack(_MAGIC, n))
+        tail = zlib.compressobj(9)
         if all(a <= b for a, b in itertools.pairwise(times())):  # as retiring keeps them: the columns as they are
-            keys = self._hashes_in_release_order()
-            if sys.byteorder != "big":
+            keys = self._keys
+            if sys.byteorder != "big":  # written big-endian, in place and back
                 keys.byteswap()
-            hashes = keys.tobytes() + b"".join(h for h, _ in recent)
-            digests = self._digests[6 * self._start :] + b"".join(v[0] for _, v in recent)
-            codes = self._codes[self._start :] + bytes(v[1] for _, v in recent)
-            deltas = array("q", (b - a for a, b in itertools.pairwise(itertools.chain([0], times()))))
+            try:
+                out.write(memoryview(keys)[start:])
+            finally:
+                if sys.byteorder != "big":
+                    keys.byteswap()
+            out.writelines(h for h, _ in recent)
+            out.write(memoryview(self._digests)[6 * start :])
+            out.writelines(v[0] for _, v in recent)
+            chunks = [tail.compress(memoryview(self._codes)[start:]), tail.compress(bytes(v[1] for _, v in recent))]
+            instants: Iterator[int] = times()
         else:
-            held = [(_as_bytes(h), self._base_at(self._start + i)) for i, h in enumerate(self._hashes_in_release_order())]
+            held = [(_as_bytes(h), self._base_at(start + i)) for i, h in enumerate(self._hashes_in_release_order())]
             items = sorted([*held, *recent], key=lambda kv: kv[1][2])
-            hashes = b"".join(h for h, _ in items)
-            digests = b"".join(v[0] for _, v in items)
-            codes = bytes(v[1] for _, v in items)
-            deltas = array("q", (b - a for a, b in itertools.pairwise([0, *(v[2] for _, v in items)])))
-        if sys.byteorder != "little":
-            deltas.byteswap()
-        tail = zlib.compress(codes + deltas.tobytes(), 9)
-        return _HEADER.pack(_MAGIC, n) + hashes + digests + tail
+            out.writelines(h for h, _ in items)
+            out.writelines(v[0] for _, v in items)
+            chunks = [tail.compress(bytes(v[1] for _, v in items))]
+            instants = (v[2] for _, v in items)
+        deltas = (b - a for a, b in itertools.pairwise(itertools.chain([0], instants)))
+        while chunk := array("q", itertools.islice(deltas, _DELTAS_PER_CHUNK)):
+            if sys.byteorder != "little":
+                chunk.byteswap()
+            chunks.append(tail.compress(chunk))
+        chunks.append(tail.flush())
+        out.writelines(chunks)
 
     @classmethod
     def unpack(cls, blob: bytes) -> Retired:
@@ -169,20 +194,23 @@ class Retired:
         if magic != _MAGIC:
             raise ValueError("not a retired-entries blob")
         off = _HEADER.size
-        hashes = blob[off : off + 8 * n]
-        out._digests = blob[off + 8 * n : off + 14 * n]
-        tail = zlib.decompress(blob[off + 14 * n :])
+        with memoryview(blob) as view:  # read in place: a column is copied once, into its array
+            keys = array("Q")
+            keys.frombytes(view[off : off + 8 * n])
+            out._digests = bytes(view[off + 8 * n : off + 14 * n])
+            tail = zlib.decompress(view[off + 14 * n :])
         out._codes = tail[:n]
         deltas = array("q")
-        deltas.frombytes(tail[n : n + 8 * n])
+        with memoryview(tail) as instants:
+            deltas.frombytes(instants[n : n + 8 * n])
+        del tail
         if sys.byteorder != "little":
             deltas.byteswap()
         for i in range(1, n):  # deltas -> instants, in place
             deltas[i] += deltas[i - 1]
         out._epoch = min(deltas) if n else 0  # the earliest (the first, as pack sorts them)
         out._times = array("I", (t - out._epoch for t in deltas))
-        keys = array("Q")
-        keys.frombytes(hashes)
+        del deltas
         if sys.byteorder != "big":  # the key hash read as a big-endian integer (see _as_int)
             keys.byteswap()
         out._keys = keys
@@ -230,7 +258,11 @@ _STATE_MAGIC = b"WFS1"
 def encode_state(state: EngineState, retired: Retired) -> bytes:
     """State for continue-as-new: zlib'd JSON plus the packed retired dedup entries."""
     body = zlib.compress(state.model_dump_json().encode(), 6)
-    return _STATE_HEADER.pack(_STATE_MAGIC, len(body)) + body + retired.pack()
+    out = io.BytesIO()
+    out.write(_STATE_HEADER.pack(_STATE_MAGIC, len(body)))
+    out.write(body)
+    retired.write(out)
+    return out.getvalue()  # the buffer itself, not a copy
 
 
 def decode_state(blob: bytes) -> EngineState:
