@@ -16,7 +16,7 @@ deliveries per s measured with 2 shards). ``--capacity-ids N`` lowers it so that
 a shard (e.g. 20,000: a quarter of the deliveries): both workers then run with
 ``WFI_BENCH_CAPACITY_BYTES`` (read by the bench worker only, never by the product). The table says
 which was used. A lowered capacity makes the RSS ratio below compare less well with item 1's figure,
-measured on a shard of 75,000 ids: each shard keeps its 500 newest ids as full records (~1.4 KB
+measured on a shard of 75,000 ids: each shard keeps its 500 newest ids as full records (~0.5 KB
 each) whatever its size, so the smaller the shard, the more each id costs.
 
 Then the full worker is SIGKILLed twice, each time started again at once, and from each restart

@@ -31,6 +31,9 @@ processes' resident memory (``/proc/<pid>/status``) is read:
   worker that took it over, or that restarted; ``bench_full_shards.py`` uses this figure);
 - within a run: (VmHWM full - VmHWM empty) / ids of the workers that filled them, the most either
   process held, the same traffic on both;
+- within a run, what an id adds to that peak: the same difference's growth from half the ids (read
+  then) to all of them, per id added; and what the peak holds besides (the first figure's total less
+  this one times the ids: paid once by a worker that fills a shard, whatever its size);
 - the filling worker after continue-as-new (informational): its VmRSS stays near its peak, as
   memory a process freed is kept for reuse (by the next run) rather than given back.
 
@@ -167,10 +170,13 @@ async def _measure_workers(client: Any, workers: dict[str, BenchWorker], workdir
         await wfi.activate(specs[side])
         fillers[side] = Filler(wfi, specs[side].workflow, 1, in_flight=args.in_flight, log=log)
     log(f"{args.worker_ids:,} deliveries to each activation ({args.in_flight} updates in flight each)")
-    step = 10_000
-    for done in range(0, args.worker_ids, step):  # interleaved, so both workers carry the same traffic at once
-        n = min(step, args.worker_ids - done)
-        await asyncio.gather(fillers["full"].send([n]), fillers["empty"].send([n], same_id=f"same-{suffix}"))
+    step, half = 10_000, args.worker_ids // 2
+    for done, end in ((0, half), (half, args.worker_ids)):  # the peak so far is read at half the ids
+        for at in range(done, end, step):  # interleaved, so both workers carry the same traffic at once
+            n = min(step, end - at)
+            await asyncio.gather(fillers["full"].send([n]), fillers["empty"].send([n], same_id=f"same-{suffix}"))
+        if done == 0:
+            halfway = {side: w.memory()["VmHWM"] for side, w in workers.items()}
     held = {side: (await shard_summaries(fillers[side].wfi, specs[side].workflow, 1))[0]["capacity"]["retained_ids"]
             for side in workers}
     if held["full"] < args.worker_ids or held["empty"] > 1:
@@ -189,6 +195,11 @@ async def _measure_workers(client: Any, workers: dict[str, BenchWorker], workdir
     fresh_per_id = (fresh["full"]["VmRSS"] - fresh["empty"]["VmRSS"]) / ids
     peak_per_id = (mem["full"]["VmHWM"] - mem["empty"]["VmHWM"]) / ids
     filler_per_id = (mem["full"]["VmRSS"] - mem["empty"]["VmRSS"]) / ids
+    # What the peak grows by per id from half the ids to all of them (the same traffic on both sides):
+    # a retained id's share of the peak, without what the worker's peak holds whatever the ids.
+    grown = (mem["full"]["VmHWM"] - halfway["full"]) - (mem["empty"]["VmHWM"] - halfway["empty"])
+    marginal_per_id = grown / (ids - half)
+    fixed = mem["full"]["VmHWM"] - mem["empty"]["VmHWM"] - marginal_per_id * ids
     for label, m in (("filling", mem), ("fresh", fresh)):
         log(f"{label} workers: VmRSS {mib(m['full']['VmRSS'])} / {mib(m['empty']['VmRSS'])}, "
             f"VmHWM {mib(m['full']['VmHWM'])} / {mib(m['empty']['VmHWM'])} (full / empty)")
@@ -200,6 +211,11 @@ async def _measure_workers(client: Any, workers: dict[str, BenchWorker], workdir
         Figure(metric="worker peak RSS per retained id within a run (the worker that filled it)", unit="B",
                ours=peak_per_id, target=Target(op="<=", value=WITHIN_TARGET, on="ours"),
                note=note + ", the same traffic; VmHWM"),
+        Figure(metric="worker peak RSS per retained id within a run, from half the ids to all (the worker that filled it)",
+               unit="B", ours=marginal_per_id, target=Target(op="<=", value=WITHIN_TARGET, on="ours"),
+               note=note + f", the same traffic; VmHWM at {half:,} ids and at {ids:,}: what an id adds to the peak"),
+        Figure(metric="the filling worker's peak less the ids' share (a worker that fills a shard)", unit="MiB",
+               ours=fixed / 2**20, note="VmHWM full - empty - the row above x ids: paid once per worker"),
         Figure(metric="the filling worker's RSS per retained id after continue-as-new", unit="B", ours=filler_per_id,
                note=note + "; VmRSS after the rebinding: memory freed by the run stays with the process for the next"),
         Figure(metric=f"worker memory per full shard ({FULL_SHARD_IDS:,} ids) after continue-as-new", unit="MiB",
@@ -208,6 +224,7 @@ async def _measure_workers(client: Any, workers: dict[str, BenchWorker], workdir
                note="the continue-as-new input's state payload"),
     ]
     meta = {"worker": {"ids": ids, "rss_bytes_per_id": fresh_per_id, "hwm_bytes_per_id": peak_per_id,
+                       "hwm_bytes_per_id_marginal": marginal_per_id, "hwm_fixed_bytes": fixed, "halfway": halfway,
                        "filling_rss_bytes_per_id": filler_per_id, "memory": mem, "fresh_memory": fresh,
                        "carried": carried}}
     return figures, meta

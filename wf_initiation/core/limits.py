@@ -99,10 +99,11 @@ signal, ``history.maximumSignalsPerExecution``)."""
 RECORDS_PER_RUN = 2000
 """Released dedup entries one activation run adds as full records before it continues as new: past
 the 500 newest it carries as full records (``engine._ledger.KEEP_LIVE_RELEASED``) plus this many, it continues as new, which retires the
-rest into the compact form. A full record takes ~1.5 KB of the worker's memory, a retired id ~60
-bytes; without this bound a run taking bulk deliveries (``deliver_many``, 500 an update) kept tens
-of thousands (the server suggests continue-as-new only at 4 MiB of history, ~37,000 such
-deliveries): ~55 MB per shard, against ~5 MB for a full shard after continue-as-new."""
+rest into the compact form. A full record takes ~0.5 KB of the worker's memory (``EventRecord``, a
+slotted dataclass, with its strings; ~1.7 KB as a model before 7 Dec 2026), a retired id ~25 bytes;
+without this bound a run taking bulk deliveries (``deliver_many``, 500 an update) kept tens of
+thousands (the server suggests continue-as-new only at 4 MiB of history, ~37,000 such deliveries):
+~20 MB per shard, against ~2 MB for a full shard after continue-as-new."""
 
 # ---------------------------------------------------------------------------- one workflow task
 MAX_START_BYTES = 1 * MIB

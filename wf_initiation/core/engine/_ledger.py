@@ -22,7 +22,7 @@ MAX_ERRORS = 200
 KEEP_LIVE_RELEASED = 500
 """Released dedup entries carried across continue-as-new as full records, the newest (what the
 operator page's recent dispositions and ``wfi state --events`` show); older ones are carried in the
-compact form. A full record takes ~1.4 KB of the worker's memory: 500 of them ~0.7 MB per shard."""
+compact form. A full record takes ~0.5 KB of the worker's memory: 500 of them ~0.26 MB per shard."""
 KEEP_LIVE_RELEASED_BEFORE = 2000
 """The same for runs recorded before patch ``wfi-fewer-records`` (workflows/_compat.py)."""
 
@@ -134,7 +134,7 @@ class Ledger:
     def retire_due(self, keep_live: int = KEEP_LIVE_RELEASED) -> bool:
         """Whether this run holds more released entries as full records than it carries as such
         (``keep_live``) plus ``limits.RECORDS_PER_RUN``: time to continue as new, which retires them
-        into the compact form (a full record takes ~25 times a retired id's memory)."""
+        into the compact form (a full record takes ~20 times a retired id's memory)."""
         return len(self._release_queue) > keep_live + RECORDS_PER_RUN
 
     def shed_oldest(self, n: int) -> datetime | None:
