@@ -127,3 +127,19 @@ def test_the_carried_form_is_what_the_plain_dict_packed() -> None:
     assert again.get("hooks\x1fid-499") == (_digest(499)[:12], CODES[499 % len(CODES)], T0 + timedelta(seconds=71))
     assert again.get("hooks\x1fid-0") is None  # expired
     assert len(again) == 500 - 28 + 1
+
+
+def test_a_shard_packed_in_chunks_is_what_the_plain_dict_packed() -> None:
+    """Past one chunk of instants (``_codec._DELTAS_PER_CHUNK``) and with an offset start (expired
+    entries before it), the streamed columns are the same bytes as the plain form's."""
+    retired, model = Retired(), Model()
+    for i in range(20_000):
+        for side in (retired, model):
+            side.add(f"hooks\x1fid-{i}", _digest(i), CODES[i % len(CODES)], T0 + timedelta(seconds=i // 3))
+    assert retired.pack() == model.pack()
+    again = Retired.unpack(retired.pack())
+    assert again.pop_expired(T0 + timedelta(seconds=100)) == model.pop_expired(T0 + timedelta(seconds=100)) == 303
+    for side in (again, model):
+        side.add("hooks\x1flate", _digest(-1), Disposition.ACCEPTED, T0 + timedelta(days=1))
+    assert again.pack() == model.pack()
+    assert again.get("hooks\x1fid-19999") == model.get("hooks\x1fid-19999")
