@@ -98,7 +98,7 @@ async def test_a_run_taking_bulk_deliveries_continues_as_new_to_retire_their_rec
     dev_env, task_queue: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # proves: EXT-3, EXT-5
-    # A full record costs the worker ~25 times a retired id: a run adds at most RECORDS_PER_RUN of
+    # A full record costs the worker ~20 times a retired id: a run adds at most RECORDS_PER_RUN of
     # them (100 here) past the KEEP_LIVE_RELEASED (500) it carries, however few history events its deliveries take.
     monkeypatch.setattr(_ledger, "RECORDS_PER_RUN", 100)
     client = dev_env.client
