@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from wf_initiation.core.activation import ActivationSpec
-    from wf_initiation.core.engine import EVENT_RECORD, Decision, Engine, EventRecord, event_key
+    from wf_initiation.core.engine import EVENT_RECORD, EVENT_RECORD_FIELDS, Decision, Engine, EventRecord, event_key
     from wf_initiation.core.routing import Route, Verdict, delivery_key, external_paths, route
     from wf_initiation.core.sharding import is_child, parent_of
     from wf_initiation.wire import (
@@ -121,7 +121,7 @@ class VerdictHandlers(SplitHandlers):
     @staticmethod
     def _record_of(record: dict[str, Any]) -> EventRecord:
         try:
-            return EVENT_RECORD.validate_python({k: v for k, v in record.items() if k in EventRecord.__pydantic_fields__})
+            return EVENT_RECORD.validate_python({k: v for k, v in record.items() if k in EVENT_RECORD_FIELDS})
         except ValueError as exc:
             raise ValueError(f"the delivery's `prior` is not a dedup entry: {' '.join(str(exc).split())[:300]}") from None
 

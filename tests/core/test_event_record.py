@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from wf_initiation.core.engine import EVENT_RECORD, Disposition, EngineState, EventRecord
+from wf_initiation.core.engine import EVENT_RECORD, EVENT_RECORD_FIELDS, Disposition, EngineState, EventRecord
 from wf_initiation.wire.schema import DeliveryRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,4 +58,4 @@ def test_a_copy_is_a_record_of_its_own() -> None:
 def test_the_delivery_answer_is_a_record_and_the_run_status() -> None:
     answer = DeliveryRecord.model_validate({**json.loads(CARRIED), "run_status": "running", "more": 1})
     assert answer.run_status == "running" and answer.disposition is Disposition.ACCEPTED
-    assert set(EventRecord.__pydantic_fields__) < set(DeliveryRecord.model_fields)
+    assert set(EVENT_RECORD_FIELDS) < set(DeliveryRecord.model_fields)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
-from wf_initiation.core.engine import DeliveryResult, EventRecord
+from wf_initiation.core.engine import EVENT_RECORD_FIELDS, DeliveryResult
 from wf_initiation.core.runinput import RunInput
 
 from . import names
@@ -38,12 +38,12 @@ Kind = Literal["update", "signal", "query", "run input"]
 Audience = Literal["senders", "operators", "shards", "runs"]
 
 
-DeliveryRecord = create_model(  # an EventRecord's fields (a dataclass, see there) and the run's status
+DeliveryRecord = create_model(  # type: ignore[call-overload]  # an EventRecord's fields (a dataclass) and the run's status
     "DeliveryRecord",
     __doc__="The ``delivery`` query's answer: the dedup entry of one delivery id, or null when none is held.",
     __config__=ConfigDict(extra="allow"),
     __module__=__name__,
-    **{name: (info.annotation, info) for name, info in EventRecord.__pydantic_fields__.items()},
+    **{name: (info.annotation, info) for name, info in EVENT_RECORD_FIELDS.items()},
     run_status=(str | None, Field(default=None, description="The run's status while the activation holds it; "
                                   "`terminal` once it ended and was forgotten; null when the event started no run.")),
 )

@@ -42,9 +42,10 @@ from ._subscriptions import (
     transition_event,
 )
 from ._types import (
+    EVENT_RECORD,
+    EVENT_RECORD_FIELDS,
     NOT_RETAINED,
     ROUTED_TO,
-    EVENT_RECORD,
     Command,
     Compat,
     ControlRun,
@@ -70,7 +71,7 @@ from ._types import (
 )
 
 __all__ = [
-    "EVENT_RECORD", "EVENT_SIGNAL", "KEEP_LIVE_RELEASED", "KEEP_LIVE_RELEASED_BEFORE", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
+    "EVENT_RECORD", "EVENT_RECORD_FIELDS", "EVENT_SIGNAL", "KEEP_LIVE_RELEASED", "KEEP_LIVE_RELEASED_BEFORE", "LANES_SIGNAL", "LIFECYCLE_SIGNAL", "NOT_RETAINED", "ROUTED_TO", "SUBSCRIBE_SIGNAL", "UNSUBSCRIBE_SIGNAL", "Call", "Command",
     "Compat", "ControlCall", "ControlRun", "Dispatcher", "FIRST_LOOK_SWEEP", "FIRST_LOOK_WAIT", "Plan", "PollCall", "PublishCall", "SignalCall", "StartCall",
     "StartFault", "WatchCall", "DeactivateOutcome", "Decision", "DeliveryResult", "Disposition", "LaneNotice", "Engine", "EngineState",
     "ErrorRecord", "EventRecord", "GrowCall", "GrowShards", "LifecycleEvent", "MeasureCall", "MeasureShards", "ShardFill", "OperatorOutcome", "PollItemIn", "PollResultIn", "PublishEvent", "RedriveKind", "RedrivenEvent", "RunPoll",

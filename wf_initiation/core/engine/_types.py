@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.dataclasses import dataclass as dataclass_model
+from pydantic.fields import FieldInfo
 
 from wf_initiation.errors import OperatorRefused  # noqa: F401  (the engine's operator refusal; imported from here too)
 
@@ -93,6 +94,8 @@ class EventRecord:
 
 EVENT_RECORD: TypeAdapter[EventRecord] = TypeAdapter(EventRecord)
 """Validation and JSON of :class:`EventRecord` (what ``model_validate`` / ``model_dump`` are to a model)."""
+EVENT_RECORD_FIELDS: dict[str, FieldInfo] = EventRecord.__pydantic_fields__  # type: ignore[attr-defined]
+""":class:`EventRecord`'s fields by name (what ``model_fields`` is to a model)."""
 
 
 class RunRecord(_M):
