@@ -139,9 +139,15 @@ async def test_a_failing_hanging_or_echoing_codec_server_is_a_codec_failure_that
         await assert_only_encrypted(client, workflow_id_for(name), [])
 
 
+_GONE_WITHIN = 180  # seconds; the server's own delays, in _gone's docstring
+
+
 async def _gone(client: Client, workflow_id: str) -> None:
     """Deleted, and no longer listed: the server deletes a workflow's visibility record after its
-    history, so a list read in between names a run whose history is gone (CI on a loaded machine)."""
+    history, so a list read in between names a run whose history is gone (CI on a loaded machine).
+    The record's delete waits until the run's close is acknowledged in the visibility queue's state,
+    which the server persists every ~30 s, and retries 3 s x 1.5^n apart (temporal's
+    visibility_queue_task_executor.go, ``ensureCloseBeforeDelete``): up to ~100 s, hence _GONE_WITHIN."""
     try:
         await client.get_workflow_handle(workflow_id).describe()
     except RPCError as exc:
@@ -164,7 +170,7 @@ async def test_a_first_wfi_activate_without_the_team_s_codec_leaves_nothing_runn
         # start is undone once the activation's encrypted answer shows the team encrypts.
         refused = await wfi("activate", str(tmp_path / f"{first}.yaml"), "--deployment", keyless)
         assert refused.code == 1 and "binary/encrypted" in refused.stderr and "deleted" in refused.stderr, refused.stderr
-        await assert_eventually(lambda: _gone(client, workflow_id_for(first)), timeout=60)
+        await assert_eventually(lambda: _gone(client, workflow_id_for(first)), timeout=_GONE_WITHIN)
 
         with_codec = ("--data-converter", "team_codec:data_converter")
         for name in (first, second):
