@@ -16,6 +16,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -40,6 +41,9 @@ on:
   when: "{{{{ request.body.keep }}}}"
 """
 LIVE_RECORDS = 2000  # the newest released ids the engine keeps as full records (core.limits.BYTES_PER_LIVE_RECORD)
+AFTER_TARGET = 64  # issue 35 item 1: worker bytes per retained id after continue-as-new
+WITHIN_TARGET = 128  # and within a run
+RETENTION = timedelta(hours=24)
 HISTORY_EVENTS = 8000  # the deployment default of max_history_events; a rebind changes it to force continue-as-new
 
 
@@ -48,11 +52,12 @@ def suppressed(delivery_id: str) -> dict[str, Any]:
 
 
 def spec_for(workdir: pathlib.Path, name: str, task_queue: str, *, shards: int = 1,
-             history_events: int = HISTORY_EVENTS) -> ActivationSpec:
-    """The activation spec of ``name``: one webhook entry, no lifecycle events, 24 h retention."""
+             history_events: int = HISTORY_EVENTS, retention: timedelta = RETENTION) -> ActivationSpec:
+    """The activation spec of ``name``: one webhook entry, no lifecycle events, ``retention`` (24 h;
+    0 for a baseline that takes the same deliveries and keeps none of their ids)."""
     scale = {"scale": {"shards": shards}} if shards > 1 else {}
     return make_spec(workdir, HOOK.format(name=name), task_queue=task_queue, lifecycle_events=False,
-                     dedup_retention="24h", max_history_events=history_events, **scale)
+                     dedup_retention=f"{int(retention.total_seconds())}s", max_history_events=history_events, **scale)
 
 
 def ids_per_shard(counts: Sequence[int], shards: int) -> list[list[str]]:
@@ -91,14 +96,9 @@ class Filler:
         self.sent = 0
         self.seconds = 0.0
 
-    async def send(self, counts: Sequence[int], *, same_id: str | None = None) -> None:
-        """``counts[k]`` new ids to shard ``k``; with ``same_id``, as many deliveries of that one id instead
-        (the same traffic, one retained id: the baseline of a worker holding nothing)."""
-        if same_id is None:
-            chunks = [ids[i:i + MAX_BULK] for ids in ids_per_shard(counts, self.shards) for i in range(0, len(ids), MAX_BULK)]
-        else:
-            total = sum(counts)
-            chunks = [[same_id] * min(MAX_BULK, total - i) for i in range(0, total, MAX_BULK)]
+    async def send(self, counts: Sequence[int]) -> None:
+        """``counts[k]`` new ids to shard ``k``."""
+        chunks = [ids[i:i + MAX_BULK] for ids in ids_per_shard(counts, self.shards) for i in range(0, len(ids), MAX_BULK)]
         total, began, report = sum(counts), time.monotonic(), time.monotonic() + 30
 
         async def one(chunk: list[str]) -> None:
@@ -152,7 +152,8 @@ async def force_continue_as_new(wfi: WfiClient, spec: ActivationSpec, workdir: p
     shards = spec.shards
     before = {d.run_id for d in await current_runs(wfi.client, spec.workflow, shards)}
     queue = spec.run.task_queue  # make_spec's run queue is the activation's task queue
-    rebound = spec_for(workdir, spec.workflow, queue, shards=shards, history_events=rebind_to)
+    rebound = spec_for(workdir, spec.workflow, queue, shards=shards, history_events=rebind_to,
+                       retention=spec.policies.dedup_retention)
     if rebound.activation_id == spec.activation_id:
         raise RuntimeError("the rebinding kept the activation id: nothing would continue as new")
     await wfi.activate(rebound)
