@@ -172,9 +172,16 @@ class ShardBench:
 
 
 async def _pairs(repeat: int, ours: Any, bare: Any) -> tuple[float, float, list[float]]:
-    """``repeat`` pairs, each side measured right after the other: the medians of each side and
-    every pair's ratio (one pair of a few seconds swings by a third on this machine)."""
-    pairs = [(await ours(), await bare()) for _ in range(repeat)]
+    """``repeat`` pairs, each side measured right after the other, ours first in every other pair
+    (the side measured first meets the server as the previous phase left it): the medians of each
+    side and every pair's ratio (one pair of a few seconds swings by a third on this machine)."""
+    pairs = []
+    for k in range(repeat):
+        if k % 2 == 0:
+            pairs.append((await ours(), await bare()))
+        else:
+            b = await bare()
+            pairs.append((await ours(), b))
     return (statistics.median(o for o, _ in pairs), statistics.median(b for _, b in pairs),
             [round(o / b, 2) for o, b in pairs])
 
