@@ -313,6 +313,19 @@ async def drain(client: Client, workflow_type: str, *, timeout: float = 300.0) -
     await wait_for(lambda: _none(client, query), timeout=timeout, what=f"draining running {workflow_type}")
 
 
+async def idle(client: Client, workflow_ids: Sequence[str], *, timeout: float = 120.0) -> None:
+    """Wait until none of ``workflow_ids`` has an activity or a workflow task pending: what an earlier
+    step left running (an activation's report of how its runs ended) finishes before a timed phase,
+    as a bare workflow has nothing pending when its phase starts."""
+
+    async def none_pending() -> bool:
+        found = await asyncio.gather(*(client.get_workflow_handle(w).describe() for w in workflow_ids))
+        return not any(d.raw_description.pending_activities or d.raw_description.HasField("pending_workflow_task")
+                       for d in found)
+
+    await wait_for(none_pending, timeout=timeout, what=f"{len(workflow_ids)} workflow(s) idle")
+
+
 async def _none(client: Client, query: str) -> bool:
     return await count_workflows(client, query) == 0
 

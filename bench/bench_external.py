@@ -65,6 +65,7 @@ from bench._common import (  # noqa: E402
     fan_out,
     floor_update_latencies,
     history_events,
+    idle,
     percentile,
     results_dir,
     server_label,
@@ -141,6 +142,7 @@ class Bench:
         await self.wfi.deliver_many(name, [(None, p) for p in accepted])
         await self.started_all(name, len(accepted))
         await drain(self.client, RUN_TYPE)
+        await idle(self.client, [workflow_id_for(name)])  # the endings of those runs reported, as the bare has nothing pending
         stream = [accepted[(i // 2) % len(accepted)] if i % 2 == 0 else hook(i, keep=False) for i in range(n)]
         base = (await self.counters(name))["counters"]["deliveries"]
         began = time.monotonic()

@@ -48,6 +48,7 @@ from bench._common import (  # noqa: E402
     dev_server,
     drain,
     fan_out,
+    idle,
     new_id,
     percentile,
     results_dir,
@@ -60,7 +61,7 @@ from bench._workers import Queues, worker_processes  # noqa: E402
 from tests.support.activation import make_spec  # noqa: E402
 from wf_initiation.client import WfiClient  # noqa: E402
 from wf_initiation.core.sharding import shard_of  # noqa: E402
-from wf_initiation.wire import ECHO_RUN_WORKFLOW  # noqa: E402
+from wf_initiation.wire import ECHO_RUN_WORKFLOW, shard_workflow_id  # noqa: E402
 
 HOOK = """
 name: {name}
@@ -98,6 +99,7 @@ class ShardBench:
         kept = [hook(f"k-{i}", keep=True) for i in range(min(100, m))]
         await self.wfi.deliver_many(name, [(None, p) for p in kept])
         await drain(self.client, ECHO_RUN_WORKFLOW)
+        await idle(self.client, [shard_workflow_id(name, k) for k in range(shards)])  # their endings reported
         stream = [kept[(i // 2) % len(kept)] if i % 2 == 0 else hook(f"s-{i}", keep=False) for i in range(m)]
         base = (await self.wfi.summary(name))["counters"]["deliveries"]
         began = time.monotonic()
