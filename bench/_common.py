@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import pathlib
 import random
 import shutil
@@ -250,6 +251,39 @@ class BenchServer:
     @property
     def client(self) -> Client:
         return self.env.client
+
+    def pid(self) -> int | None:
+        """The dev server's process (the one started with this server's metrics port), or None."""
+        want = f"--metrics-port\x00{self.metrics.port}\x00"
+        for proc in pathlib.Path("/proc").iterdir():
+            if proc.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if want in (proc / "cmdline").read_text():
+                        return int(proc.name)
+        return None
+
+    async def quiet(self, *, below: float = 0.1, timeout: float = 15.0) -> float:
+        """Wait until the server used less than ``below`` of a core over a quarter second (what the
+        previous phase left it to do: visibility records, deleted runs), at most ``timeout`` seconds;
+        the seconds waited. A timed side that starts on a busy server measures the other's leftovers."""
+        pid = self.pid()
+        if pid is None:
+            return 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu() -> float:
+            fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+        began = time.monotonic()
+        last = cpu()
+        while time.monotonic() - began < timeout:
+            await asyncio.sleep(0.25)
+            now = cpu()
+            if now - last < below * 0.25:
+                break
+            last = now
+        return time.monotonic() - began
 
 
 def free_port() -> int:

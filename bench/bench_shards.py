@@ -78,6 +78,7 @@ def hook(i: int | str, *, keep: bool) -> dict[str, Any]:
 
 class ShardBench:
     def __init__(self, server: Any, queues: Queues, workdir: pathlib.Path, concurrency: int) -> None:
+        self.server = server
         self.client = server.client
         self.queues = queues
         self.workdir = workdir
@@ -102,6 +103,7 @@ class ShardBench:
         await idle(self.client, [shard_workflow_id(name, k) for k in range(shards)])  # their endings reported
         stream = [kept[(i // 2) % len(kept)] if i % 2 == 0 else hook(f"s-{i}", keep=False) for i in range(m)]
         base = (await self.wfi.summary(name))["counters"]["deliveries"]
+        await self.server.quiet()  # what the set-up or the previous side left the server to do
         began = time.monotonic()
         await fan_out(m, self.n, lambda i: self.wfi.signal_delivery(name, stream[i]))
         done = await wait_for(lambda: self._processed(name, base + m), timeout=600, what=f"{m} signals over {shards} shard(s)")
@@ -115,6 +117,7 @@ class ShardBench:
                                    id=f"warm-{uuid.uuid4().hex[:8]}")
         stream = [hook(f"b-{i}", keep=False) for i in range(m)]
         routes = [shard_of("request", p["delivery_id"], shards) for p in stream]
+        await self.server.quiet()  # what the set-up or the previous side left the server to do
         began = time.monotonic()
         await fan_out(m, self.n, lambda i: handles[routes[i]].signal(BareCounter.hit, {"entry": None, "payload": stream[i]}))
         want = [routes.count(k) + 1 for k in range(shards)]
@@ -130,6 +133,7 @@ class ShardBench:
 
     async def starts(self, shards: int, m: int) -> float:
         name = await self.activate(shards)
+        await self.server.quiet()  # what the set-up or the previous side left the server to do
         began = time.monotonic()
         await fan_out(m, self.n, lambda i: self.wfi.signal_delivery(name, hook(f"r-{i}", keep=True)))
 
@@ -158,6 +162,7 @@ class ShardBench:
                                                     task_queue=self.queues.activations) for _ in range(shards)]
         ids = [f"{prefix}-{i}" for i in range(m)]
         routes = [shard_of("request", i, shards) for i in ids]
+        await self.server.quiet()  # what the set-up or the previous side left the server to do
         began = time.monotonic()
         await fan_out(m, self.n, lambda i: handles[routes[i]].signal(UpdateThenStart.deliver_signal, hook(ids[i], keep=True)))
         for h in handles:
@@ -175,8 +180,8 @@ class ShardBench:
 
 async def _pairs(repeat: int, ours: Any, bare: Any) -> tuple[float, float, list[float]]:
     """``repeat`` pairs, each side measured right after the other, ours first in every other pair
-    (the side measured first meets the server as the previous phase left it): the medians of each
-    side and every pair's ratio (one pair of a few seconds swings by a third on this machine)."""
+    (each side's timed part starts once the server is quiet, ``BenchServer.quiet``): the medians of
+    each side and every pair's ratio (one pair of a few seconds swings by a third on this machine)."""
     pairs = []
     for k in range(repeat):
         if k % 2 == 0:
