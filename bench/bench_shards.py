@@ -16,6 +16,12 @@ workflows fed the same way in the same run:
    starts the runs). Target: ours >= 0.9x.
 3. acknowledged latency p50 of one ``deliver`` update at a time (the route is one hop, whatever N).
 
+Each figure is the median of ``--repeat`` pairs, ours first in every other pair. Each side's timed
+part starts once the dev server is quiet (``BenchServer.quiet``) and, for the no-run phase, once
+the activation is idle (``idle``: the runs its set-up started have ended and their endings are
+reported), as the bare workflows are: a stream that met the server busy with what came before ran
+at ~250 signals per s instead of ~450-500 on this machine, whichever side it was.
+
 The dev server has one history shard (it serialises every workflow's writes on one SQLite file), so
 absolute rates do not grow with N here: the ratios measure what spreading an activation costs. On
 a cluster with many history shards, point ``TEMPORAL_ADDRESS`` at it (``--address``) to see the
