@@ -25,12 +25,16 @@ query in flight at a time and at most one every :data:`QUERY_GAP` while asked, t
 that asked meanwhile named together in the next (at most :data:`QUERY_IDS` a query). A sharded
 activation has watches on every shard, each sweeping on its own: one query per watch every sweep
 made the visibility store the bottleneck of run-starting deliveries past a few shards (bench/bench_shards.py: 0.62 of the design floor at 8
-shards, 0.90 with sweeps 15 times rarer).
+shards, 0.90 with sweeps 15 times rarer). A first look (runs whose endings nothing awaits at once)
+sweeps at most once a second, its query waiting up to :data:`PATIENCE` for the other shards', and
+never asks whether its runs exist (the watch after it does); its activity heartbeats first after
+10 s (activities.runs), as most first looks are over by then: each heartbeat is a write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import Iterable
@@ -55,6 +59,10 @@ MAX_INTERVAL = 5.0
 QUERY_GAP = 0.1
 """Seconds from one closed-run query of a worker's client to the next while others are asked for
 (:class:`ClosedQueries`): the sweeps of every watch of the worker within it go together."""
+PATIENCE = 0.5
+"""Seconds a first look's query waits for other watches' (:class:`ClosedQueries`): the first looks of
+a sharded activation's shards, each sweeping every second at its own moment, share a query or two a
+second instead of one each."""
 GONE = "terminated"
 """What a watched run the server does not know is reported as."""
 
@@ -89,32 +97,47 @@ def closed_query(workflow_ids: Iterable[str], *, running_too: bool = False) -> s
 class ClosedQueries:
     """The closed-run queries of every watch on one client (and event loop): one round in flight at a
     time, at most one every :data:`QUERY_GAP` while asked; the ids asked for meanwhile go together in
-    the next (queries of at most :data:`QUERY_IDS` ids, one after the other). Get it with
+    the next (queries of at most :data:`QUERY_IDS` ids, one after the other). A query whose every ask
+    is patient (first looks) waits for the earliest one's patience to run out. Get it with
     :func:`closed_queries`."""
 
     def __init__(self, client: Client) -> None:
         self._client = client
         self.loop = asyncio.get_running_loop()
-        self._asked: list[tuple[list[str], asyncio.Future[dict[str, str]]]] = []
+        self._asked: list[tuple[list[str], asyncio.Future[dict[str, str]], float]] = []
         self._pump: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
 
-    async def closed(self, workflow_ids: list[str]) -> dict[str, str]:
-        """The ids of ``workflow_ids`` whose execution closed, with the run's outcome.
+    async def closed(self, workflow_ids: list[str], *, patience: float = 0.0) -> dict[str, str]:
+        """The ids of ``workflow_ids`` whose execution closed, with the run's outcome. ``patience``:
+        seconds the query may wait for other watches' ids (a first look's sweep: :data:`PATIENCE`);
+        an impatient ask takes every waiting one along.
 
         Raises:
             RPCError: the server refused the query these ids went in (the same error for every
                 watch whose ids were in it).
         """
         future: asyncio.Future[dict[str, str]] = self.loop.create_future()
-        self._asked.append((workflow_ids, future))
+        self._asked.append((workflow_ids, future, self.loop.time() + patience))
+        self._wake.set()
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._answer())
         return await future
 
     async def _answer(self) -> None:
-        while self._asked:
-            began = self.loop.time()
-            asked, self._asked = [(ids, f) for ids, f in self._asked if not f.done()], []
+        last = float("-inf")
+        while True:
+            self._asked = [a for a in self._asked if not a[1].done()]  # a caller cancelled: not asked for
+            if not self._asked:
+                return
+            due = max(min(by for _, _, by in self._asked), last + QUERY_GAP)
+            if (wait := due - self.loop.time()) > 0:  # the gap, or every ask patient: wait for company
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                continue
+            last = self.loop.time()
+            asked, self._asked = [(ids, f) for ids, f, _ in self._asked], []
             wanted = list(dict.fromkeys(i for ids, _ in asked for i in ids))
             found: dict[str, str] = {}
             try:
@@ -135,8 +158,6 @@ class ClosedQueries:
             for ids, future in asked:
                 if not future.done():
                     future.set_result({i: found[i] for i in ids if i in found})
-            if self._asked:  # the sweeps asking meanwhile, and until the gap has passed, go together
-                await asyncio.sleep(max(0.0, began + QUERY_GAP - self.loop.time()))
 
 
 _SHARED: weakref.WeakKeyDictionary[Client, ClosedQueries] = weakref.WeakKeyDictionary()
@@ -155,14 +176,20 @@ class RunWatcher:
     (see the module docstring); cancel the task running :meth:`run` to stop it."""
 
     def __init__(self, client: Client, run_keys: Iterable[str], *, first_sweep: float = 0.0,
-                 long_polls: bool = True) -> None:
-        """``first_sweep``: seconds before the first sweep; ``long_polls`` false: never long-poll (a first
-        look at gathered runs, core.engine.Dispatcher: nothing awaits their endings at once)."""
+                 first_look: bool = False) -> None:
+        """``first_sweep``: seconds before the first sweep. ``first_look``: gathered runs whose endings
+        nothing awaits at once (core.engine.Dispatcher): never long-polled, swept at most every
+        ``first_sweep`` seconds, their queries waiting up to :data:`PATIENCE` for other watches', and
+        not checked for existence (a run the server does not know stays watched: the first look
+        reports it still going at its max_wait, and the watch that follows finds it gone)."""
         self._client = client
         loop = asyncio.get_running_loop()
         self.outcomes: dict[str, asyncio.Future[str]] = {key: loop.create_future() for key in run_keys}
         self._first_sweep = first_sweep
-        self.long_polled = long_polls and len(self.outcomes) <= LONG_POLLS
+        self._first_look = first_look
+        self._min_interval = max(MIN_INTERVAL, first_sweep) if first_look else MIN_INTERVAL
+        self._patience = PATIENCE if first_look else 0.0
+        self.long_polled = not first_look and len(self.outcomes) <= LONG_POLLS
         self._describing = asyncio.Semaphore(DESCRIBE_CONCURRENCY)
         self._listing = True  # False once the server turned out to have no visibility listing
 
@@ -223,7 +250,7 @@ class RunWatcher:
             future.set_result(status)
 
     async def _sweeps(self) -> None:
-        interval, first = MIN_INTERVAL, True
+        interval, first = self._min_interval, True
         if self._first_sweep:
             await asyncio.sleep(self._first_sweep)
         elif self.long_polled:
@@ -238,12 +265,14 @@ class RunWatcher:
             except (RPCError, RPCTimeoutOrCancelledError) as exc:  # the server unreachable or busy: later
                 _log.warning("watching %d runs: %s; asking again in %.1fs", len(self.watching), _text(exc), interval)
                 ended = 0
-            interval = MIN_INTERVAL if ended else min(interval * 2, MAX_INTERVAL)
+            interval = self._min_interval if ended else min(interval * 2, MAX_INTERVAL)
             if self.watching:
                 await asyncio.sleep(interval)
 
     async def sweep(self, *, check_existence: bool = False) -> int:
-        """One pass over the runs still watched; the number found ended."""
+        """One pass over the runs still watched; the number found ended. ``check_existence`` (the first
+        sweep): also find the runs the server does not know (not for a first look)."""
+        check_existence = check_existence and not self._first_look
         watching = self.watching
         by_query = [key for key in watching if queryable(key) and self._listing]
         ended: dict[str, str] = {}
@@ -256,8 +285,8 @@ class RunWatcher:
                 to_describe += chunk
                 continue
             ended.update(closed)
-            if check_existence:
-                to_describe += await self._unknown_in(chunk)
+            if check_existence and (open_ := [key for key in chunk if key not in closed]):
+                to_describe += await self._unknown_in(open_)  # a run listed as closed exists
         statuses = await asyncio.gather(*(self._describe(key) for key in to_describe))
         ended.update((key, status) for key, status in zip(to_describe, statuses) if status is not None)
         for key, status in ended.items():
@@ -269,7 +298,7 @@ class RunWatcher:
         """The runs of ``chunk`` that ended, with their outcome (asked together with the other
         watches' runs, :class:`ClosedQueries`); None when the server refused the query."""
         try:
-            return await closed_queries(self._client).closed(chunk)
+            return await closed_queries(self._client).closed(chunk, patience=self._patience)
         except RPCError as exc:
             self._refused(exc, len(chunk))
             return None

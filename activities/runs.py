@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 MAX_LINGER = 1.0
 # Cancel / terminate calls of one control page made at once (a page holds up to 100 runs).
 CONTROLS_AT_ONCE = 16
+# Seconds between a watch's heartbeats (its heartbeat timeout is 30 s, workflows/_executor.py).
+HEARTBEAT_EVERY = 10.0
 
 
 class RunActivities:
@@ -134,7 +136,7 @@ class RunActivities:
         fails the watch of the others.
         """
         watcher = RunWatcher(self._client, [r.run_key for r in req.runs], first_sweep=req.first_sweep_seconds,
-                             long_polls=not req.first_look)
+                             first_look=req.first_look)
         sweeping = asyncio.create_task(watcher.run())
         heartbeat = asyncio.create_task(_heartbeat_forever())
         # A sweep finds the endings of its interval at once; lingering for the next sweep or two brings
@@ -223,8 +225,10 @@ async def wait_for_burst(
 
 
 async def _heartbeat_forever() -> None:
+    """A heartbeat every HEARTBEAT_EVERY seconds, the first after that long: each is a write to the
+    activation's state on the server, and most watches (a first look) end well within the interval."""
     while True:
+        await asyncio.sleep(HEARTBEAT_EVERY)
         activity.heartbeat()
-        await asyncio.sleep(10)
 
 

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from wf_initiation._joined import Joined
 from wf_initiation.core.routing import delivery_key, home_of
 from wf_initiation.errors import ActivationNotFound, QueryFailed, WfiError
 
@@ -58,20 +59,17 @@ class RoutingCache:
         self._ask = ask
         self._sharded = sharded
         self._known: dict[str, Routing] = {}
+        self._asking: Joined[Routing] = Joined()
 
     async def get(self, workflow: str, *, fallback: bool = False) -> Routing:
         """The routing of ``workflow``. With ``fallback`` (a delivery's route), shard 0 when it cannot
-        be asked now; without (deactivation, state: every shard must be reached), the error."""
+        be asked now; without (deactivation, state: every shard must be reached), the error.
+        Callers asking at once share one answer (``_joined``)."""
         known = self._known.get(workflow)
         if known is not None:
             return known
         try:
-            if self._sharded is not None and not await self._sharded(workflow):
-                self._known[workflow] = UNSHARDED  # a misrouted update later makes the client forget it
-                return UNSHARDED
-            routing = Routing.from_answer(await self._ask(workflow))
-        except ActivationNotFound:
-            return UNSHARDED  # no activation yet: shard 0 answers that (not kept: it may start)
+            return await self._asking(workflow, lambda: self._learn(workflow))
         except (QueryFailed, WfiError) as exc:
             if not fallback or (not isinstance(exc, QueryFailed) and not exc.retryable):
                 raise  # the codec, the credentials: every call about this workflow fails alike
@@ -79,6 +77,16 @@ class RoutingCache:
             # build without the query: this delivery goes to shard 0, which takes it or passes it on
             # (a misrouted update is refused, then routed again); the routing is asked again next time.
             return UNSHARDED
+
+    async def _learn(self, workflow: str) -> Routing:
+        """Ask the server (kept unless the activation is not there yet: it may start)."""
+        try:
+            if self._sharded is not None and not await self._sharded(workflow):
+                self._known[workflow] = UNSHARDED  # a misrouted update later makes the client forget it
+                return UNSHARDED
+            routing = Routing.from_answer(await self._ask(workflow))
+        except ActivationNotFound:
+            return UNSHARDED  # no activation yet: shard 0 answers that (not kept: it may start)
         self._known[workflow] = routing
         return routing
 

@@ -42,6 +42,7 @@ from wf_initiation._delivery import bound_update_id, bulk_chunks, cancelling, ch
 from wf_initiation._ended import answer_from_history
 from wf_initiation._from_temporal import from_temporal
 from wf_initiation._grouping import DeliveryGroups
+from wf_initiation._joined import Joined
 from wf_initiation._reactivation import Outcome, outcome
 from wf_initiation._recovery import Recovery, recover, shards_not_running
 from wf_initiation._sharded_client import ROUTING_ATTEMPTS, ShardedCalls
@@ -150,6 +151,7 @@ class WfiClient:
         # retry with the same update id.
         self.update_timeout = update_timeout
         self._codec_checked: set[str] = set()
+        self._codec_checks: Joined[str | None] = Joined()
 
     async def _check_codec(self, workflow: str) -> None:
         """Before the first call about ``workflow``: refuse when its history was written through a
@@ -157,7 +159,8 @@ class WfiClient:
         encrypted history); once per workflow and client."""
         if workflow in self._codec_checked:
             return
-        problem = await self._retry(lambda: history_problem(self.client, workflow_id_for(workflow)), workflow=workflow)
+        problem = await self._codec_checks(workflow, lambda: self._retry(
+            lambda: history_problem(self.client, workflow_id_for(workflow)), workflow=workflow))  # callers at once: one read
         if problem is not None:
             raise CodecError(problem)
         self._codec_checked.add(workflow)

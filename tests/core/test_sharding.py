@@ -3,6 +3,7 @@ fixed vectors, so clients, the ingress and every shard agree across versions."""
 
 from __future__ import annotations
 
+import asyncio
 import pathlib
 from typing import Any
 
@@ -186,6 +187,37 @@ async def test_a_one_shard_activation_is_routed_without_a_query() -> None:
     assert (await cache.get("wide", fallback=True)).shards == 4 and asked == ["wide"]
     cache.forget("narrow")  # after a misrouted update
     assert (await cache.get("narrow")).shards == 1
+
+
+
+async def test_callers_routing_at_once_share_one_question() -> None:
+    # proves: EXT-8
+    # A bridge restarting under load: 16 first deliveries at once describe shard 1 and query shard 0
+    # once, not 16 times (a query is a task on the busiest shard); a failure reaches each caller.
+    asked: list[str] = []
+    described: list[str] = []
+    release = asyncio.Event()
+
+    async def ask(workflow: str) -> dict[str, Any]:
+        asked.append(workflow)
+        await release.wait()
+        if workflow == "down":
+            raise QueryFailed("stale", failure_type="StaleActivationError")
+        return {"shards": 4, "entries": {"hook": None}}
+
+    async def sharded(workflow: str) -> bool:
+        described.append(workflow)
+        return True
+
+    cache = RoutingCache(ask, sharded)
+    callers = [asyncio.create_task(cache.get(w, fallback=True)) for w in ["wide"] * 16 + ["down"] * 3]
+    await asyncio.sleep(0.01)
+    callers[0].cancel()  # one caller giving up does not cancel the question for the others
+    release.set()
+    answers = await asyncio.gather(*callers[1:])
+    assert [r.shards for r in answers] == [4] * 15 + [1] * 3, "the failure: shard 0 takes each of them"
+    assert sorted(asked) == ["down", "wide"] and sorted(described) == ["down", "wide"]
+    assert (await cache.get("down", fallback=True)).shards == 1 and asked.count("down") == 2, "a failure is asked again"
 
 
 # ---------------------------------------------------------------------------- splitting

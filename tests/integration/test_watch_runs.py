@@ -27,7 +27,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from tests.support.activation import make_spec, unique
 from tests.support.hostile import HOOK, hook, still_serves
 from tests.support.waits import assert_eventually
-from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS, RunWatcher
+from wf_initiation.activities._watch import DESCRIBE_CONCURRENCY, LONG_POLLS, PATIENCE, RunWatcher
 from wf_initiation.activities.runs import RunActivities
 from wf_initiation.client import WfiClient
 from wf_initiation.plugin import WfiPlugin
@@ -167,6 +167,40 @@ async def test_the_sweeps_of_many_watches_on_one_client_go_in_one_query(dev_env,
             if handle.id not in ending:
                 await handle.terminate("test over")
     assert counter.most[LIST] == 1, "one query in flight at a time"
+
+
+
+async def test_first_looks_sweeping_apart_share_a_query_and_ask_nothing_else(dev_env, task_queue: str) -> None:
+    # proves: TRIG-14
+    # The first looks of eight shards sweep once a second, each at its own moment: each query waits
+    # up to PATIENCE for the others', so they share one; a first look asks no count, list or
+    # describe about its runs' existence; an impatient sweep goes at once and takes them along.
+    client, counter = await counted_client(dev_env)
+    keys = [unique("look") for _ in range(WATCHERS * 2)]
+    async with Worker(dev_env.client, task_queue=task_queue, workflows=[Held], workflow_runner=UnsandboxedWorkflowRunner()):
+        handles = [await dev_env.client.start_workflow(Held.run, 0, id=k, task_queue=task_queue) for k in keys]
+        looks = [RunWatcher(client, keys[n:n + 2], first_look=True) for n in range(0, len(keys), 2)]
+
+        async def staggered(n: int, watcher: RunWatcher) -> int:
+            await asyncio.sleep(n * 0.03)  # over twice the gap between queries, within the patience
+            return await watcher.sweep(check_existence=True)
+
+        assert 0.03 * WATCHERS < PATIENCE
+        before = dict(counter.total)
+        assert await asyncio.gather(*(staggered(n, w) for n, w in enumerate(looks))) == [0] * WATCHERS
+        asked = {rpc: n - before.get(rpc, 0) for rpc, n in counter.total.items() if n != before.get(rpc, 0)}
+        assert asked == {LIST: 1}, "one query for the eight first looks, and no existence check"
+
+        prompt = RunWatcher(client, keys[:1])  # a watch something waits on does not wait for company
+        before = dict(counter.total)
+        patient = asyncio.create_task(looks[1].sweep())
+        await asyncio.sleep(0.05)
+        began = asyncio.get_running_loop().time()
+        await asyncio.gather(prompt.sweep(), patient)
+        assert asyncio.get_running_loop().time() - began < PATIENCE / 2
+        assert counter.total[LIST] - before.get(LIST, 0) == 1, "the prompt sweep took the patient one along"
+        for handle in handles:
+            await handle.terminate("test over")
 
 
 @pytest.mark.slow
