@@ -544,9 +544,14 @@ class Figure(BaseModel):
     bare: float | None = None
     target: Target | None = None
     note: str = Field(default="", description="How it was measured (sizes, concurrency, retries).")
+    paired: float | None = Field(default=None, description="The median of the ratios of pairs measured back to back "
+                                 "(bench_shards.py): the ratio when set, as ``ours`` and ``bare`` are each side's "
+                                 "median and may come from different pairs.")
 
     @property
     def ratio(self) -> float | None:
+        if self.paired is not None:
+            return self.paired
         if self.ours is None or not self.bare:
             return None
         return self.ours / self.bare
