@@ -15,7 +15,9 @@ import pathlib
 import time
 import uuid
 
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -111,3 +113,35 @@ async def test_a_run_queued_behind_a_key_is_started_as_soon_as_its_head_ends(
         await client.get_workflow_handle(other.run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
         await client.get_workflow_handle(queued.run_key).signal(ECHO_RUN_RELEASE_SIGNAL)
         await still_serves(wfi, client, name, ident=f"normal-{uuid.uuid4().hex[:6]}", k="c")
+
+
+async def test_a_run_deleted_during_a_first_look_is_reported_by_the_watch_after_it(
+    dev_env, task_queue: str, tmp_path: pathlib.Path,
+) -> None:
+    # proves: EXT-5
+    # A first look never asks whether its runs exist (activities._watch): a run deleted while it is
+    # out is found closed (terminated) while the store still lists it, or else comes back still going
+    # at FIRST_LOOK_WAIT and the watch that follows finds it gone: either way it is reported ended.
+    client = dev_env.client
+    name = unique("deleted")
+    async with Worker(client, task_queue=task_queue, plugins=[WfiPlugin(sample_runs=True)]):
+        wfi = WfiClient(client, task_queue=task_queue)
+        await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue,
+                                     lifecycle_events=False))
+        result = await wfi.deliver(name, hook("doomed", hold=True))
+
+        async def running() -> None:
+            assert (await wfi.state(name))["runs"][result.run_key]["status"] == "running"
+
+        await assert_eventually(running, timeout=30, interval=0.05)
+        await client.workflow_service.delete_workflow_execution(DeleteWorkflowExecutionRequest(  # terminates it
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=result.run_key)))
+        began = time.monotonic()
+
+        async def ended() -> None:
+            assert result.run_key not in (await wfi.state(name))["runs"], "the deleted run is still held"
+
+        await assert_eventually(ended, timeout=60, interval=0.2)
+        assert time.monotonic() - began < FIRST_LOOK_WAIT + 30, "not within the first look's wait and the next watch"
+        assert (await wfi.summary(name))["counters"]["runs_started"] == 1
+        await still_serves(wfi, client, name, ident=f"normal-{uuid.uuid4().hex[:6]}")
