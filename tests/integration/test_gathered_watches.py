@@ -42,6 +42,14 @@ async def _activities(client: Client, name: str) -> dict[str, int]:
     return counts
 
 
+async def _until_running(wfi: WfiClient, name: str, run_key: str) -> None:
+    """Until the activation records the run as running (its start activity reported)."""
+
+    async def running() -> None:
+        assert (await wfi.state(name))["runs"][run_key]["status"] == "running"
+
+    await assert_eventually(running, timeout=30, interval=0.05)
+
 async def test_runs_started_one_after_another_share_watches_and_every_ending_arrives(
     dev_env, task_queue: str, tmp_path: pathlib.Path,
 ) -> None:
@@ -56,11 +64,7 @@ async def test_runs_started_one_after_another_share_watches_and_every_ending_arr
         for i in range(RUNS):  # one start activity each: the next is delivered once the run is running
             result = await wfi.deliver(name, hook(f"held-{i}", hold=True))
             keys.append(result.run_key)
-
-            async def running(key: str = result.run_key) -> None:
-                assert (await wfi.state(name))["runs"][key]["status"] == "running"
-
-            await assert_eventually(running, timeout=30, interval=0.05)
+            await _until_running(wfi, name, result.run_key)
         released = time.monotonic()
         await asyncio.gather(*(client.get_workflow_handle(k).signal(ECHO_RUN_RELEASE_SIGNAL) for k in keys))
 
@@ -129,11 +133,7 @@ async def test_a_run_deleted_during_a_first_look_is_reported_by_the_watch_after_
         await wfi.activate(make_spec(tmp_path, HOOK.format(name=name, extra=""), task_queue=task_queue,
                                      lifecycle_events=False))
         result = await wfi.deliver(name, hook("doomed", hold=True))
-
-        async def running() -> None:
-            assert (await wfi.state(name))["runs"][result.run_key]["status"] == "running"
-
-        await assert_eventually(running, timeout=30, interval=0.05)
+        await _until_running(wfi, name, result.run_key)
         await client.workflow_service.delete_workflow_execution(DeleteWorkflowExecutionRequest(  # terminates it
             namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=result.run_key)))
         began = time.monotonic()
